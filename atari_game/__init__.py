@@ -1,0 +1,17 @@
+"""atari_game: Atari 2600 games as fast, correct, ready-to-train reinforcement-learning environments."""
+
+from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, list_games, resolve_game
+from atari_game.worker import DEFAULT_START_METHOD, Worker, WorkerError, worker_process
+
+__all__ = [
+    "DEFAULT_START_METHOD",
+    "LIFE_LOSS_MODES",
+    "Game",
+    "GameOptions",
+    "Worker",
+    "WorkerError",
+    "action_meanings",
+    "list_games",
+    "resolve_game",
+    "worker_process",
+]

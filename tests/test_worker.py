@@ -1,0 +1,149 @@
+"""The tutorial Worker protocol, its error and process-death paths, and that no process outlives a Worker."""
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from atari_game import Game, Worker, WorkerError
+
+
+def gone(pid, within=5.0):
+    """True once no process `pid` exists (reaped, not a zombie), waiting up to `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().split(") ")[1].startswith("Z"):
+                    raise FileNotFoundError  # a zombie has exited; only its parent's wait() is left
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn", "fork"])
+def test_tutorial_protocol_unchanged_and_identical_to_a_local_game(start_method):
+    local = Game("Breakout", seed=47, fire_reset=True)
+    worker = Worker(47, start_method=start_method, game="Breakout", fire_reset=True)
+    # Exactly the tutorial's calls, on the raw pipe.
+    worker.child.send(("reset", None))
+    assert np.array_equal(worker.child.recv(), local.reset())
+    for action in np.random.default_rng(0).integers(4, size=100):
+        worker.child.send(("step", action))
+        obs, reward, done, info = worker.child.recv()
+        local_obs, *local_rest = local.step(action)
+        assert np.array_equal(obs, local_obs) and [reward, done, info] == local_rest
+    worker.child.send(("close", None))
+    worker.process.join(timeout=5)
+    assert worker.process.exitcode == 0
+    worker.close()
+
+
+def test_convenience_methods_and_context_manager():
+    with Worker(3, game="Pong") as worker:
+        assert worker.reset().shape == (4, 84, 84)
+        obs, reward, done, info = worker.step(0)
+        assert obs.shape == (4, 84, 84) and reward == 0.0 and not done and info is None
+        pid = worker.process.pid
+    assert worker.closed and gone(pid)
+
+
+def test_a_failed_command_raises_with_the_workers_traceback_and_the_worker_goes_on():
+    with Worker(5) as worker:
+        worker.reset()
+        with pytest.raises(WorkerError) as caught:
+            worker.step(7)
+        message = str(caught.value)
+        assert f"pid={worker.process.pid}" in message and "seed=5" in message
+        assert "ValueError: action must be an integer in [0, 4)" in message
+        assert "Traceback in the worker" in message and "_check_action" in message
+        assert worker.step(1)[0].shape == (4, 84, 84)  # still serving
+
+
+def test_unknown_command_is_answered_not_fatal():
+    with Worker(0) as worker:
+        worker.child.send(("jump", None))
+        reply = worker.child.recv()  # raw users get the error back instead of a hang
+        assert isinstance(reply, WorkerError) and "unknown command 'jump'" in str(reply)
+        worker.send("jump", None)
+        with pytest.raises(WorkerError, match="valid commands: 'step', 'reset', 'close'"):
+            worker.recv()
+        worker.child.send("not a tuple")
+        assert isinstance(worker.child.recv(), WorkerError)
+        assert worker.reset().shape == (4, 84, 84)
+
+
+def test_step_before_reset_is_reported():
+    with Worker(0) as worker, pytest.raises(WorkerError, match="call reset"):
+        worker.step(0)
+
+
+def test_killed_worker_is_detected_quickly_and_close_still_works():
+    worker = Worker(0)
+    worker.reset()
+    os.kill(worker.process.pid, signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=r"worker \(seed=0, pid=\d+\) died \(exit code -9\)"):
+        worker.step(0)
+    assert time.monotonic() - start < 2
+    pid = worker.process.pid
+    worker.close()
+    worker.close()  # idempotent
+    assert gone(pid)
+    with pytest.raises(WorkerError, match="is closed"):
+        worker.step(0)
+
+
+def test_killed_worker_gives_raw_users_eof_not_a_hang():
+    worker = Worker(0)
+    worker.child.send(("reset", None))
+    worker.child.recv()
+    os.kill(worker.process.pid, signal.SIGKILL)
+    worker.child.send(("step", 0))  # the pipe's buffer still takes it
+    with pytest.raises(EOFError):
+        worker.child.recv()
+    worker.close()
+
+
+def test_bad_options_fail_in_the_parent_before_any_process_starts():
+    before = len(multiprocessing.active_children())
+    with pytest.raises(ValueError, match="frame_skip must be an integer >= 1"):
+        Worker(0, frame_skip=0)
+    with pytest.raises(TypeError, match="unknown game option 'stak'"):
+        Worker(0, stak=4)
+    assert len(multiprocessing.active_children()) == before
+
+
+def test_no_worker_outlives_its_parent():
+    # A parent that dies without closing its workers (SIGKILL: no cleanup runs at all).
+    script = textwrap.dedent(
+        """
+        import os, signal
+        from atari_game import Worker
+        workers = [Worker(seed) for seed in range(2)]
+        for worker in workers:
+            worker.reset()
+        print(" ".join(str(worker.process.pid) for worker in workers), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    pids = [int(pid) for pid in result.stdout.split()]
+    assert len(pids) == 2
+    assert all(gone(pid, within=10) for pid in pids)
+
+
+def test_no_process_remains_after_close():
+    workers = [Worker(seed) for seed in range(3)]
+    pids = [worker.process.pid for worker in workers]
+    for worker in workers:
+        worker.close()
+    assert all(gone(pid) for pid in pids)
+    assert not multiprocessing.active_children()
