@@ -207,6 +207,10 @@ class Game:
       ``life_loss`` is not ``"reset"`` and the whole game ended, it also holds ``"game_reward"`` and
       ``"game_length"`` (the full game across lives: the number papers report).
 
+    After a done step, ``final_observation`` holds the last observation of the episode that ended (what
+    Gymnasium's vector envs report as the final observation): its newest frame is the screen the episode
+    ended on, max-pooled with the frame before it when that was the step's second-to-last frame.
+
     Rewards earned during NOOP and FIRE starts are not counted: the agent did not choose those actions.
     """
 
@@ -237,6 +241,7 @@ class Game:
         # As in Gymnasium, the first reset() starts the first game (and makes the first seeded NOOP draw).
         self.lives = 0
         self._started = False
+        self.final_observation: np.ndarray | None = None
 
     def reset(self) -> np.ndarray:
         """Restart the game from scratch (in every `life_loss` mode) and return the first observation."""
@@ -254,29 +259,32 @@ class Game:
         reward = 0.0
         for frame in range(frame_skip):
             reward += self.ale.act(ale_action)
-            if self.ale.game_over() or (stop_on_life_loss and self.ale.lives() < self.lives):
+            done = self.ale.game_over() or (stop_on_life_loss and self.ale.lives() < self.lives)
+            # Read the screens the observation is made of: the last two frames, or the one the episode ended on.
+            if done or frame >= frame_skip - 2:
+                self.ale.getScreenGrayscale(self._screens[0 if done else frame_skip - 1 - frame])
+            if done:
                 break
-            # Read the screen only on the last two frames: they are the ones max-pooled.
-            if frame >= frame_skip - 2:
-                self.ale.getScreenGrayscale(self._screens[frame_skip - 1 - frame])
+
+        # Max-pool the last two frames (only the final one if the episode ended earlier), shift the stack one
+        # frame older and resize into its newest slot.
+        if frame == frame_skip - 1 and frame_skip > 1:
+            pooled = np.maximum(self._screens[0], self._screens[1], out=self._pooled)
+        else:
+            pooled = self._screens[0]
+        self._stack[:-1] = self._stack[1:]
+        cv2.resize(pooled, self._dsize, dst=self._stack[-1], interpolation=cv2.INTER_AREA)
 
         # Keep the statistics unclipped: they are what is reported, whatever the agent is trained on.
         self._episode_reward += reward
         self._episode_length += 1
         self._game_reward += reward
         self._game_length += 1
-        life_lost = self.ale.lives() < self.lives
         self.lives = self.ale.lives()
-        done = self.ale.game_over() or (life_lost and stop_on_life_loss)
-
+        episode_info = None
         if done:
+            self.final_observation = self._observation()
             episode_info = self._end_episode()
-        else:
-            episode_info = None
-            # Max-pool the two screens, shift the stack one frame older and resize into its newest slot.
-            pooled = np.maximum(*self._screens, out=self._pooled) if frame_skip > 1 else self._screens[0]
-            self._stack[:-1] = self._stack[1:]
-            cv2.resize(pooled, self._dsize, dst=self._stack[-1], interpolation=cv2.INTER_AREA)
         if self.options.clip_rewards:
             reward = float(np.sign(reward))
         return self._observation(), reward, done, episode_info

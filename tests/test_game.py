@@ -167,6 +167,30 @@ def test_truncation_ends_the_episode_on_the_step_that_reaches_the_limit():
     assert steps[99][3]["truncated"] is True and steps[99][3]["length"] == 100
 
 
+def test_final_observation_is_the_last_observation_of_the_ended_episode():
+    truncated, endless = Game("Pong", max_episode_frames=400), Game("Pong", max_episode_frames=None)
+    truncated.reset(), endless.reset()
+    for t in range(100):
+        obs, _, done, _ = truncated.step(t % 6)
+        endless_obs, *_ = endless.step(t % 6)
+    assert done and truncated.final_observation is not None
+    # What the episode would have shown had it gone on, not the next episode's first observation.
+    assert np.array_equal(truncated.final_observation, endless_obs)
+    assert not np.array_equal(obs, endless_obs)
+
+
+def test_final_observation_of_an_episode_ended_mid_step_holds_its_final_screen():
+    game = Game("Breakout", fire_reset=True)
+    previous = game.reset()
+    for action in random_actions(game, 300):
+        obs, _, done, _ = game.step(action)
+        if done:
+            final = game.final_observation
+            assert np.array_equal(final[:-1], previous[1:]) and final[-1].any()
+            assert not np.shares_memory(final, obs)
+        previous = obs
+
+
 def test_clip_rewards_clips_the_step_reward_but_not_the_statistics():
     raw, clipped = Game("MsPacman", seed=2), Game("MsPacman", seed=2, clip_rewards=True)
     raw.reset(), clipped.reset()
