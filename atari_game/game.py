@@ -220,14 +220,10 @@ class Game:
         self.name = _display_name(opts.game)
         self.observation_shape = opts.observation_shape
 
-        # Seed as ale-py's AtariEnv does: one SeedSequence gives the emulator's seed and the NOOP-start generator.
-        numpy_seed, ale_seed = np.random.SeedSequence(opts.seed).generate_state(n_words=2)
-        self._rng = np.random.default_rng(int(numpy_seed))
         self.ale = ale_py.ALEInterface()
-        self.ale.setInt("random_seed", int(ale_seed.astype(np.int32)))
         self.ale.setFloat("repeat_action_probability", float(opts.sticky_actions))
         self.ale.setInt("max_num_frames_per_episode", opts.max_episode_frames or 0)
-        self.ale.loadROM(roms.get_rom_path(opts.game))
+        self._seed(opts.seed)
         self._actions = self.ale.getLegalActionSet() if opts.full_action_space else self.ale.getMinimalActionSet()
         self.action_meanings = tuple(action.name for action in self._actions)
         self.n_actions = len(self._actions)
@@ -243,10 +239,24 @@ class Game:
         self._started = False
         self.final_observation: np.ndarray | None = None
 
-    def reset(self) -> np.ndarray:
-        """Restart the game from scratch (in every `life_loss` mode) and return the first observation."""
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        """Restart the game from scratch (in every `life_loss` mode) and return the first observation.
+
+        With a `seed`, first re-seed the game exactly as a new ``Game(seed=seed)`` would be.
+        """
+        if seed is not None:
+            _check_int("seed", seed, low=0)
+            self._seed(seed)
         self._restart_game()
         return self._observation()
+
+    def _seed(self, seed: int | None) -> None:
+        # Seed as ale-py's AtariEnv does: one SeedSequence gives the emulator's seed and the NOOP-start
+        # generator; the ROM is (re)loaded after, as the emulator takes its seed when a ROM loads.
+        numpy_seed, ale_seed = np.random.SeedSequence(seed).generate_state(n_words=2)
+        self._rng = np.random.default_rng(int(numpy_seed))
+        self.ale.setInt("random_seed", int(ale_seed.astype(np.int32)))
+        self.ale.loadROM(roms.get_rom_path(self.options.game))
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
         """Play one agent step; see the class docstring for what is returned."""

@@ -27,6 +27,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+import cv2
 import numpy as np
 
 from atari_game.game import Game, GameOptions
@@ -34,6 +35,23 @@ from atari_game.game import Game, GameOptions
 # Fork is fast but unsafe once the parent runs threads (torch, for one); forkserver forks from a clean
 # single-threaded server instead. Where it does not exist, spawn.
 DEFAULT_START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def start_context(start_method: str | None) -> multiprocessing.context.BaseContext:
+    """The multiprocessing context for workers; a forkserver imports atari_game once, not in every child."""
+    context = multiprocessing.get_context(start_method or DEFAULT_START_METHOD)
+    if context.get_start_method() == "forkserver":
+        # Takes effect if this process has not started its fork server yet; '__main__' is the default.
+        context.set_forkserver_preload(["__main__", "atari_game"])
+    return context
+
+
+def prepare_worker_process() -> None:
+    """What every worker process does first."""
+    # Ctrl-C reaches the whole process group; the parent decides when its workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The workers already fill the cores: cv2's own threads would only fight them.
+    cv2.setNumThreads(1)
 
 
 class WorkerError(RuntimeError):
@@ -54,6 +72,12 @@ class ParentEnd(Connection):
             raise EOFError("the worker's end of the pipe is gone") from error
 
 
+def pipe() -> tuple[ParentEnd, Connection]:
+    """A duplex pipe as `multiprocessing.Pipe()` makes it: (the parent's end, the child's end)."""
+    parent_socket, child_socket = socket.socketpair()
+    return ParentEnd(parent_socket.detach()), Connection(child_socket.detach())
+
+
 def worker_process(remote: Connection, seed: int, **game_options: Any) -> None:
     """Run one `Game` in this process and serve commands from `remote` until ``("close", None)``.
 
@@ -61,8 +85,7 @@ def worker_process(remote: Connection, seed: int, **game_options: Any) -> None:
     A command that fails is answered with a `WorkerError` instead, and the worker keeps serving.
     The worker also stops when the parent's end of the pipe closes.
     """
-    # Ctrl-C reaches the whole process group; the parent decides when its workers stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    prepare_worker_process()
     name = f"worker (seed={seed}, pid={os.getpid()})"
     try:
         game = Game(seed=seed, **game_options)
@@ -108,9 +131,8 @@ class Worker:
 
     def __init__(self, seed: int, *, start_method: str | None = None, **game_options: Any) -> None:
         options = GameOptions.from_kwargs(seed=seed, **game_options)
-        context = multiprocessing.get_context(start_method or DEFAULT_START_METHOD)
-        parent_socket, child_socket = socket.socketpair()  # what multiprocessing.Pipe() is made of
-        self.child, remote = ParentEnd(parent_socket.detach()), Connection(child_socket.detach())
+        context = start_context(start_method)
+        self.child, remote = pipe()
         kwargs = dataclasses.asdict(options)
         args = (remote, kwargs.pop("seed"))
         self.process = context.Process(target=worker_process, args=args, kwargs=kwargs, daemon=True)

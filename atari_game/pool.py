@@ -1,0 +1,505 @@
+"""GamePool: N games in a few worker processes, observations in shared memory, the Gymnasium VectorEnv API.
+
+The tutorial design pickles every observation through a pipe, one process per game. Here each worker
+process hosts a block of `Game`s and writes their observations, rewards and flags straight into one
+shared-memory segment; a step costs one tiny pipe message each way per worker, not per game.
+
+    with GamePool(16, "Breakout", noop_max=30) as pool:
+        obs, info = pool.reset(seed=0)                  # uint8 (16, 4, 84, 84)
+        obs, rewards, terminations, truncations, info = pool.step(pool.action_space.sample())
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import traceback
+import weakref
+from multiprocessing import connection, shared_memory
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from atari_game.game import Game, GameOptions, action_meanings
+from atari_game.worker import ParentEnd, pipe, prepare_worker_process, start_context
+
+AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
+
+
+class PoolError(RuntimeError):
+    """A pool worker failed or died; the message names the worker, its envs and (if any) its traceback."""
+
+
+# --- the shared segment: the same named arrays in the parent and in every worker --------------------------
+
+
+def _layout(n_envs: int, obs_shape: tuple[int, ...]) -> dict[str, tuple[tuple[int, ...], type]]:
+    return {
+        "obs": ((n_envs, *obs_shape), np.uint8),
+        "final_obs": ((n_envs, *obs_shape), np.uint8),
+        "actions": ((n_envs,), np.int64),
+        "rewards": ((n_envs,), np.float64),
+        "terminations": ((n_envs,), np.bool_),
+        "truncations": ((n_envs,), np.bool_),
+        "lives": ((n_envs,), np.int32),
+    }
+
+
+def _padded(shape: tuple[int, ...], dtype: type) -> int:
+    # Each array starts on a 64-byte cache line, so two processes never write to one line.
+    return -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64
+
+
+def _arrays(buffer: memoryview, layout: dict) -> dict[str, np.ndarray]:
+    arrays, offset = {}, 0
+    for name, (shape, dtype) in layout.items():
+        arrays[name] = np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
+        offset += _padded(shape, dtype)
+    return arrays
+
+
+def _attach(name: str) -> shared_memory.SharedMemory:
+    """Open the parent's segment; the parent alone deletes it."""
+    try:
+        return shared_memory.SharedMemory(name, track=False)  # Python 3.13+
+    except TypeError:
+        # Before 3.13 attaching registers the name again with the resource tracker, which every process of
+        # the pool shares with the parent: harmless, as it keeps a set of names.
+        return shared_memory.SharedMemory(name)
+
+
+# --- the worker process ---------------------------------------------------------------------------------
+
+
+def pool_worker(
+    remote: connection.Connection,
+    segment_name: str,
+    layout: dict,
+    env_ids: list[int],
+    seeds: list[int | None],
+    next_step_autoreset: bool,
+    options: dict[str, Any],
+) -> None:
+    """Host the games `env_ids` and play them on command, writing every result into the shared segment.
+
+    Commands: ``("step", ids)`` plays the envs `ids` (None: all of this worker's) with the actions in the
+    segment; ``("reset", (seeds, owed))`` resets all of them, re-seeding those with a seed, and owes the
+    envs in `owed` a next-step reset step; ``("close", None)`` returns. Each command is answered with
+    ``("ok", ids, infos)``: the envs played (none for a reset) and, for those whose episode ended, their
+    `Game` episode info; or with ``("error", ids, traceback text)``.
+    """
+    prepare_worker_process()
+    segment = _attach(segment_name)
+    shared = _arrays(segment.buf, layout)
+    obs, final_obs, actions, rewards = shared["obs"], shared["final_obs"], shared["actions"], shared["rewards"]
+    terminations, truncations, lives = shared["terminations"], shared["truncations"], shared["lives"]
+    games = {i: Game(seed=seed, **options) for i, seed in zip(env_ids, seeds, strict=True)}
+    # Next-step autoreset: the envs whose episode ended on their last step, with their next first observation.
+    owed: dict[int, np.ndarray] = {}
+    try:
+        while True:
+            try:
+                command, data = remote.recv()
+            except EOFError:  # the parent is gone
+                return
+            if command == "close":
+                return
+            ids, infos = env_ids, {}
+            try:
+                if command == "step":
+                    ids = env_ids if data is None else data
+                    for i in ids:
+                        if i in owed:
+                            # Next-step autoreset's reset step: the action is ignored.
+                            obs[i] = owed.pop(i)
+                            rewards[i], terminations[i], truncations[i] = 0.0, False, False
+                            continue
+                        game = games[i]
+                        new_obs, rewards[i], done, info = game.step(actions[i])
+                        lives[i] = game.lives
+                        terminations[i] = done and not info["truncated"]
+                        truncations[i] = done and info["truncated"]
+                        if not done:
+                            obs[i] = new_obs
+                        elif next_step_autoreset:
+                            obs[i], owed[i] = game.final_observation, new_obs
+                            infos[i] = info
+                        else:
+                            obs[i], final_obs[i] = new_obs, game.final_observation
+                            infos[i] = info
+                elif command == "reset":
+                    ids, (new_seeds, owed_ids) = [], data  # nothing for recv(): reset() reads the segment itself
+                    for i, seed in zip(env_ids, new_seeds, strict=True):
+                        obs[i] = games[i].reset(seed=seed)
+                        lives[i], rewards[i], terminations[i], truncations[i] = games[i].lives, 0.0, False, False
+                        owed.pop(i, None)
+                        if i in owed_ids and next_step_autoreset:
+                            owed[i] = obs[i].copy()
+                else:
+                    raise ValueError(f"unknown command {command!r}; valid commands: 'step', 'reset', 'close'")
+            except Exception:
+                remote.send(("error", ids, traceback.format_exc()))
+            else:
+                remote.send(("ok", ids, infos))
+    finally:
+        # The numpy views must go before the segment can be closed.
+        del obs, final_obs, actions, rewards, terminations, truncations, lives, shared
+        segment.close()
+
+
+# --- the parent -----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Worker:
+    """The parent's handle on one worker process and the envs it hosts."""
+
+    process: Any
+    pipe: ParentEnd
+    env_ids: list[int]
+    in_flight: list[list[int]] = dataclasses.field(default_factory=list)  # the ids of each unanswered command
+
+    def describe(self) -> str:
+        return f"pool worker (pid {self.process.pid}, envs {self.env_ids[0]}-{self.env_ids[-1]})"
+
+
+def _ask_to_close(worker: _Worker) -> None:
+    with contextlib.suppress(OSError):  # already dead: nothing to ask
+        worker.pipe.send(("close", None))
+
+
+def _reap(worker: _Worker) -> None:
+    """Make sure a worker that was asked to close is gone: its process has ended when this returns."""
+    worker.process.join(timeout=2)
+    if worker.process.is_alive():
+        worker.process.kill()
+        worker.process.join()
+    worker.pipe.close()
+    worker.process.close()
+
+
+def _shut_down(workers: list[_Worker], segment: shared_memory.SharedMemory) -> None:
+    """Stop every worker and delete the segment; a plain function, so `weakref.finalize` can hold it."""
+    for worker in workers:  # ask all first, so they stop in parallel
+        _ask_to_close(worker)
+    for worker in workers:
+        _reap(worker)
+    with contextlib.suppress(BufferError):  # the caller holds a copy=False array: the memory goes with it
+        segment.close()
+    segment.unlink()  # the name goes now either way
+
+
+def _check_count(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+    return int(value)
+
+
+class GamePool(gymnasium.vector.VectorEnv):
+    """`n_envs` `Game`s in `n_workers` processes, with the Gymnasium `VectorEnv` API and EnvPool-style async.
+
+    Args:
+        n_envs: how many games. Env ``i`` is seeded with ``seed + i``.
+        game, seed, **game_options: as for `Game`, all validated here before any process starts.
+        n_workers: worker processes (default: one per available core, at most `n_envs`); the envs are
+            split into contiguous blocks, one per worker.
+        autoreset_mode: Gymnasium's ``AutoresetMode.NEXT_STEP`` (the default) or ``SAME_STEP`` (the
+            tutorial's), with the semantics Gymnasium documents. Next-step: the step that ends an episode
+            returns its final observation; the env's next step ignores its action and returns the next
+            episode's first observation with reward 0. Same-step: the step that ends an episode returns the
+            next episode's first observation, and the final one in ``info["final_obs"]``.
+        batch_size: how many envs `recv` returns (default: all).
+        copy: False makes `step` and `reset` return the shared observation array itself, valid until the
+            next call, for zero-copy consumers.
+        restart_workers: replace a worker that dies: its envs restart with new seeds and are reported
+            truncated with ``info["worker_restarted"]``. Without it, a dead worker raises `PoolError`.
+        start_method: a `multiprocessing` start method; the default, `DEFAULT_START_METHOD`, is
+            "forkserver" on Linux ("fork" is unsafe once the parent has threads, as it has after
+            importing torch). "fork" and "spawn" work too.
+
+    ``step(actions)`` takes integer actions of shape ``(n_envs,)`` and returns ``obs`` (``uint8``,
+    ``(n_envs, 4, 84, 84)`` by default), ``rewards`` (float64), ``terminations`` (a life or the game was
+    lost, as `life_loss` says), ``truncations`` (`max_episode_frames` reached) and ``info``: ``lives`` for
+    every env, and for envs whose episode ended ``info["episode"]["r"|"l"]`` (unclipped return and length)
+    with the mask ``info["_episode"]``, the layout of Gymnasium's vector ``RecordEpisodeStatistics``; when
+    `life_loss` is not "reset" and a whole game ended, also ``info["game"]["r"|"l"]`` with ``info["_game"]``.
+
+    Async, as in EnvPool: ``send(actions, env_ids)`` starts those envs; ``recv()`` waits until `batch_size`
+    envs have finished and returns them (the first to finish) with ``info["env_id"]``.
+    """
+
+    def __init__(
+        self,
+        n_envs: int,
+        game: str = "Breakout",
+        seed: int | None = 0,
+        *,
+        n_workers: int | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        batch_size: int | None = None,
+        copy: bool = True,
+        restart_workers: bool = False,
+        start_method: str | None = None,
+        **game_options: Any,
+    ) -> None:
+        # Validate everything before any process or shared memory exists.
+        self.options = GameOptions.from_kwargs(game=game, seed=seed, **game_options)
+        n_envs = _check_count("n_envs", n_envs, 1, 1 << 16)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        n_workers = _check_count("n_workers", min(n_envs, cores) if n_workers is None else n_workers, 1, n_envs)
+        self.batch_size = _check_count("batch_size", n_envs if batch_size is None else batch_size, 1, n_envs)
+        modes = [mode.value for mode in AUTORESET_MODES]
+        if autoreset_mode not in AUTORESET_MODES and autoreset_mode not in modes:
+            raise ValueError(f"autoreset_mode must be one of {modes}, got {autoreset_mode!r}")
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.copy, self.restart_workers = bool(copy), bool(restart_workers)
+        self._context = start_context(start_method)
+
+        # What Gymnasium's VectorEnv promises.
+        self.action_meanings = action_meanings(self.options.game, self.options.full_action_space)
+        self.num_envs = n_envs
+        self.single_observation_space = gymnasium.spaces.Box(0, 255, self.options.observation_shape, np.uint8)
+        self.single_action_space = gymnasium.spaces.Discrete(len(self.action_meanings))
+        self.observation_space = gymnasium.vector.utils.batch_space(self.single_observation_space, n_envs)
+        self.action_space = gymnasium.vector.utils.batch_space(self.single_action_space, n_envs)
+        self.metadata = {"autoreset_mode": self.autoreset_mode}
+
+        # The shared segment and the workers; the finalizer owns both from the moment they exist, so that
+        # close(), garbage collection and interpreter exit all leave nothing behind.
+        self._layout = _layout(n_envs, self.options.observation_shape)
+        size = sum(_padded(shape, dtype) for shape, dtype in self._layout.values())
+        self._segment = shared_memory.SharedMemory(create=True, size=size)
+        self._workers: list[_Worker] = []
+        self._finalizer = weakref.finalize(self, _shut_down, self._workers, self._segment)
+        self._shared = _arrays(self._segment.buf, self._layout)
+        self._restarts = 0  # workers replaced so far: a replacement's games get seeds never used before
+        self._ready: list[int] = []  # envs finished by their worker and not yet returned by recv()
+        self._infos: dict[int, dict] = {}  # the episode infos of those envs
+        self._restarted: set[int] = set()  # envs restarted with a new worker, not yet reported
+        self._broken: str | None = None
+        for block in np.array_split(np.arange(n_envs), n_workers):
+            self._workers.append(self._start_worker([int(i) for i in block]))
+        self._owner = {i: worker for worker in self._workers for i in worker.env_ids}
+
+    def _start_worker(self, env_ids: list[int]) -> _Worker:
+        base = self.options.seed
+        seeds = [None if base is None else base + i + self._restarts * self.num_envs for i in env_ids]
+        options = dataclasses.asdict(self.options)
+        del options["seed"]
+        next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
+        parent_end, child_end = pipe()
+        args = (child_end, self._segment.name, self._layout, env_ids, seeds, next_step, options)
+        process = self._context.Process(target=pool_worker, args=args, daemon=True)
+        process.start()
+        child_end.close()  # only the child holds it now, so a dead child reads as EOF
+        return _Worker(process, parent_end, env_ids)
+
+    # --- the VectorEnv API ------------------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Restart every game; `seed` (an int: env ``i`` gets ``seed + i``, or one per env) re-seeds them."""
+        self._check_usable()
+        if options:
+            raise ValueError(f"reset options are not supported (got {options!r}): every env is reset")
+        if seed is None or isinstance(seed, (int, np.integer)):
+            seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
+        elif len(seed) == self.num_envs:
+            seeds = list(seed)
+        else:
+            raise ValueError(f"seed must be None, an int or a list of {self.num_envs} seeds, got {seed!r}")
+        self._finish_in_flight()  # whatever send() started is void now
+        self._ready.clear()
+        self._infos.clear()
+        for worker in self._workers:
+            self._send(worker, "reset", ([seeds[i] for i in worker.env_ids], []), worker.env_ids)
+        self._finish_in_flight()
+        observations = self._shared["obs"] if not self.copy else self._shared["obs"].copy()
+        return observations, {"lives": self._shared["lives"].copy(), "_lives": np.ones(self.num_envs, bool)}
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Play one step of every env; see the class docstring."""
+        self._check_usable()
+        if self._ready or any(worker.in_flight for worker in self._workers):
+            raise PoolError("step() while send() results are pending: recv() them first")
+        self._shared["actions"][:] = self._check_actions(actions, self.num_envs)
+        for worker in self._workers:
+            self._send(worker, "step", None, worker.env_ids)
+        self._finish_in_flight()
+        ids = np.arange(self.num_envs)
+        self._ready.clear()
+        return self._results(ids, whole=True)
+
+    def send(self, actions: Any, env_ids: Any = None) -> None:
+        """Start a step of the envs `env_ids` (default: all) with `actions`; collect the results with `recv`."""
+        self._check_usable()
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(np.unique(ids)) != len(ids):
+            raise ValueError(f"env_ids must be distinct integers, got {env_ids!r}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
+            raise ValueError(f"env_ids must be in [0, {self.num_envs}), got {env_ids!r}")
+        busy = set(ids.tolist()) & (set(self._ready) | {i for w in self._workers for sent in w.in_flight for i in sent})
+        if busy:
+            raise ValueError(f"envs {sorted(busy)} were sent and not yet returned by recv()")
+        self._shared["actions"][ids] = self._check_actions(actions, len(ids))
+        for worker in self._workers:
+            mine = [int(i) for i in ids if self._owner[int(i)] is worker]
+            if mine:
+                self._send(worker, "step", None if mine == worker.env_ids else mine, mine)
+
+    def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Wait for `batch_size` envs to finish and return them, first finished first, with ``info["env_id"]``."""
+        self._check_usable()
+        in_flight = sum(len(sent) for worker in self._workers for sent in worker.in_flight)
+        if len(self._ready) + in_flight < self.batch_size:
+            raise PoolError(
+                f"recv() needs batch_size={self.batch_size} envs sent; only {len(self._ready) + in_flight} are"
+            )
+        while len(self._ready) < self.batch_size:
+            self._collect()
+        ids = np.array(self._ready[: self.batch_size])
+        del self._ready[: self.batch_size]
+        return self._results(ids, whole=False)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Stop the workers and delete the shared memory; `close()` calls it once."""
+        self._shared = {}  # drop our views, so the segment can really close
+        if hasattr(self, "_finalizer"):  # absent if __init__ failed before creating anything
+            self._finalizer()
+
+    def __enter__(self) -> GamePool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- talking to the workers -------------------------------------------------------------------------
+
+    def _send(self, worker: _Worker, command: str, data: Any, ids: list[int]) -> None:
+        with contextlib.suppress(OSError):  # a dead worker: _collect notices it through the EOF on its pipe
+            worker.pipe.send((command, data))
+        worker.in_flight.append(ids)
+
+    def _finish_in_flight(self) -> None:
+        """Wait for every answer; a failed command is raised only after all, so no answer is left unread."""
+        failure = None
+        while any(worker.in_flight for worker in self._workers):
+            try:
+                self._collect()
+            except PoolError as error:
+                if self._broken:
+                    raise
+                failure = failure or error
+        if failure:
+            raise failure
+
+    def _collect(self) -> None:
+        """Wait for the next answer from any busy worker and take it in (one: a dead worker's replacement
+        is waited for in here too, which may take other answers, so a list of ready pipes would go stale)."""
+        busy = [worker for worker in self._workers if worker.in_flight]
+        ready = connection.wait([worker.pipe for worker in busy])[0]
+        worker = next(worker for worker in busy if worker.pipe is ready)
+        try:
+            status, ids, payload = worker.pipe.recv()
+        except EOFError:
+            return self._worker_died(worker)
+        worker.in_flight.pop(0)
+        if status == "error":
+            raise PoolError(f"{worker.describe()} failed on envs {list(ids)}:\n{payload}")
+        self._ready.extend(ids)
+        self._infos.update(payload)
+
+    def _worker_died(self, worker: _Worker) -> None:
+        worker.process.join(timeout=1)
+        message = f"{worker.describe()} died (exit code {worker.process.exitcode})"
+        if not self.restart_workers:
+            self._broken = f"{message}; the pool cannot go on: close() it, or use restart_workers=True"
+            raise PoolError(self._broken)
+        # Replace it: same envs, new seeds; the envs it was stepping are reported truncated, the others on
+        # their next return.
+        owed = [i for sent in worker.in_flight for i in sent]
+        _reap(worker)
+        self._restarts += 1
+        replacement = self._start_worker(worker.env_ids)
+        self._workers[self._workers.index(worker)] = replacement
+        self._owner.update(dict.fromkeys(replacement.env_ids, replacement))
+        self._send(replacement, "reset", ([None] * len(replacement.env_ids), owed), [])
+        while replacement.in_flight:
+            self._collect()
+        self._restarted.update(replacement.env_ids)
+        self._ready.extend(owed)
+        self._shared["truncations"][owed] = True
+
+    def _check_usable(self) -> None:
+        if self.closed:
+            raise PoolError("the pool is closed")
+        if self._broken:
+            raise PoolError(self._broken)
+
+    def _check_actions(self, actions: Any, count: int) -> np.ndarray:
+        """Actions as an int64 array of shape (count,), refused before anything is sent if they are not valid."""
+        n_actions = self.single_action_space.n
+        array = np.asarray(actions)
+        if array.shape != (count,):
+            raise ValueError(f"actions must have shape ({count},), one per env, got shape {array.shape}")
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"actions must be integers in [0, {n_actions}), got dtype {array.dtype}")
+        bad = np.flatnonzero((array < 0) | (array >= n_actions))
+        if bad.size:
+            raise ValueError(
+                f"actions must be in [0, {n_actions}) for {self.options.game} ({', '.join(self.action_meanings)}); "
+                f"entry {bad[0]} is {array[bad[0]]}"
+            )
+        return array.astype(np.int64, copy=False)
+
+    def _results(self, ids: np.ndarray, whole: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """The step results of envs `ids`, read from the shared segment, with their info."""
+        shared = self._shared
+        if whole:  # every env in order: plain copies (or the shared array itself)
+            obs = shared["obs"] if not self.copy else shared["obs"].copy()
+            rewards, terminations = shared["rewards"].copy(), shared["terminations"].copy()
+            truncations, lives = shared["truncations"].copy(), shared["lives"].copy()
+        else:
+            obs, rewards, terminations = shared["obs"][ids], shared["rewards"][ids], shared["terminations"][ids]
+            truncations, lives = shared["truncations"][ids], shared["lives"][ids]
+        info: dict[str, Any] = {"lives": lives, "_lives": np.ones(len(ids), bool)}
+        if not whole:
+            info["env_id"] = ids
+        if self._restarted:
+            restarted = np.array([i in self._restarted for i in ids.tolist()])
+            self._restarted.difference_update(ids.tolist())
+            truncations |= restarted
+            info["worker_restarted"], info["_worker_restarted"] = restarted, restarted.copy()
+        ended = {k: self._infos.pop(i) for k, i in enumerate(ids.tolist()) if i in self._infos}
+        if ended:
+            self._add_episode_info(info, ended, len(ids))
+            if self.autoreset_mode == AutoresetMode.SAME_STEP:
+                final_obs, mask = np.full(len(ids), None, dtype=object), np.zeros(len(ids), bool)
+                for k in ended:
+                    final_obs[k], mask[k] = shared["final_obs"][ids[k]].copy(), True
+                info["final_obs"], info["_final_obs"] = final_obs, mask
+                info["final_info"] = {key: info[key] for key in ("episode", "_episode", "game", "_game") if key in info}
+                info["_final_info"] = mask.copy()
+        return obs, rewards, terminations, truncations, info
+
+    @staticmethod
+    def _add_episode_info(info: dict[str, Any], ended: dict[int, dict], count: int) -> None:
+        """``info["episode"]`` (and ``info["game"]``), in the vector RecordEpisodeStatistics layout."""
+        for key, reward, length in (("episode", "reward", "length"), ("game", "game_reward", "game_length")):
+            rows = {k: episode for k, episode in ended.items() if reward in episode}
+            if not rows:
+                continue
+            returns, lengths, mask = np.zeros(count), np.zeros(count, np.int64), np.zeros(count, bool)
+            for k, episode in rows.items():
+                returns[k], lengths[k], mask[k] = episode[reward], episode[length], True
+            info[key], info[f"_{key}"] = {"r": returns, "l": lengths}, mask
+
+    def __repr__(self) -> str:
+        workers = len(self._workers)
+        return (
+            f"GamePool({self.num_envs} x {self.options.game!r}, {workers} workers{', closed' if self.closed else ''})"
+        )

@@ -1,0 +1,396 @@
+"""GamePool: the same games as local `Game`s, Gymnasium's autoreset semantics, async, faults and leaks."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+from atari_game import Game
+from atari_game.pool import GamePool, PoolError
+
+OPTIONS = {"game": "Breakout", "fire_reset": True, "noop_max": 30}
+
+
+def children():
+    """The pids of this process's live (non-zombie) child processes."""
+    pids = []
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{task}/children") as listing:
+            pids += [int(pid) for pid in listing.read().split()]
+    return [pid for pid in pids if not _zombie(pid)]
+
+
+def _zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1].startswith("Z")
+    except FileNotFoundError:
+        return True
+
+
+def all_gone(pids, within=5.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if all(_zombie(pid) for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def shm_segments():
+    return {name for name in os.listdir("/dev/shm") if name.startswith("psm_")}
+
+
+def worker_pids(pool):
+    return [worker.process.pid for worker in pool._workers]
+
+
+@pytest.fixture
+def pool_factory():
+    """Pools closed after the test, whatever happens in it."""
+    pools = []
+
+    def make(*args, **kwargs):
+        pools.append(GamePool(*args, **kwargs))
+        return pools[-1]
+
+    yield make
+    for pool in pools:
+        pool.close()
+
+
+# --- the same games as local Game objects -----------------------------------------------------------
+
+
+def test_spaces_shapes_and_dtypes(pool_factory):
+    pool = pool_factory(3, n_workers=2, **OPTIONS)
+    obs, info = pool.reset()
+    assert obs.shape == (3, 4, 84, 84) and obs.dtype == np.uint8
+    assert pool.num_envs == 3 and pool.observation_space.shape == (3, 4, 84, 84)
+    assert pool.single_observation_space.shape == (4, 84, 84) and pool.single_action_space.n == 4
+    assert pool.action_space.shape == (3,) and pool.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    assert list(info["lives"]) == [5, 5, 5] and info["_lives"].all()
+    obs, rewards, terminations, truncations, info = pool.step(pool.action_space.sample())
+    assert rewards.dtype == np.float64 and terminations.dtype == truncations.dtype == np.bool_
+
+
+def play_one(seed, actions, same_step, **options):
+    """What the pool must return for one env, from a local Game and Gymnasium's autoreset rules by hand.
+
+    Returns the first observation and, per action, (obs, reward, terminated, truncated, episode) where
+    episode is None or (the Game's episode info, its final observation).
+    """
+    game = Game(seed=seed, **options)
+    first, owed, steps = game.reset(), None, []
+    for action in actions:
+        if owed is not None:  # next-step autoreset's reset step
+            steps.append((owed, 0.0, False, False, None))
+            owed = None
+            continue
+        obs, reward, done, info = game.step(action)
+        episode = (info, game.final_observation) if done else None
+        if done and not same_step:
+            owed, obs = obs, game.final_observation
+        steps.append((obs, reward, done and not info["truncated"], done and info["truncated"], episode))
+    return first, steps
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_pool_plays_exactly_the_local_games(pool_factory, mode):
+    n_envs, seed, options = 5, 7, {**OPTIONS, "life_loss": "terminal"}
+    actions = np.random.default_rng(0).integers(4, size=(400, n_envs))
+    local = [play_one(seed + i, actions[:, i], mode == AutoresetMode.SAME_STEP, **options) for i in range(n_envs)]
+    pool = pool_factory(n_envs, seed=seed, n_workers=2, autoreset_mode=mode, **options)
+    obs, _ = pool.reset()
+    assert np.array_equal(obs, np.stack([first for first, _ in local]))
+    episodes_seen = games_seen = 0
+    for t, row in enumerate(actions):
+        obs, rewards, terms, truncs, info = pool.step(row)
+        expected = [steps[t] for _, steps in local]
+        assert np.array_equal(obs, np.stack([step[0] for step in expected]))
+        assert list(rewards) == [step[1] for step in expected]
+        assert list(terms) == [step[2] for step in expected] and list(truncs) == [step[3] for step in expected]
+        ended = [i for i, step in enumerate(expected) if step[4] is not None]
+        assert list(np.flatnonzero(info.get("_episode", np.zeros(n_envs, bool)))) == ended
+        for i in ended:
+            episode, final_obs = expected[i][4]
+            assert info["episode"]["r"][i] == episode["reward"] and info["episode"]["l"][i] == episode["length"]
+            if "game_reward" in episode:
+                assert info["_game"][i] and info["game"]["r"][i] == episode["game_reward"]
+                assert info["game"]["l"][i] == episode["game_length"]
+                games_seen += 1
+            if mode == AutoresetMode.SAME_STEP:
+                assert info["_final_obs"][i] and np.array_equal(info["final_obs"][i], final_obs)
+                assert info["_final_info"][i] and info["final_info"]["episode"]["r"][i] == episode["reward"]
+            episodes_seen += 1
+    assert episodes_seen >= 10 and games_seen >= 1
+
+
+def test_same_seed_same_observations_whatever_the_worker_count(pool_factory):
+    actions = np.random.default_rng(1).integers(4, size=(150, 6))
+    runs = []
+    for n_workers in (1, 2, 3):
+        pool = pool_factory(6, seed=3, n_workers=n_workers, **OPTIONS)
+        runs.append([pool.reset()[0]] + [pool.step(row)[0] for row in actions])
+    for other in runs[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(runs[0], other, strict=True))
+
+
+def test_reset_with_seed_reseeds(pool_factory):
+    pool = pool_factory(2, seed=0, **OPTIONS)
+    pool.reset()
+    actions = np.random.default_rng(2).integers(4, size=(60, 2))
+    first = [pool.reset(seed=10)[0]] + [pool.step(row)[0] for row in actions]
+    [pool.step(row) for row in actions[:7]]
+    again = [pool.reset(seed=10)[0]] + [pool.step(row)[0] for row in actions]
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+    local = Game(seed=11, **OPTIONS)  # env 1 of reset(seed=10)
+    assert np.array_equal(first[0][1], local.reset())
+
+
+def test_copy_false_returns_the_shared_array(pool_factory):
+    pool = pool_factory(2, copy=False, **OPTIONS)
+    obs, _ = pool.reset()
+    again = pool.step([0, 1])[0]
+    assert again is obs  # one array, overwritten every step
+    copying = pool_factory(2, **OPTIONS)
+    obs, _ = copying.reset()
+    assert copying.step([0, 1])[0] is not obs and not np.shares_memory(copying.step([0, 1])[0], obs)
+
+
+# --- async ------------------------------------------------------------------------------------------
+
+
+def test_async_send_recv_returns_batches_with_env_ids(pool_factory):
+    n_envs, seed = 6, 5
+    pool = pool_factory(n_envs, seed=seed, n_workers=3, batch_size=2, **OPTIONS)
+    pool.reset()
+    rng = np.random.default_rng(3)
+    sent = {i: [0] for i in range(n_envs)}
+    received = {i: [] for i in range(n_envs)}
+    pool.send(np.zeros(n_envs, int))
+    for _ in range(200):
+        obs, rewards, terms, truncs, info = pool.recv()
+        ids = info["env_id"]
+        assert len(ids) == 2 and info["lives"].shape == (2,)
+        for k, i in enumerate(ids):
+            received[i].append((obs[k], rewards[k], terms[k], truncs[k]))
+        actions = rng.integers(4, size=2)
+        pool.send(actions, ids)
+        for i, action in zip(ids, actions, strict=True):
+            sent[i].append(int(action))
+    # Each env, however its steps interleaved with the others', played exactly its own game.
+    for i in range(n_envs):
+        _, steps = play_one(seed + i, sent[i][: len(received[i])], same_step=False, **OPTIONS)
+        assert len(steps) >= 20
+        for (obs, reward, term, trunc), expected in zip(received[i], steps, strict=True):
+            assert np.array_equal(obs, expected[0]) and (reward, term, trunc) == expected[1:4]
+
+
+def test_async_misuse_is_refused(pool_factory):
+    pool = pool_factory(4, batch_size=2, **OPTIONS)
+    pool.reset()
+    with pytest.raises(PoolError, match="recv\\(\\) needs batch_size=2"):
+        pool.recv()
+    pool.send([0, 0], [0, 1])
+    with pytest.raises(ValueError, match=r"envs \[1\] were sent and not yet returned"):
+        pool.send([0], [1])
+    with pytest.raises(PoolError, match="recv\\(\\) them first"):
+        pool.step([0, 0, 0, 0])
+    with pytest.raises(ValueError, match="env_ids must be in \\[0, 4\\)"):
+        pool.send([0], [9])
+    pool.recv()
+    pool.step([0, 0, 0, 0])
+
+
+# --- bad input --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("actions", "error", "message"),
+    [
+        ([0, 1], ValueError, r"actions must have shape \(3,\), one per env, got shape \(2,\)"),
+        ([[0, 1, 2]], ValueError, r"shape \(1, 3\)"),
+        ([0, 1, 4], ValueError, r"actions must be in \[0, 4\) for breakout \(NOOP, FIRE, RIGHT, LEFT\); entry 2 is 4"),
+        ([-1, 0, 0], ValueError, "entry 0 is -1"),
+        ([0.0, 1.0, 2.0], TypeError, "actions must be integers in \\[0, 4\\), got dtype float64"),
+        ([np.nan, 0, 0], TypeError, "got dtype float64"),
+        ([None, 0, 0], TypeError, "got dtype object"),
+        (None, ValueError, r"got shape \(\)"),
+    ],
+)
+def test_bad_actions_are_refused_before_anything_is_sent(pool_factory, actions, error, message):
+    pool = pool_factory(3, **OPTIONS)
+    pool.reset()
+    with pytest.raises(error, match=message):
+        pool.step(actions)
+    assert pool.step(np.array([0, 1, 2], dtype=np.int32))[0].shape == (3, 4, 84, 84)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_envs": 0}, r"n_envs must be an integer in \[1, 65536\], got 0"),
+        ({"n_envs": 2, "n_workers": 3}, r"n_workers must be an integer in \[1, 2\], got 3"),
+        ({"n_envs": 2, "batch_size": 0}, r"batch_size must be an integer in \[1, 2\]"),
+        ({"n_envs": 2, "autoreset_mode": "Disabled"}, r"autoreset_mode must be one of \['NextStep', 'SameStep'\]"),
+        ({"n_envs": 2, "frame_skip": 0}, "frame_skip must be an integer >= 1"),
+        ({"n_envs": 2, "game": "Pongg"}, "unknown game 'Pongg'"),
+    ],
+)
+def test_bad_pool_options_fail_before_any_process_or_memory_exists(kwargs, message):
+    before_children, before_shm = children(), shm_segments()
+    with pytest.raises((ValueError, TypeError), match=message):
+        GamePool(**kwargs)
+    assert children() == before_children and shm_segments() == before_shm
+
+
+# --- faults -----------------------------------------------------------------------------------------
+
+
+def test_a_killed_worker_is_reported_within_two_seconds_and_close_still_works():
+    pool = GamePool(4, n_workers=2, **OPTIONS)
+    pool.reset()
+    pids, segment = worker_pids(pool), pool._segment.name
+    os.kill(pids[1], signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(PoolError, match=rf"pool worker \(pid {pids[1]}, envs 2-3\) died \(exit code -9\)"):
+        pool.step([0, 0, 0, 0])
+    assert time.monotonic() - start < 2
+    with pytest.raises(PoolError, match="cannot go on"):
+        pool.step([0, 0, 0, 0])
+    pool.close()
+    pool.close()
+    assert all_gone(pids) and segment not in shm_segments()
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_restart_workers_replaces_a_killed_worker_and_reports_its_envs_truncated(pool_factory, mode):
+    pool = pool_factory(4, n_workers=2, restart_workers=True, autoreset_mode=mode, **OPTIONS)
+    pool.reset()
+    for _ in range(5):
+        pool.step([1, 1, 1, 1])
+    dead = worker_pids(pool)[0]
+    os.kill(dead, signal.SIGKILL)
+    obs, rewards, terms, truncs, info = pool.step([0, 0, 0, 0])
+    assert list(truncs) == [True, True, False, False] and not terms.any()
+    assert rewards[0] == rewards[1] == 0.0
+    assert list(info["worker_restarted"]) == [True, True, False, False]
+    fresh = Game(seed=0 + 0 + 4, **OPTIONS).reset()  # env 0's replacement game: seed + i + restarts * n_envs
+    assert np.array_equal(obs[0], fresh)
+    assert all_gone([dead]) and dead not in worker_pids(pool)
+    obs, _, _, truncs, info = pool.step([0, 0, 0, 0])  # and it goes on
+    assert not truncs.any() and "worker_restarted" not in info
+    if mode == AutoresetMode.NEXT_STEP:  # the reset step the truncation owed
+        assert np.array_equal(obs[0], fresh)
+
+
+def test_an_exception_in_a_worker_carries_its_traceback_and_the_pool_goes_on(pool_factory):
+    pool = pool_factory(4, n_workers=2, **OPTIONS)
+    pool.reset()
+    pool._send(pool._workers[0], "explode", None, [])  # no public call can make a worker fail
+    with pytest.raises(PoolError, match=r"(?s)pool worker \(pid \d+, envs 0-1\) failed.*unknown command 'explode'"):
+        pool._finish_in_flight()
+    assert pool.step([0, 1, 2, 3])[0].shape == (4, 4, 84, 84)
+
+
+# --- no leaks ---------------------------------------------------------------------------------------
+
+
+def test_close_leaves_no_process_and_no_shared_memory():
+    pool = GamePool(4, **OPTIONS)
+    pool.reset()
+    pids, segment = worker_pids(pool), pool._segment.name
+    assert segment in shm_segments()
+    with pool:
+        pass
+    assert all_gone(pids) and segment not in shm_segments()
+    with pytest.raises(PoolError, match="closed"):
+        pool.step([0, 0, 0, 0])
+
+
+def test_garbage_collection_leaves_no_process_and_no_shared_memory():
+    pool = GamePool(2, **OPTIONS)
+    pids, segment = worker_pids(pool), pool._segment.name
+    del pool
+    gc.collect()
+    assert all_gone(pids) and segment not in shm_segments()
+
+
+def test_an_exception_in_the_caller_leaves_nothing_behind():
+    segment = pids = None
+    with pytest.raises(ZeroDivisionError), GamePool(2, **OPTIONS) as pool:
+        pids, segment = worker_pids(pool), pool._segment.name
+        pool.reset()
+        1 / 0  # noqa: B018
+    assert all_gone(pids) and segment not in shm_segments()
+
+
+def test_close_works_while_the_caller_holds_a_zero_copy_array():
+    pool = GamePool(2, copy=False, **OPTIONS)
+    obs, _ = pool.reset()
+    segment = pool._segment.name
+    pool.close()
+    assert segment not in shm_segments() and obs.shape == (2, 4, 84, 84)
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_a_parent_stopped_by_ctrl_c_or_killed_leaves_nothing_behind(tmp_path, how):
+    script = textwrap.dedent(
+        """
+        import sys
+        from atari_game.pool import GamePool
+        if __name__ == "__main__":
+            pool = GamePool(4, game="Pong")
+            pool.reset()
+            print(pool._segment.name, *[w.process.pid for w in pool._workers], flush=True)
+            while True:
+                pool.step([0, 0, 0, 0])
+        """
+    )
+    path = tmp_path / "parent.py"
+    path.write_text(script)
+    parent = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    segment, *pids = parent.stdout.readline().split()
+    time.sleep(0.5)
+    parent.send_signal(getattr(signal, how))
+    parent.wait(timeout=30)
+    assert all_gone([int(pid) for pid in pids], within=10)
+    deadline = time.monotonic() + 10  # after SIGKILL the resource tracker deletes the segment
+    while segment in shm_segments() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert segment not in shm_segments()
+    if how == "SIGINT":
+        assert "KeyboardInterrupt" in parent.stderr.read()
+
+
+def test_fifty_create_close_cycles_grow_nothing():
+    def fds():
+        return len(os.listdir(f"/proc/{os.getpid()}/fd"))
+
+    def cycle():
+        with GamePool(2, n_workers=2, game="Pong") as pool:
+            pool.reset()
+            pool.step([0, 0])
+
+    cycle()  # the first one starts the fork server and the resource tracker
+    before = (len(children()), fds(), len(shm_segments()))
+    for _ in range(50):
+        cycle()
+    assert (len(children()), fds(), len(shm_segments())) == before
+
+
+@pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
+def test_every_start_method_works(pool_factory, start_method):
+    pool = pool_factory(2, start_method=start_method, **OPTIONS)
+    local = Game(seed=1, **OPTIONS)
+    obs, _ = pool.reset()
+    assert np.array_equal(obs[1], local.reset())
+    assert np.array_equal(pool.step([1, 2])[0][1], local.step(2)[0])
