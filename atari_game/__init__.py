@@ -1,6 +1,7 @@
 """atari_game: Atari 2600 games as fast, correct, ready-to-train reinforcement-learning environments."""
 
 from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, list_games, resolve_game
+from atari_game.pool import GamePool, PoolError
 from atari_game.worker import DEFAULT_START_METHOD, Worker, WorkerError, worker_process
 
 __all__ = [
@@ -8,6 +9,8 @@ __all__ = [
     "LIFE_LOSS_MODES",
     "Game",
     "GameOptions",
+    "GamePool",
+    "PoolError",
     "Worker",
     "WorkerError",
     "action_meanings",

@@ -52,6 +52,10 @@ def prepare_worker_process() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The workers already fill the cores: cv2's own threads would only fight them.
     cv2.setNumThreads(1)
+    # Workers are batch CPU work: under SCHED_BATCH a worker woken by a command does not preempt the parent,
+    # which would otherwise be held up before it can wake the next worker (Linux; any user may ask).
+    if hasattr(os, "SCHED_BATCH"):
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 
 
 class WorkerError(RuntimeError):
