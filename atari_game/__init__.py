@@ -1,5 +1,6 @@
 """atari_game: Atari 2600 games as fast, correct, ready-to-train reinforcement-learning environments."""
 
+from atari_game.env import AtariGameEnv, make_game_pool, register_games
 from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, list_games, resolve_game
 from atari_game.pool import GamePool, PoolError
 from atari_game.worker import DEFAULT_START_METHOD, Worker, WorkerError, worker_process
@@ -7,6 +8,7 @@ from atari_game.worker import DEFAULT_START_METHOD, Worker, WorkerError, worker_
 __all__ = [
     "DEFAULT_START_METHOD",
     "LIFE_LOSS_MODES",
+    "AtariGameEnv",
     "Game",
     "GameOptions",
     "GamePool",
@@ -15,6 +17,11 @@ __all__ = [
     "WorkerError",
     "action_meanings",
     "list_games",
+    "make_game_pool",
+    "register_games",
     "resolve_game",
     "worker_process",
 ]
+
+# gymnasium.make("atari_game/Breakout-v0") and friends work as soon as atari_game is imported.
+register_games()

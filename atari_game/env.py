@@ -1,0 +1,176 @@
+"""AtariGameEnv: one `Game` as a Gymnasium `Env`, and the ``atari_game/<Name>-v0`` registrations.
+
+    import gymnasium as gym
+    import atari_game  # registers atari_game/Breakout-v0, atari_game/MsPacman-v0, ...
+
+    env = gym.make("atari_game/Breakout-v0", noop_max=30, fire_reset=True)
+    obs, info = env.reset(seed=0)  # uint8 (4, 84, 84)
+    obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+
+    envs = gym.make_vec("atari_game/Breakout-v0", num_envs=8)  # a GamePool: the fast path
+
+The `Game` does all the preprocessing; this file only translates its four-value ``step`` into Gymnasium's
+five values and its automatic episode restarts into Gymnasium's ``reset()`` protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from atari_game.game import Game, list_games
+from atari_game.pool import GamePool
+
+# The Atari 2600 draws 60 frames per second (NTSC); an agent step lasts `frame_skip` of them.
+ATARI_FPS = 60
+
+
+def _refuse_seed(options: dict[str, Any]) -> None:
+    # Gymnasium seeds through reset(seed=...), never through the constructor: say so instead of failing later.
+    if "seed" in options:
+        raise TypeError(
+            f"seed={options['seed']!r} is not a constructor option of the atari_game Gymnasium envs: "
+            "seed them with reset(seed=...)"
+        )
+
+
+class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64]):
+    """One Atari game with all of `Game`'s preprocessing, as a Gymnasium `Env` (the five-value API).
+
+    Args:
+        game: any bundled game, in any spelling `Game` accepts (``"Breakout"``, ``"ms_pacman"``, ...).
+        render_mode: None, or ``"rgb_array"``: `render` returns the emulator's colour screen.
+        **game_options: the options of `GameOptions` (``frame_skip``, ``life_loss``, ``noop_max``, ...),
+            validated by it, except ``seed``: as in Gymnasium, seeding is ``reset(seed=...)``. Until then the
+            game is seeded with fresh entropy (as ale-py's envs are), so that copies of the env made by
+            Gymnasium's vector envs are not all the same game.
+
+    Spaces: ``observation_space`` is ``Box(0, 255, (stack, h, w), uint8)`` (``(4, 84, 84)`` by default, or
+    ``(h, w, stack)`` with ``channels_last``); ``action_space`` is ``Discrete(n_actions)``.
+
+    ``step(action) -> (obs, reward, terminated, truncated, info)``:
+
+    * ``obs``: ``uint8`` observation, oldest frame first; on the step that ends an episode, that episode's
+      final observation (`Game.final_observation`).
+    * ``reward``: float, the sum over the repeated frames (its sign with ``clip_rewards``).
+    * ``terminated``: the episode ended by the game: a life lost (``life_loss="reset"`` or ``"terminal"``)
+      or game over. ``truncated``: the game reached ``max_episode_frames`` emulator frames (counted per
+      game, across lives). At most one of the two is True.
+    * ``info["lives"]``: the lives of the episode under way; on a done step that is the episode the Game
+      has already started (see `reset`), as `GamePool` reports it. On a done step also
+      ``info["episode"] = {"r": unclipped return, "l": length in agent steps}`` and, when a whole game
+      ended and ``life_loss`` is not ``"reset"``, ``info["game"] = {"r", "l"}`` for that game.
+
+    After a done step, call `reset` (Gymnasium's rule). `render` after a done step shows the screen of the
+    episode the Game has already started, not the one that ended.
+    """
+
+    # What gymnasium.make reads from the class; each env replaces it with its own render_fps (hence no ClassVar).
+    metadata = {"render_modes": ["rgb_array"], "render_fps": ATARI_FPS / 4}  # noqa: RUF012
+
+    def __init__(self, game: str = "Breakout", render_mode: str | None = None, **game_options: Any) -> None:
+        # Check every argument before the emulator is built.
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        _refuse_seed(game_options)
+        self.render_mode = render_mode
+        self.game = Game(game, seed=None, **game_options)
+
+        self.observation_space = gymnasium.spaces.Box(0, 255, self.game.observation_shape, np.uint8)
+        self.action_space = gymnasium.spaces.Discrete(self.game.n_actions)
+        # Real-time playback (RecordVideo reads this) depends on this env's frame_skip, not the default's.
+        self.metadata = {**self.metadata, "render_fps": ATARI_FPS / self.game.options.frame_skip}
+        # The first observation of the episode the Game started by itself on a done step, for the next reset().
+        self._started_obs: np.ndarray | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode and return its first observation and ``{"lives": ...}``.
+
+        * ``reset(seed=s)``: re-seed the game exactly as ``Game(seed=s)`` is seeded and restart it from scratch
+          (all lives, NOOP and FIRE starts as configured), whatever came before.
+        * ``reset()`` as the first call: start the first game (seeded with fresh entropy).
+        * ``reset()`` after a done step: no emulation at all. On that step the Game already started the next
+          episode, and this returns its first observation (the one `Game.step` returned), so the env plays
+          exactly the trajectory of a plain `Game`. That next episode is: with ``life_loss="reset"``, a new
+          game after every lost life, game over or truncation; with ``"terminal"``, after a lost life the
+          *same* game going on with the lives left (after a FIRE step with ``fire_reset``), after game over or
+          truncation a new game; with ``"ignore"`` (lost lives end nothing), a new game.
+        * ``reset()`` in the middle of an episode: restart the game from scratch, as `Game.reset` does.
+
+        ``options`` must be None or empty: there are no reset options.
+        """
+        if options:
+            raise ValueError(f"reset options are not supported, got {options!r}: use None")
+        # Seed Gymnasium's own generator too (env.np_random), as its API promises; the Game has its own.
+        super().reset(seed=seed)
+        if seed is not None:
+            obs = self.game.reset(seed=seed)
+        elif self._started_obs is not None:
+            obs = self._started_obs
+        else:
+            obs = self.game.reset()
+        self._started_obs = None
+        return obs, {"lives": self.game.lives}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Play one agent step; see the class docstring for what is returned."""
+        obs, reward, done, episode_info = self.game.step(action)
+        info: dict[str, Any] = {"lives": self.game.lives}
+        if not done:
+            self._started_obs = None  # a step after a done without reset() plays on in the started episode
+            return obs, reward, False, False, info
+
+        # The Game has started the next episode: keep its first observation for reset(), return the final one.
+        self._started_obs = obs
+        info["episode"] = {"r": episode_info["reward"], "l": episode_info["length"]}
+        if "game_reward" in episode_info:
+            info["game"] = {"r": episode_info["game_reward"], "l": episode_info["game_length"]}
+        truncated = episode_info["truncated"]
+        return self.game.final_observation, reward, not truncated, truncated, info
+
+    def render(self) -> np.ndarray | None:
+        """The emulator's colour screen, ``uint8`` of shape ``(210, 160, 3)``, with ``render_mode="rgb_array"``;
+        None without a render mode."""
+        if self.render_mode == "rgb_array":
+            return self.game.ale.getScreenRGB()
+        return None
+
+    def __repr__(self) -> str:
+        return f"AtariGameEnv({self.game.name!r})"
+
+
+def make_game_pool(num_envs: int, game: str = "Breakout", render_mode: str | None = None, **options: Any) -> GamePool:
+    """The vector entry point: ``gymnasium.make_vec(id, num_envs=n, vectorization_mode="vector_entry_point",
+    **options)`` calls ``make_game_pool(num_envs=n, game=<the id's game>, **options)``.
+
+    `options` are `GamePool`'s (``n_workers``, ``autoreset_mode``, ...) and `Game`'s. As for `AtariGameEnv`,
+    ``seed`` is refused (``reset(seed=s)`` seeds env ``i`` with ``s + i``, as Gymnasium's vector envs do) and
+    the games start with fresh entropy. A pool does not render: `render_mode` must be None.
+    """
+    if render_mode is not None:
+        raise ValueError(
+            f"render_mode={render_mode!r}: a GamePool does not render; "
+            "use make_vec(..., vectorization_mode='sync') or 'async' for rendering"
+        )
+    _refuse_seed(options)
+    return GamePool(num_envs, game, seed=None, **options)
+
+
+def register_games() -> None:
+    """Register ``atari_game/<Name>-v0`` for every game of `list_games` (cheap: no ROM is loaded).
+
+    Ids already registered are left alone, so calling this again neither re-registers nor warns.
+    """
+    for name in list_games():
+        env_id = f"atari_game/{name}-v0"
+        if env_id not in gymnasium.registry:
+            gymnasium.register(
+                env_id,
+                entry_point="atari_game.env:AtariGameEnv",
+                vector_entry_point="atari_game.env:make_game_pool",
+                kwargs={"game": name},
+            )
