@@ -42,11 +42,25 @@ def build_ale_vector(n: int) -> tuple[Callable, Callable]:
     from ale_py.vector_env import AtariVectorEnv
 
     env = AtariVectorEnv(
-        "breakout", num_envs=n, batch_size=n, num_threads=CORES, frameskip=FRAME_SKIP, maxpool=True,
-        grayscale=True, img_height=84, img_width=84, stack_num=4, noop_max=NOOP_MAX,
-        repeat_action_probability=0.0, episodic_life=False, life_loss_info=False, reward_clipping=False,
-        use_fire_reset=False, full_action_space=False, max_num_frames_per_episode=MAX_FRAMES,
-    )  # fmt: skip
+        "breakout",
+        num_envs=n,
+        batch_size=n,
+        num_threads=CORES,
+        frameskip=FRAME_SKIP,
+        maxpool=True,
+        grayscale=True,
+        img_height=84,
+        img_width=84,
+        stack_num=4,
+        noop_max=NOOP_MAX,
+        repeat_action_probability=0.0,
+        episodic_life=False,
+        life_loss_info=False,
+        reward_clipping=False,
+        use_fire_reset=False,
+        full_action_space=False,
+        max_num_frames_per_episode=MAX_FRAMES,
+    )
     env.reset(seed=0)
     return (lambda actions: env.step(actions)), env.close
 
@@ -55,12 +69,27 @@ def build_envpool(n: int) -> tuple[Callable, Callable]:
     import envpool
 
     env = envpool.make(
-        "Breakout-v5", env_type="gymnasium", num_envs=n, batch_size=n, num_threads=CORES, seed=0,
-        frame_skip=FRAME_SKIP, stack_num=4, img_height=84, img_width=84, gray_scale=True,
-        use_inter_area_resize=True, noop_max=NOOP_MAX, repeat_action_probability=0.0, episodic_life=False,
-        zero_discount_on_life_loss=False, reward_clip=False, use_fire_reset=False, full_action_space=False,
+        "Breakout-v5",
+        env_type="gymnasium",
+        num_envs=n,
+        batch_size=n,
+        num_threads=CORES,
+        seed=0,
+        frame_skip=FRAME_SKIP,
+        stack_num=4,
+        img_height=84,
+        img_width=84,
+        gray_scale=True,
+        use_inter_area_resize=True,
+        noop_max=NOOP_MAX,
+        repeat_action_probability=0.0,
+        episodic_life=False,
+        zero_discount_on_life_loss=False,
+        reward_clip=False,
+        use_fire_reset=False,
+        full_action_space=False,
         max_episode_steps=MAX_FRAMES // FRAME_SKIP,
-    )  # fmt: skip
+    )
     env.reset()
     return (lambda actions: env.step(actions)), env.close
 

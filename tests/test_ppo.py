@@ -1,0 +1,59 @@
+"""The PPO example runs end to end on a tiny budget: finite losses, every output written, resume and eval."""
+
+import csv
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+
+PPO = Path(__file__).parent.parent / "examples" / "ppo.py"
+TINY = ["--n-envs", "4", "--n-steps", "16", "--n-minibatches", "2", "--n-epochs", "2", "--checkpoint-every", "2"]
+
+
+def run(*args):
+    result = subprocess.run([sys.executable, str(PPO), *args], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def update_rows(run_dir):
+    with (run_dir / "progress.csv").open() as file:
+        return [row for row in csv.DictReader(file) if row["policy_loss"]]
+
+
+def video_frames(path):
+    capture = cv2.VideoCapture(str(path))
+    frames = 0
+    while capture.read()[0]:
+        frames += 1
+    return frames
+
+
+def test_train_resume_and_eval(tmp_path):
+    run_dir = tmp_path / "run"
+    run("--total-frames", "1024", "--run-dir", str(run_dir), *TINY)  # 4 updates of 4 envs x 16 steps x 4 frames
+    rows = update_rows(run_dir)
+    assert [int(row["frames"]) for row in rows] == [256, 512, 768, 1024]
+    for row in rows:
+        for name in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "frames_per_second"):
+            assert math.isfinite(float(row[name])), (name, row)
+    assert (run_dir / "checkpoint.pt").stat().st_size > 1_000_000  # the Nature CNN's weights and Adam's state
+    assert (run_dir / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert video_frames(run_dir / "agent.mp4") > 10  # one whole game, one frame per agent step
+
+    # --resume continues the frame count and the schedule from the checkpoint, and appends to the log.
+    run("--total-frames", "1536", "--run-dir", str(run_dir), "--resume", "--no-video", *TINY)
+    assert [int(row["frames"]) for row in update_rows(run_dir)] == [256, 512, 768, 1024, 1280, 1536]
+
+    result = run("--eval", str(run_dir / "checkpoint.pt"))
+    assert "Breakout: one game scored" in result.stdout
+    assert video_frames(run_dir / "eval.mp4") > 10
+
+
+def test_sync_rollout_and_bad_arguments(tmp_path):
+    run("--total-frames", "256", "--run-dir", str(tmp_path / "sync"), "--no-async-envs", "--no-video", *TINY)
+    assert len(update_rows(tmp_path / "sync")) == 1
+    bad = subprocess.run([sys.executable, str(PPO), "--n-envs", "3"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "async_envs needs an even n_envs" in bad.stderr
