@@ -1,0 +1,36 @@
+"""Play one whole game with any policy, and record it as a colour video if asked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from atari_game.game import Game
+
+
+def play_game(game: Game, policy: Callable[[np.ndarray], int], video: Path | None = None) -> tuple[float, int]:
+    """Play `game` from a reset until the whole game is over; return its unclipped score and length in steps.
+
+    `policy` maps an observation (``uint8``, the Game's observation shape) to an action. With `video`, the
+    emulator's full-colour screen (210x160, not the 84x84 input) is written at one frame per agent step.
+    A whole game ends at game over or truncation; with ``life_loss="reset"`` every episode is a whole game.
+    """
+    writer = None
+    if video is not None:
+        # Real-time playback: the Atari draws 60 frames/s and an agent step lasts frame_skip of them.
+        fps = 60 / game.options.frame_skip
+        writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"mp4v"), fps, (160, 210))
+    obs = game.reset()
+    try:
+        while True:
+            if writer is not None:
+                writer.write(cv2.cvtColor(game.ale.getScreenRGB(), cv2.COLOR_RGB2BGR))
+            obs, _, done, info = game.step(policy(obs))
+            if done and ("game_reward" in info or game.options.life_loss == "reset"):
+                return info.get("game_reward", info["reward"]), info.get("game_length", info["length"])
+    finally:
+        if writer is not None:
+            writer.release()

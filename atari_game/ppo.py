@@ -1,0 +1,516 @@
+"""PPO on Atari with atari_game: the algorithm of CleanRL's ppo_atari.py, on a GamePool.
+
+    python examples/ppo.py --game Breakout --total-frames 1000000     # train (or: atari-game train ...)
+    python examples/ppo.py --eval runs/Breakout-1/checkpoint.pt       # play one game with a trained agent
+
+Standard PPO: clipped objective, GAE, the Nature-DQN CNN with shared actor/critic trunk, orthogonal init,
+advantage normalisation, value clipping, gradient-norm clipping, linearly annealed learning rate, with the
+well-known Atari settings. Every field of `Config` is a command-line flag (``--n-envs 16``,
+``--no-anneal-lr``). A run writes into ``--run-dir``: ``progress.csv``, ``checkpoint.pt`` (every
+``--checkpoint-every`` updates and at the end; ``--resume`` continues from it exactly: weights, optimizer,
+learning-rate schedule and frame count), ``learning_curve.png`` and ``agent.mp4`` (one whole game, in colour).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from torch import nn
+from tqdm import tqdm
+
+from atari_game import Game, GamePool, action_meanings, resolve_game
+from atari_game.play import play_game
+
+
+@dataclasses.dataclass
+class Config:
+    """All hyperparameters and settings of a run: the defaults are the well-known Atari PPO ones."""
+
+    game: str = "Breakout"
+    seed: int = 1
+    total_frames: int = 10_000_000  # emulator frames (4 per agent step)
+    n_envs: int = 8
+    n_steps: int = 128  # agent steps per env per update
+    n_epochs: int = 4
+    n_minibatches: int = 4
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_coef: float = 0.1
+    clip_value_loss: bool = True
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    # The environment, as DeepMind and CleanRL train: an episode ends with a lost life (the game goes on),
+    # rewards are clipped to their sign, 1..30 NOOPs and FIRE start each game. Reported returns are unclipped
+    # whole games.
+    life_loss: str = "terminal"
+    clip_rewards: bool = True
+    noop_max: int = 30
+    fire_reset: bool = True
+    # Overlap env stepping with inference: two halves of the envs take turns (the pool's send/recv).
+    async_envs: bool = True
+    device: str = "auto"  # "auto": CUDA when present, else the CPU
+    run_dir: str = ""  # default: runs/<game>-<seed>
+    checkpoint_every: int = 50  # updates
+    resume: bool = False
+    eval: str = ""  # a checkpoint: play and record one game with it, no training
+    video: bool = True
+
+    @property
+    def batch_size(self) -> int:
+        return self.n_envs * self.n_steps
+
+
+def parse_config(argv: list[str] | None = None) -> Config:
+    """A `Config` from the command line: ``--field-name value`` for every field, ``--[no-]flag`` for booleans."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for field in dataclasses.fields(Config):
+        flag = "--" + field.name.replace("_", "-")
+        if field.type == "bool":
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=field.default)
+        else:
+            kind = {"int": int, "float": float, "str": str}[field.type]
+            parser.add_argument(flag, type=kind, default=field.default, metavar=field.type.upper())
+    config = Config(**vars(parser.parse_args(argv)))
+    if config.batch_size % config.n_minibatches or (config.async_envs and config.n_envs % 2):
+        parser.error("n_envs * n_steps must divide into n_minibatches, and async_envs needs an even n_envs")
+    return config
+
+
+# --- the agent ------------------------------------------------------------------------------------------
+
+
+def layer(module: nn.Module, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Module:
+    """Orthogonal weights and constant bias: the initialisation PPO's results depend on."""
+    nn.init.orthogonal_(module.weight, std)
+    nn.init.constant_(module.bias, bias)
+    return module
+
+
+class Agent(nn.Module):
+    """The Nature-DQN CNN trunk with a policy head (logits) and a value head, shared as in CleanRL."""
+
+    def __init__(self, n_actions: int) -> None:
+        super().__init__()
+        self.trunk = nn.Sequential(
+            layer(nn.Conv2d(4, 32, 8, stride=4)),
+            nn.ReLU(),
+            layer(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        )
+        self.actor = layer(nn.Linear(512, n_actions), std=0.01)
+        self.critic = layer(nn.Linear(512, 1), std=1.0)
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        # Observations arrive as uint8 and are scaled here, on the device; channels-last is faster for CPU convs.
+        x = (obs.float() / 255.0).contiguous(memory_format=torch.channels_last)
+        return self.trunk(x)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(self.features(obs)).squeeze(-1)
+
+    def act(
+        self, obs: torch.Tensor, action: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample an action (or score the given one): action, its log-probability, the entropy, the value."""
+        hidden = self.features(obs)
+        distribution = torch.distributions.Categorical(logits=self.actor(hidden))
+        if action is None:
+            action = distribution.sample()
+        return action, distribution.log_prob(action), distribution.entropy(), self.critic(hidden).squeeze(-1)
+
+
+# --- logging --------------------------------------------------------------------------------------------
+
+
+class RunLog:
+    """progress.csv (and TensorBoard when it is installed), plus the whole games finished so far."""
+
+    FIELDS = (
+        "frames",
+        "seconds",
+        "game_return",
+        "game_length",
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "approx_kl",
+        "clip_fraction",
+        "frames_per_second",
+    )
+
+    def __init__(self, run_dir: Path, resume: bool) -> None:
+        self.path = run_dir / "progress.csv"
+        self.games: list[tuple[int, float, int]] = []  # (frames, whole-game return, length in agent steps)
+        if resume and self.path.exists():
+            with self.path.open() as file:
+                rows = [row for row in csv.DictReader(file) if row["game_return"]]
+            self.games = [(int(row["frames"]), float(row["game_return"]), int(row["game_length"])) for row in rows]
+        self.file = self.path.open("a" if resume else "w", newline="")
+        self.writer = csv.DictWriter(self.file, fieldnames=self.FIELDS)
+        if not resume or self.file.tell() == 0:
+            self.writer.writeheader()
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tensorboard = SummaryWriter(str(run_dir))
+        except ImportError:
+            self.tensorboard = None
+
+    def game_ended(self, frames: int, game_return: float, length: int) -> None:
+        self.games.append((frames, game_return, length))
+        # One CSV row per whole game, so the curve has every game; the update rows leave these columns empty.
+        self.writer.writerow({"frames": frames, "game_return": game_return, "game_length": length})
+        if self.tensorboard:
+            self.tensorboard.add_scalar("charts/game_return", game_return, frames)
+
+    def update(self, frames: int, seconds: float, stats: dict[str, float]) -> None:
+        self.writer.writerow({"frames": frames, "seconds": f"{seconds:.1f}", **stats})
+        self.file.flush()
+        if self.tensorboard:
+            for name, value in stats.items():
+                self.tensorboard.add_scalar(f"losses/{name}", value, frames)
+
+    def recent_return(self, games: int = 20) -> float:
+        return float(np.mean([r for _, r, _ in self.games[-games:]])) if self.games else float("nan")
+
+    def close(self) -> None:
+        self.file.close()
+        if self.tensorboard:
+            self.tensorboard.close()
+
+
+# --- training -------------------------------------------------------------------------------------------
+
+
+def game_options(config: Config) -> dict:
+    # FIRE only for games that have it (Breakout waits for it; Freeway has no FIRE button).
+    return {
+        "game": config.game,
+        "life_loss": config.life_loss,
+        "clip_rewards": config.clip_rewards,
+        "noop_max": config.noop_max,
+        "fire_reset": config.fire_reset and "FIRE" in action_meanings(config.game),
+    }
+
+
+def pick_device(config: Config) -> torch.device:
+    if config.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(config.device)
+
+
+def train(config: Config) -> Path:
+    run_dir = Path(config.run_dir or f"runs/{config.game}-{config.seed}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    device = pick_device(config)
+    cores = len(os.sched_getaffinity(0))
+    torch.manual_seed(config.seed)
+
+    # The envs: same-step autoreset, so a truncated episode's final observation is there to bootstrap from.
+    # With async_envs, two pools of half the envs each, each with half the worker processes.
+    halves = 2 if config.async_envs else 1
+    pools = [
+        GamePool(
+            config.n_envs // halves,
+            seed=config.seed + k * config.n_envs // halves,
+            n_workers=max(1, cores // halves),
+            autoreset_mode=AutoresetMode.SAME_STEP,
+            **game_options(config),
+        )
+        for k in range(halves)
+    ]
+    agent = Agent(pools[0].single_action_space.n).to(device).to(memory_format=torch.channels_last)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5)
+    n_updates = config.total_frames // (4 * config.batch_size)
+    first_update, frames = 0, 0
+    checkpoint_path = run_dir / "checkpoint.pt"
+    if config.resume:
+        saved = torch.load(checkpoint_path, map_location=device)
+        agent.load_state_dict(saved["agent"])
+        optimizer.load_state_dict(saved["optimizer"])
+        first_update, frames = saved["update"], saved["frames"]
+        torch.set_rng_state(saved["torch_rng"])
+    log = RunLog(run_dir, resume=config.resume)
+
+    rollout = Rollout(config, pools[0].single_observation_space.shape)
+    for k, pool in enumerate(pools):
+        rollout.next_obs[k * pool.num_envs : (k + 1) * pool.num_envs] = torch.from_numpy(pool.reset()[0])
+    start, start_frames = time.perf_counter(), frames
+    progress = tqdm(total=config.total_frames, initial=frames, unit="frame", unit_scale=True, dynamic_ncols=True)
+    try:
+        for update in range(first_update, n_updates):
+            # Anneal the learning rate linearly to zero over the whole run (a resumed run continues the schedule).
+            if config.anneal_lr:
+                optimizer.param_groups[0]["lr"] = config.learning_rate * (1.0 - update / n_updates)
+
+            # Collect n_steps per env. Inference beside the env workers gets one thread; learning gets all cores.
+            torch.set_num_threads(1)
+            collect(config, pools, agent, device, rollout, log, frames)
+            frames += 4 * config.batch_size
+            torch.set_num_threads(cores)
+            stats = learn(config, agent, optimizer, device, rollout)
+            seconds = time.perf_counter() - start
+            stats["frames_per_second"] = (frames - start_frames) / seconds
+            log.update(frames, seconds, stats)
+            progress.update(4 * config.batch_size)
+            progress.set_postfix(game_return=f"{log.recent_return():.1f}", fps=f"{stats['frames_per_second']:.0f}")
+            if (update + 1) % config.checkpoint_every == 0 or update + 1 == n_updates:
+                save_checkpoint(checkpoint_path, agent, optimizer, update + 1, frames, config)
+    finally:
+        progress.close()
+        for pool in pools:
+            pool.close()
+        log.close()
+    plot_learning_curve(log.games, run_dir / "learning_curve.png", config.game)
+    if config.video:
+        record_game(agent, config, device, run_dir / "agent.mp4")
+    return run_dir
+
+
+class Rollout:
+    """The rollout buffers of one update, filled by playing the pools; observations stay uint8."""
+
+    def __init__(self, config: Config, obs_shape: tuple[int, ...]) -> None:
+        steps, envs = config.n_steps, config.n_envs
+        self.obs = torch.zeros((steps, envs, *obs_shape), dtype=torch.uint8)
+        self.actions = torch.zeros((steps, envs), dtype=torch.long)
+        self.logprobs, self.rewards, self.dones, self.values = (torch.zeros((steps, envs)) for _ in range(4))
+        # What the envs show now: the observation to act on, and whether it starts a new episode.
+        self.next_obs = torch.zeros((envs, *obs_shape), dtype=torch.uint8)
+        self.next_done = torch.zeros(envs)
+
+
+def collect(
+    config: Config,
+    pools: list[GamePool],
+    agent: Agent,
+    device: torch.device,
+    rollout: Rollout,
+    log: RunLog,
+    frames: int,
+) -> None:
+    """Play n_steps per env into `rollout`. One pool: act, then step all envs. Two pools (async): the halves
+    take turns, so that one half's games step in the workers while the policy acts for the other."""
+    halves = [np.arange(k * pools[0].num_envs, (k + 1) * pools[0].num_envs) for k in range(len(pools))]
+
+    def send(k: int, step: int) -> None:
+        ids = halves[k]
+        rollout.obs[step, ids], rollout.dones[step, ids] = rollout.next_obs[ids], rollout.next_done[ids]
+        with torch.inference_mode():
+            action, logprob, _, value = agent.act(rollout.next_obs[ids].to(device))
+        rollout.actions[step, ids], rollout.logprobs[step, ids], rollout.values[step, ids] = (
+            action.cpu(),
+            logprob.cpu(),
+            value.cpu(),
+        )
+        pools[k].send(action.cpu().numpy())
+
+    def receive(k: int, step: int) -> None:
+        ids = halves[k]
+        obs, reward, terminated, truncated, info = pools[k].recv()
+        rollout.rewards[step, ids] = torch.from_numpy(
+            bootstrap_truncated(config, agent, device, reward, truncated, info)
+        )
+        rollout.next_obs[ids] = torch.from_numpy(obs)
+        rollout.next_done[ids] = torch.from_numpy(terminated | truncated).float()
+        record_games(log, info, frames + 4 * config.n_envs * (step + 1))
+
+    if len(pools) == 1:
+        for step in range(config.n_steps):
+            send(0, step)
+            receive(0, step)
+        return
+    send(1, 0)
+    for step in range(config.n_steps):
+        send(0, step)
+        receive(1, step)
+        if step + 1 < config.n_steps:
+            send(1, step + 1)
+        receive(0, step)
+
+
+def bootstrap_truncated(
+    config: Config, agent: Agent, device: torch.device, reward: np.ndarray, truncated: np.ndarray, info: dict
+) -> np.ndarray:
+    """A truncated episode did not end by itself: add the discounted value of its final observation."""
+    reward = reward.astype(np.float32)
+    if truncated.any():
+        final = torch.from_numpy(np.stack(info["final_obs"][truncated]))
+        with torch.inference_mode():
+            reward[truncated] += config.gamma * agent.value(final.to(device)).cpu().numpy()
+    return reward
+
+
+def record_games(log: RunLog, info: dict, frames: int) -> None:
+    # Whole games (across lives), unclipped: the number papers report.
+    if "game" in info:
+        for k in np.flatnonzero(info["_game"]):
+            log.game_ended(frames, float(info["game"]["r"][k]), int(info["game"]["l"][k]))
+
+
+def learn(
+    config: Config, agent: Agent, optimizer: torch.optim.Optimizer, device: torch.device, rollout: Rollout
+) -> dict[str, float]:
+    """GAE, then n_epochs of clipped-PPO minibatch updates; returns the loss statistics of the last minibatch."""
+    with torch.inference_mode():
+        next_value = agent.value(rollout.next_obs.to(device)).cpu()
+    rewards, dones, values = rollout.rewards, rollout.dones, rollout.values
+    advantages = torch.zeros_like(rewards)
+    last_advantage = 0.0
+    for t in reversed(range(config.n_steps)):
+        next_nonterminal = 1.0 - (rollout.next_done if t == config.n_steps - 1 else dones[t + 1])
+        following_value = next_value if t == config.n_steps - 1 else values[t + 1]
+        delta = rewards[t] + config.gamma * following_value * next_nonterminal - values[t]
+        advantages[t] = last_advantage = delta + config.gamma * config.gae_lambda * next_nonterminal * last_advantage
+    returns = advantages + values
+
+    # Flatten the rollout; everything a minibatch needs goes to the device once.
+    b_obs = rollout.obs.reshape(-1, *rollout.obs.shape[2:]).to(device)
+    b_actions, b_logprobs = rollout.actions.reshape(-1).to(device), rollout.logprobs.reshape(-1).to(device)
+    b_advantages, b_returns = advantages.reshape(-1).to(device), returns.reshape(-1).to(device)
+    b_values = values.reshape(-1).to(device)
+    minibatch = config.batch_size // config.n_minibatches
+    clip_fractions = []
+    for _ in range(config.n_epochs):
+        for indices in torch.randperm(config.batch_size, device=device).split(minibatch):
+            _, new_logprob, entropy, new_value = agent.act(b_obs[indices], b_actions[indices])
+            log_ratio = new_logprob - b_logprobs[indices]
+            ratio = log_ratio.exp()
+            with torch.no_grad():
+                approx_kl = ((ratio - 1) - log_ratio).mean()
+                clip_fractions.append(((ratio - 1.0).abs() > config.clip_coef).float().mean().item())
+
+            advantage = b_advantages[indices]
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+            policy_loss = torch.max(
+                -advantage * ratio, -advantage * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)
+            ).mean()
+
+            # The value loss, clipped around the rollout's values as in the PPO reference implementation.
+            value_error = (new_value - b_returns[indices]) ** 2
+            if config.clip_value_loss:
+                clipped = b_values[indices] + (new_value - b_values[indices]).clamp(-config.clip_coef, config.clip_coef)
+                value_error = torch.max(value_error, (clipped - b_returns[indices]) ** 2)
+            value_loss = 0.5 * value_error.mean()
+
+            loss = policy_loss - config.ent_coef * entropy.mean() + config.vf_coef * value_loss
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), config.max_grad_norm)
+            optimizer.step()
+    return {
+        "policy_loss": policy_loss.item(),
+        "value_loss": value_loss.item(),
+        "entropy": entropy.mean().item(),
+        "approx_kl": approx_kl.item(),
+        "clip_fraction": float(np.mean(clip_fractions)),
+    }
+
+
+def save_checkpoint(path: Path, agent: Agent, optimizer, update: int, frames: int, config: Config) -> None:
+    saved = {
+        "agent": agent.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "update": update,
+        "frames": frames,
+        "torch_rng": torch.get_rng_state(),
+        "config": dataclasses.asdict(config),
+    }
+    torch.save(saved, path.with_suffix(".tmp"))
+    path.with_suffix(".tmp").replace(path)  # never a half-written checkpoint
+
+
+# --- results: the learning curve and a video of one game ------------------------------------------------
+
+
+def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, game: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    if games:
+        frames, returns = np.array([g[0] for g in games]), np.array([g[1] for g in games])
+        axes.plot(frames, returns, ".", alpha=0.3, label="one game")
+        window = max(1, min(20, len(returns) // 5))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        axes.plot(frames[window - 1 :], smooth, label=f"mean of {window} games")
+        axes.legend()
+    axes.set(xlabel="emulator frames", ylabel="whole-game return (unclipped)", title=f"PPO on {game}")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def record_game(agent: Agent, config: Config, device: torch.device, path: Path) -> float:
+    """Play one whole game with the agent (sampling its policy), write it as a colour .mp4, return its score."""
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+
+    def policy(obs: np.ndarray) -> int:
+        with torch.inference_mode():
+            return int(agent.act(torch.from_numpy(obs).unsqueeze(0).to(device))[0])
+
+    game = Game(seed=config.seed + 10_000, **{**game_options(config), "clip_rewards": False})
+    return play_game(game, policy, path)[0]
+
+
+def load_agent(checkpoint: str | Path, device: torch.device) -> tuple[Agent, Config]:
+    """The agent saved in a checkpoint, and the config it was trained with."""
+    saved = torch.load(checkpoint, map_location=device)
+    config = Config(**saved["config"])
+    agent = Agent(len(action_meanings(config.game))).to(device).to(memory_format=torch.channels_last)
+    agent.load_state_dict(saved["agent"])
+    return agent, config
+
+
+def trained_policy(checkpoint: str | Path, game: str) -> tuple[Callable[[np.ndarray], int], dict]:
+    """For `atari-game play`: the checkpoint's policy, and the game options it was trained with."""
+    agent, config = load_agent(checkpoint, torch.device("cpu"))
+    if resolve_game(game) != resolve_game(config.game):
+        raise SystemExit(f"{checkpoint} was trained on {config.game}, not {game}")
+
+    def policy(obs: np.ndarray) -> int:
+        with torch.inference_mode():
+            return int(agent.act(torch.from_numpy(obs).unsqueeze(0))[0])
+
+    return policy, game_options(config)
+
+
+def evaluate(config: Config) -> None:
+    device = pick_device(config)
+    agent, trained = load_agent(config.eval, device)
+    path = Path(config.eval).with_name("eval.mp4")
+    score = record_game(agent, dataclasses.replace(trained, seed=config.seed), device, path)
+    print(f"{trained.game}: one game scored {score:g} (unclipped); video: {path}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    config = parse_config(argv)
+    if config.eval:
+        evaluate(config)
+        return
+    run_dir = train(config)
+    print(f"done: {run_dir}/progress.csv, learning_curve.png, agent.mp4, checkpoint.pt")
+
+
+if __name__ == "__main__":
+    main()

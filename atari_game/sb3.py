@@ -1,0 +1,185 @@
+"""GamePoolVecEnv: a `GamePool` as a Stable-Baselines3 `VecEnv`, so SB3's algorithms train on it directly.
+
+    from stable_baselines3 import PPO
+    from atari_game.sb3 import GamePoolVecEnv
+
+    env = GamePoolVecEnv(8, "Breakout", seed=0, life_loss="terminal", noop_max=30, fire_reset=True, clip_rewards=True)
+    model = PPO("CnnPolicy", env).learn(100_000)  # uint8 (8, 4, 84, 84) channel-first: no VecTransposeImage
+    env.close()
+
+The pool does all the work (preprocessing, processes, shared memory, episode statistics); this file only
+translates its Gymnasium vector API into SB3's: four-value ``step``, one info dict per env,
+``terminal_observation`` and Monitor-style ``info["episode"]``. Needs the ``sb3`` extra.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from atari_game.pool import GamePool
+
+try:
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import VecEnv
+except ImportError as error:  # SB3 missing, or torch (which SB3 imports) missing
+    raise ImportError(
+        "atari_game.sb3 needs Stable-Baselines3 and torch: install torch first, exactly as "
+        '`pip install torch==2.13.0`, then `pip install "atari_game[sb3]"`'
+        f" ({error})"
+    ) from error
+
+# Options the adapter sets itself: SB3 needs same-step autoreset and observations it may keep across steps.
+_FIXED_POOL_OPTIONS = ("autoreset_mode", "copy")
+
+
+class GamePoolVecEnv(VecEnv):
+    """`n_envs` Atari games in a `GamePool`, with Stable-Baselines3's `VecEnv` API.
+
+    Args:
+        n_envs: how many games. Env ``i`` is seeded with ``seed + i``.
+        game, seed, **options: as for `GamePool` (``n_workers``, ``start_method``, ``restart_workers``, ...)
+            and `Game` (``life_loss``, ``noop_max``, ``fire_reset``, ``clip_rewards``, ...), validated by them.
+            ``autoreset_mode`` and ``copy`` are refused: SB3 needs same-step autoreset and fresh arrays
+            (its rollout buffer stores the previous observation after the next step).
+
+    The adapter owns its pool (``.pool``): it builds it and `close` stops it. Use it as a context manager
+    or call `close`; the pool's own finalizer still cleans up if you forget.
+
+    Spaces: ``observation_space`` is the single env's ``Box(0, 255, (4, 84, 84), uint8)``, channel-first,
+    which SB3's ``CnnPolicy`` takes as an image as it is (``(84, 84, 4)`` with ``channels_last=True``, which
+    SB3 then wraps in ``VecTransposeImage`` itself); ``action_space`` is ``Discrete(n_actions)``.
+
+    ``reset() -> obs``: ``uint8 (n_envs, 4, 84, 84)``. Restarts every game; the seeds set by `seed` (env
+    ``i`` gets ``seed + i``) apply to this reset only, as in SB3. ``reset_infos[i]`` is ``{"lives": int}``.
+
+    ``step(actions) -> (obs, rewards, dones, infos)`` with integer ``actions`` of shape ``(n_envs,)``:
+
+    * ``obs``: ``uint8 (n_envs, 4, 84, 84)``, a fresh array; for a done env, the next episode's first
+      observation (SB3's autoreset convention).
+    * ``rewards``: ``float32 (n_envs,)``, the sign of the raw reward with ``clip_rewards=True``.
+    * ``dones``: ``bool (n_envs,)``, terminated or truncated (a life lost, as ``life_loss`` says; game over;
+      ``max_episode_frames`` reached).
+    * ``infos[i]``: ``"lives"`` (int) and ``"TimeLimit.truncated"`` (truncated and not terminated: SB3 then
+      bootstraps from the final observation) on every step; on a done step ``"terminal_observation"``, the
+      ended episode's last observation (``uint8 (4, 84, 84)``). When a worker died and ``restart_workers``
+      replaced it, its envs are done and truncated with ``"worker_restarted": True`` and no final observation.
+    * ``infos[i]["episode"] = {"r": float, "l": int, "t": float}``, SB3 `Monitor`'s layout, on the step that
+      ends a *whole game*: its unclipped return, its length in agent steps and the seconds since this
+      VecEnv was built. As in SB3's own Atari stack (``Monitor`` under ``EpisodicLifeEnv``), a game with
+      ``life_loss="terminal"`` is done at every lost life but reported once, at game over; with the default
+      ``"reset"`` every lost life restarts the game, so every done step reports one.
+
+    Because the envs report what `Monitor` reports, ``env_is_wrapped(Monitor)`` is True: SB3's
+    ``evaluate_policy`` then counts whole games and unclipped returns, and ``VecMonitor`` warns that it would
+    overwrite them with clipped ones. The games live in worker processes: `get_attr` reads the pool's
+    attributes, which every env shares (``action_meanings``, ``options``, ``render_mode``...); `set_attr`,
+    `env_method` and `render` raise ``NotImplementedError``.
+    """
+
+    def __init__(self, n_envs: int, game: str = "Breakout", seed: int | None = 0, **options: Any) -> None:
+        fixed = [name for name in _FIXED_POOL_OPTIONS if name in options]
+        if fixed:
+            raise TypeError(
+                f"GamePoolVecEnv sets {', '.join(fixed)} itself (same-step autoreset and copied observations, "
+                "which SB3 needs): leave it out"
+            )
+        self.pool = GamePool(n_envs, game, seed, autoreset_mode=AutoresetMode.SAME_STEP, copy=True, **options)
+        # Whole games, as SB3's Atari Monitor counts them: with life_loss "reset" each of the pool's episodes is a
+        # whole game (a lost life restarts it); otherwise the pool reports whole games as "game".
+        self._game_key = "episode" if self.pool.options.life_loss == "reset" else "game"
+        self._start_time = time.time()  # Monitor's "t" counts from here
+        self._actions: np.ndarray | None = None
+        super().__init__(n_envs, self.pool.single_observation_space, self.pool.single_action_space)
+
+    def reset(self) -> np.ndarray:
+        """Restart every game and return the first observations, ``uint8 (n_envs, 4, 84, 84)``."""
+        if any(self._options):
+            raise ValueError(f"reset options are not supported (set_options gave {self._options!r})")
+        obs, info = self.pool.reset(seed=list(self._seeds))
+        self.reset_infos = [{"lives": int(lives)} for lives in info["lives"]]
+        # SB3's rule: seeds and options apply to one reset.
+        self._reset_seeds()
+        self._reset_options()
+        self._actions = None
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Keep the actions for `step_wait` (the pool steps every env in parallel there)."""
+        self._actions = actions
+
+    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """Step every env with the actions of `step_async`; see the class docstring for what is returned."""
+        if self._actions is None:
+            raise RuntimeError("step_wait() without step_async(actions) since the last reset() or step")
+        actions, self._actions = self._actions, None
+        obs, rewards, terminations, truncations, info = self.pool.step(actions)
+        dones = terminations | truncations
+
+        # One dict per env, as SB3 wants, from the pool's arrays and their masks (a key is absent when no env
+        # needs it).
+        nobody = np.zeros(self.num_envs, bool)
+        final, games = info.get("_final_obs", nobody), info.get(f"_{self._game_key}", nobody)
+        restarted = info.get("_worker_restarted", nobody)
+        infos: list[dict[str, Any]] = []
+        for i in range(self.num_envs):
+            env_info: dict[str, Any] = {
+                "lives": int(info["lives"][i]),
+                "TimeLimit.truncated": bool(truncations[i] and not terminations[i]),
+            }
+            if final[i]:
+                env_info["terminal_observation"] = info["final_obs"][i]
+            if games[i]:
+                stats = info[self._game_key]
+                elapsed = round(time.time() - self._start_time, 6)
+                env_info["episode"] = {"r": float(stats["r"][i]), "l": int(stats["l"][i]), "t": elapsed}
+            if restarted[i]:
+                env_info["worker_restarted"] = True
+            infos.append(env_info)
+        return obs, rewards.astype(np.float32), dones, infos
+
+    def close(self) -> None:
+        """Stop the pool's workers and free its shared memory; safe to call twice."""
+        self.pool.close()
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        """The pool's attribute `attr_name` (all envs share it), once per env of `indices` (default: all)."""
+        value = getattr(self.pool, attr_name)  # AttributeError if the pool has none, as SB3 expects
+        return [value for _ in self._get_indices(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        """Not supported: the games live in worker processes, configured once by the constructor's options."""
+        raise NotImplementedError(
+            f"GamePoolVecEnv.set_attr({attr_name!r}): the games run in worker processes and are configured "
+            "only by the constructor's options; build a new GamePoolVecEnv instead"
+        )
+
+    def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
+        """Not supported: the games live in worker processes and take only step and reset commands."""
+        raise NotImplementedError(
+            f"GamePoolVecEnv.env_method({method_name!r}): the games run in worker processes and take only "
+            "step and reset; shared settings are readable with get_attr (e.g. get_attr('action_meanings'))"
+        )
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
+        """True for SB3's `Monitor` only: the envs report its ``info["episode"]`` themselves (see the class)."""
+        return [wrapper_class is Monitor for _ in self._get_indices(indices)]
+
+    def render(self, mode: str | None = None) -> np.ndarray | None:
+        """Not supported: a pool does not render."""
+        raise NotImplementedError(
+            "GamePoolVecEnv does not render: to watch or record a game, use "
+            "gymnasium.make('atari_game/<Game>-v0', render_mode='rgb_array') in a DummyVecEnv"
+        )
+
+    def __enter__(self) -> GamePoolVecEnv:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"GamePoolVecEnv({self.pool!r})"

@@ -1,0 +1,57 @@
+"""The atari-game command: games, play (random and trained), the forwarded commands, clear errors."""
+
+import subprocess
+import sys
+
+import cv2
+
+
+def atari_game(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "atari_game", *args], capture_output=True, text=True, **kwargs)
+
+
+def test_games_lists_every_game_with_its_actions():
+    result = atari_game("games")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert len(lines) == 104
+    assert "Breakout            4 actions: NOOP FIRE RIGHT LEFT" in lines
+    assert any(line.startswith("MsPacman            9 actions: NOOP UP RIGHT LEFT DOWN") for line in lines)
+
+
+def test_play_a_random_game_and_record_it(tmp_path):
+    video = tmp_path / "pong.mp4"
+    result = atari_game("play", "pong", "--record", str(video), "--seed", "3", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Pong, random agent: one game scored -")
+    steps = int(result.stdout.split(" in ")[1].split()[0])
+    capture = cv2.VideoCapture(str(video))
+    frames = 0
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        assert frame.shape == (210, 160, 3)  # the full-colour screen, not the 84x84 input
+        frames += 1
+    assert frames == steps
+
+
+def test_unknown_game_is_a_usage_error_naming_the_closest():
+    result = atari_game("play", "Breakot")
+    assert result.returncode == 2
+    assert "unknown game 'Breakot' (closest: Breakout" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_forwarded_commands_have_their_own_help():
+    for command, option in (("train", "--total-frames"), ("bench", "--envs")):
+        result = atari_game(command, "--help")
+        assert result.returncode == 0 and option in result.stdout
+
+
+def test_a_missing_extra_names_what_to_install():
+    # torch made unimportable, as on a machine without the train extra.
+    code = "import sys; sys.modules['torch'] = None; from atari_game.cli import main; main(['train'])"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "atari-game train needs 'torch', which is not installed" in result.stderr
+    assert 'pip install torch==2.13.0 && pip install "atari_game[train]"' in result.stderr
