@@ -24,7 +24,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from atari_game.game import Game, GameOptions, action_meanings
-from atari_game.worker import ParentEnd, pipe, prepare_worker_process, start_context
+from atari_game.worker import ParentEnd, end_process, pipe, prepare_worker_process, start_context
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 
@@ -171,22 +171,12 @@ def _ask_to_close(worker: _Worker) -> None:
         worker.pipe.send(("close", None))
 
 
-def _reap(worker: _Worker) -> None:
-    """Make sure a worker that was asked to close is gone: its process has ended when this returns."""
-    worker.process.join(timeout=2)
-    if worker.process.is_alive():
-        worker.process.kill()
-        worker.process.join()
-    worker.pipe.close()
-    worker.process.close()
-
-
 def _shut_down(workers: list[_Worker], segment: shared_memory.SharedMemory) -> None:
     """Stop every worker and delete the segment; a plain function, so `weakref.finalize` can hold it."""
     for worker in workers:  # ask all first, so they stop in parallel
         _ask_to_close(worker)
     for worker in workers:
-        _reap(worker)
+        end_process(worker.process, worker.pipe)
     with contextlib.suppress(BufferError):  # the caller holds a copy=False array: the memory goes with it
         segment.close()
     segment.unlink()  # the name goes now either way
@@ -422,7 +412,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         # Replace it: same envs, new seeds; the envs it was stepping are reported truncated, the others on
         # their next return.
         owed = [i for sent in worker.in_flight for i in sent]
-        _reap(worker)
+        end_process(worker.process, worker.pipe)
         self._restarts += 1
         replacement = self._start_worker(worker.env_ids)
         self._workers[self._workers.index(worker)] = replacement

@@ -153,6 +153,8 @@ class RunLog:
         "approx_kl",
         "clip_fraction",
         "frames_per_second",
+        "rollout_seconds",
+        "learn_seconds",
     )
 
     def __init__(self, run_dir: Path, resume: bool) -> None:
@@ -262,10 +264,15 @@ def train(config: Config) -> Path:
 
             # Collect n_steps per env. Inference beside the env workers gets one thread; learning gets all cores.
             torch.set_num_threads(1)
+            rollout_start = time.perf_counter()
             collect(config, pools, agent, device, rollout, log, frames)
             frames += 4 * config.batch_size
             torch.set_num_threads(cores)
+            learn_start = time.perf_counter()
             stats = learn(config, agent, optimizer, device, rollout)
+            # Where the wall time goes: playing (env steps and inference), and learning.
+            stats["rollout_seconds"] = learn_start - rollout_start
+            stats["learn_seconds"] = time.perf_counter() - learn_start
             seconds = time.perf_counter() - start
             stats["frames_per_second"] = (frames - start_frames) / seconds
             log.update(frames, seconds, stats)

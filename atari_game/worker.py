@@ -76,6 +76,16 @@ class ParentEnd(Connection):
             raise EOFError("the worker's end of the pipe is gone") from error
 
 
+def end_process(process: multiprocessing.process.BaseProcess, pipe_end: Connection) -> None:
+    """Make sure a worker process that was asked to close is gone, then release its pipe and handles."""
+    process.join(timeout=2)
+    if process.is_alive():  # it did not listen: it is stuck or was never reading
+        process.kill()
+        process.join()
+    pipe_end.close()
+    process.close()
+
+
 def pipe() -> tuple[ParentEnd, Connection]:
     """A duplex pipe as `multiprocessing.Pipe()` makes it: (the parent's end, the child's end)."""
     parent_socket, child_socket = socket.socketpair()
@@ -188,12 +198,7 @@ class Worker:
         self.closed = True
         with contextlib.suppress(OSError):  # already dead: reaped below
             self.child.send(("close", None))
-        self.process.join(timeout=2)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-        self.child.close()
-        self.process.close()
+        end_process(self.process, self.child)
 
     def __enter__(self) -> Worker:
         return self

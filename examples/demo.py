@@ -10,16 +10,8 @@ import time
 
 import numpy as np
 
-from atari_game import Worker, action_meanings, list_games, resolve_game
-
-
-def game_name(name: str) -> str:
-    """An argparse type: a game name that exists, or a clean usage error naming the closest ones."""
-    try:
-        resolve_game(name)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return name
+from atari_game import Worker, action_meanings, list_games
+from atari_game.cli import game_name
 
 
 def main() -> None:

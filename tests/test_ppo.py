@@ -37,7 +37,16 @@ def test_train_resume_and_eval(tmp_path):
     rows = update_rows(run_dir)
     assert [int(row["frames"]) for row in rows] == [256, 512, 768, 1024]
     for row in rows:
-        for name in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "frames_per_second"):
+        for name in (
+            "policy_loss",
+            "value_loss",
+            "entropy",
+            "approx_kl",
+            "clip_fraction",
+            "frames_per_second",
+            "rollout_seconds",
+            "learn_seconds",
+        ):
             assert math.isfinite(float(row[name])), (name, row)
     assert (run_dir / "checkpoint.pt").stat().st_size > 1_000_000  # the Nature CNN's weights and Adam's state
     assert (run_dir / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
