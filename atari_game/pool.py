@@ -308,13 +308,12 @@ class GamePool(gymnasium.vector.VectorEnv):
         for worker in self._workers:
             self._send(worker, "reset", ([seeds[i] for i in worker.env_ids], []), worker.env_ids)
         self._finish_in_flight()
-        observations = self._shared["obs"] if not self.copy else self._shared["obs"].copy()
-        return observations, {"lives": self._shared["lives"].copy(), "_lives": np.ones(self.num_envs, bool)}
+        return self._observations(), {"lives": self._shared["lives"].copy(), "_lives": np.ones(self.num_envs, bool)}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Play one step of every env; see the class docstring."""
         self._check_usable()
-        if self._ready or any(worker.in_flight for worker in self._workers):
+        if self._ready or self._in_flight():
             raise PoolError("step() while send() results are pending: recv() them first")
         self._shared["actions"][:] = self._check_actions(actions, self.num_envs)
         for worker in self._workers:
@@ -332,7 +331,7 @@ class GamePool(gymnasium.vector.VectorEnv):
             raise ValueError(f"env_ids must be distinct integers, got {env_ids!r}")
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
             raise ValueError(f"env_ids must be in [0, {self.num_envs}), got {env_ids!r}")
-        busy = set(ids.tolist()) & (set(self._ready) | {i for w in self._workers for sent in w.in_flight for i in sent})
+        busy = set(ids.tolist()) & set(self._ready + self._in_flight())
         if busy:
             raise ValueError(f"envs {sorted(busy)} were sent and not yet returned by recv()")
         self._shared["actions"][ids] = self._check_actions(actions, len(ids))
@@ -344,11 +343,9 @@ class GamePool(gymnasium.vector.VectorEnv):
     def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Wait for `batch_size` envs to finish and return them, first finished first, with ``info["env_id"]``."""
         self._check_usable()
-        in_flight = sum(len(sent) for worker in self._workers for sent in worker.in_flight)
-        if len(self._ready) + in_flight < self.batch_size:
-            raise PoolError(
-                f"recv() needs batch_size={self.batch_size} envs sent; only {len(self._ready) + in_flight} are"
-            )
+        sent = len(self._ready) + len(self._in_flight())
+        if sent < self.batch_size:
+            raise PoolError(f"recv() needs batch_size={self.batch_size} envs sent; only {sent} are")
         while len(self._ready) < self.batch_size:
             self._collect()
         ids = np.array(self._ready[: self.batch_size])
@@ -373,6 +370,10 @@ class GamePool(gymnasium.vector.VectorEnv):
         with contextlib.suppress(OSError):  # a dead worker: _collect notices it through the EOF on its pipe
             worker.pipe.send((command, data))
         worker.in_flight.append(ids)
+
+    def _in_flight(self) -> list[int]:
+        """The envs sent to a worker whose answer has not come in yet."""
+        return [i for worker in self._workers for sent in worker.in_flight for i in sent]
 
     def _finish_in_flight(self) -> None:
         """Wait for every answer; a failed command is raised only after all, so no answer is left unread."""
@@ -450,7 +451,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         """The step results of envs `ids`, read from the shared segment, with their info."""
         shared = self._shared
         if whole:  # every env in order: plain copies (or the shared array itself)
-            obs = shared["obs"] if not self.copy else shared["obs"].copy()
+            obs = self._observations()
             rewards, terminations = shared["rewards"].copy(), shared["terminations"].copy()
             truncations, lives = shared["truncations"].copy(), shared["lives"].copy()
         else:
@@ -476,6 +477,10 @@ class GamePool(gymnasium.vector.VectorEnv):
                 info["_final_info"] = mask.copy()
         return obs, rewards, terminations, truncations, info
 
+    def _observations(self) -> np.ndarray:
+        # copy=False hands out the shared array itself, valid until the next call.
+        return self._shared["obs"].copy() if self.copy else self._shared["obs"]
+
     @staticmethod
     def _add_episode_info(info: dict[str, Any], ended: dict[int, dict], count: int) -> None:
         """``info["episode"]`` (and ``info["game"]``), in the vector RecordEpisodeStatistics layout."""
@@ -489,7 +494,5 @@ class GamePool(gymnasium.vector.VectorEnv):
             info[key], info[f"_{key}"] = {"r": returns, "l": lengths}, mask
 
     def __repr__(self) -> str:
-        workers = len(self._workers)
-        return (
-            f"GamePool({self.num_envs} x {self.options.game!r}, {workers} workers{', closed' if self.closed else ''})"
-        )
+        state = ", closed" if self.closed else ""
+        return f"GamePool({self.num_envs} x {self.options.game!r}, {len(self._workers)} workers{state})"
