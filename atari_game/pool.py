@@ -303,11 +303,18 @@ class GamePool(gymnasium.vector.VectorEnv):
         else:
             raise ValueError(f"seed must be None, an int or a list of {self.num_envs} seeds, got {seed!r}")
         self._finish_in_flight()  # whatever send() started is void now
+        # Reset every worker; one replaced meanwhile (restart_workers) was reset with seeds of its own, so it is
+        # reset again with these.
+        answered: list[_Worker] = []
+        while unanswered := [worker for worker in self._workers if worker not in answered]:
+            for worker in unanswered:
+                self._send(worker, "reset", ([seeds[i] for i in worker.env_ids], []), worker.env_ids)
+            answered += unanswered
+            self._finish_in_flight()
+        # After a reset nothing is pending, owed or to be reported as restarted.
         self._ready.clear()
         self._infos.clear()
-        for worker in self._workers:
-            self._send(worker, "reset", ([seeds[i] for i in worker.env_ids], []), worker.env_ids)
-        self._finish_in_flight()
+        self._restarted.clear()
         return self._observations(), {"lives": self._shared["lives"].copy(), "_lives": np.ones(self.num_envs, bool)}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:

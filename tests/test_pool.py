@@ -292,6 +292,16 @@ def test_restart_workers_replaces_a_killed_worker_and_reports_its_envs_truncated
         assert np.array_equal(obs[0], fresh)
 
 
+def test_a_worker_killed_before_reset_is_replaced_and_reset_with_the_seeds_asked_for(pool_factory):
+    pool = pool_factory(4, n_workers=2, restart_workers=True, **OPTIONS)
+    pool.reset()
+    os.kill(worker_pids(pool)[1], signal.SIGKILL)
+    obs, info = pool.reset(seed=20)
+    assert all(np.array_equal(obs[i], Game(seed=20 + i, **OPTIONS).reset()) for i in range(4))
+    obs, _, terms, truncs, info = pool.step([0, 0, 0, 0])  # a reset leaves nothing pending or owed
+    assert not terms.any() and not truncs.any() and "worker_restarted" not in info
+
+
 def test_an_exception_in_a_worker_carries_its_traceback_and_the_pool_goes_on(pool_factory):
     pool = pool_factory(4, n_workers=2, **OPTIONS)
     pool.reset()
