@@ -57,8 +57,8 @@ def play(args: argparse.Namespace) -> None:
         rng = np.random.default_rng(args.seed)
         n_actions = len(action_meanings(args.game))
         policy, options = (lambda obs: int(rng.integers(n_actions))), {"game": args.game, "fire_reset": False}
-    # Whole games, unclipped: what the score means.
-    game = Game(seed=args.seed, **{**options, "clip_rewards": False})
+    # The score is the whole game's, unclipped, whatever the options: play_game reads it from the Game's statistics.
+    game = Game(seed=args.seed, **options)
     score, length = play_game(game, policy, args.record)
     agent = "trained agent" if args.checkpoint else "random agent"
     recorded = f"; video: {args.record}" if args.record else ""

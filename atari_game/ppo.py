@@ -238,7 +238,7 @@ def train(config: Config) -> Path:
         )
         for k in range(halves)
     ]
-    agent = Agent(pools[0].single_action_space.n).to(device).to(memory_format=torch.channels_last)
+    agent = build_agent(config.game, device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5)
     n_updates = config.total_frames // (4 * config.batch_size)
     first_update, frames = 0, 0
@@ -468,23 +468,33 @@ def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, game: s
     plt.close(figure)
 
 
-def record_game(agent: Agent, config: Config, device: torch.device, path: Path) -> float:
-    """Play one whole game with the agent (sampling its policy), write it as a colour .mp4, return its score."""
-    torch.set_num_threads(len(os.sched_getaffinity(0)))
+def agent_policy(agent: Agent, device: torch.device) -> Callable[[np.ndarray], int]:
+    """The agent as a policy for one game: an observation in, an action sampled from its policy out."""
 
     def policy(obs: np.ndarray) -> int:
         with torch.inference_mode():
             return int(agent.act(torch.from_numpy(obs).unsqueeze(0).to(device))[0])
 
-    game = Game(seed=config.seed + 10_000, **{**game_options(config), "clip_rewards": False})
-    return play_game(game, policy, path)[0]
+    return policy
+
+
+def record_game(agent: Agent, config: Config, device: torch.device, path: Path) -> float:
+    """Play one whole game with the agent, write it as a colour .mp4, and return its (unclipped) score."""
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    game = Game(seed=config.seed + 10_000, **game_options(config))
+    return play_game(game, agent_policy(agent, device), path)[0]
+
+
+def build_agent(game: str, device: torch.device) -> Agent:
+    # channels-last weights to match the channels-last activations of Agent.features.
+    return Agent(len(action_meanings(game))).to(device).to(memory_format=torch.channels_last)
 
 
 def load_agent(checkpoint: str | Path, device: torch.device) -> tuple[Agent, Config]:
     """The agent saved in a checkpoint, and the config it was trained with."""
     saved = torch.load(checkpoint, map_location=device)
     config = Config(**saved["config"])
-    agent = Agent(len(action_meanings(config.game))).to(device).to(memory_format=torch.channels_last)
+    agent = build_agent(config.game, device)
     agent.load_state_dict(saved["agent"])
     return agent, config
 
@@ -494,12 +504,7 @@ def trained_policy(checkpoint: str | Path, game: str) -> tuple[Callable[[np.ndar
     agent, config = load_agent(checkpoint, torch.device("cpu"))
     if resolve_game(game) != resolve_game(config.game):
         raise SystemExit(f"{checkpoint} was trained on {config.game}, not {game}")
-
-    def policy(obs: np.ndarray) -> int:
-        with torch.inference_mode():
-            return int(agent.act(torch.from_numpy(obs).unsqueeze(0))[0])
-
-    return policy, game_options(config)
+    return agent_policy(agent, torch.device("cpu")), game_options(config)
 
 
 def evaluate(config: Config) -> None:
