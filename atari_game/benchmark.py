@@ -38,6 +38,17 @@ def build_ours(n: int) -> tuple[Callable, Callable]:
     return (lambda actions: pool.step(actions)), pool.close
 
 
+def build_ours_on_ray(n: int) -> tuple[Callable, Callable]:
+    from atari_game.ray_pool import RayGamePool
+
+    # A new local Ray instance with one actor per core: the same games as build_ours, through Ray.
+    pool = RayGamePool(
+        n, "Breakout", address="local", noop_max=NOOP_MAX, life_loss="ignore", max_episode_frames=MAX_FRAMES
+    )
+    pool.reset(seed=0)
+    return (lambda actions: pool.step(actions)), pool.close
+
+
 def build_ale_vector(n: int) -> tuple[Callable, Callable]:
     from ale_py.vector_env import AtariVectorEnv
 
@@ -137,7 +148,12 @@ SYSTEMS: dict[str, Callable[[int], tuple[Callable, Callable]]] = {
     "EnvPool (sync)": build_envpool,
     "Gymnasium AsyncVectorEnv": build_gymnasium_async,
     "tutorial Worker per game": build_tutorial,
+    "atari_game RayGamePool": build_ours_on_ray,
 }
+# Measured unless --systems says otherwise; the Ray backend has a benchmark of its own, benchmarks/ray_pool.py.
+DEFAULT_SYSTEMS = [name for name in SYSTEMS if name != "atari_game RayGamePool"]
+# The extra that installs each system's package, for the message when it is missing.
+EXTRAS = {"atari_game RayGamePool": "ray"}
 
 
 # --- measuring ------------------------------------------------------------------------------------------
@@ -203,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[4, 8, 16, 32])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement")
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS), metavar="SYSTEM")
+    parser.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=list(SYSTEMS), metavar="SYSTEM")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/throughput.json"))
     args = parser.parse_args(argv)
 
@@ -215,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
             try:
                 built[name] = SYSTEMS[name](n)
             except ImportError as error:
-                skipped[name] = f"not installed ({error.name}): pip install -e '.[bench]'"
+                skipped[name] = f"not installed ({error}): pip install -e '.[{EXTRAS.get(name, 'bench')}]'"
         ceilings, runs = [], {name: [] for name in built}
         try:
             for round_number in range(args.rounds):

@@ -71,6 +71,86 @@ def _attach(name: str) -> shared_memory.SharedMemory:
         return shared_memory.SharedMemory(name)
 
 
+# --- the games of one worker ----------------------------------------------------------------------------
+
+
+class GameBlock:
+    """The games one worker hosts, played on command into arrays of the pool's layout.
+
+    ``arrays`` holds one row per hosted env (row ``k`` is env ``env_ids[k]``): a `GamePool` worker passes
+    its rows of the shared segment, a `RayGamePool` actor arrays of its own that it returns through Ray.
+    """
+
+    def __init__(
+        self,
+        env_ids: list[int],
+        seeds: list[int | None],
+        next_step_autoreset: bool,
+        options: dict[str, Any],
+        arrays: dict[str, np.ndarray],
+    ) -> None:
+        self.env_ids, self.next_step_autoreset, self.arrays = env_ids, next_step_autoreset, arrays
+        self.row = {i: k for k, i in enumerate(env_ids)}
+        self.games = {i: Game(seed=seed, **options) for i, seed in zip(env_ids, seeds, strict=True)}
+        # Next-step autoreset: the envs whose episode ended on their last step, with their next first observation.
+        self.owed: dict[int, np.ndarray] = {}
+
+    def run(self, command: str, data: Any) -> tuple[str, list[int], Any]:
+        """Carry out one command and answer it.
+
+        ``("step", ids)`` plays the envs `ids` (None: all of them) with the actions in the arrays;
+        ``("reset", (seeds, owed))`` resets all of them, re-seeding those with a seed, and owes the envs in
+        `owed` a next-step reset step. The answer is ``("ok", ids, infos)``: the envs played (none for a
+        reset) and, for those whose episode ended, their `Game` episode info; or ``("error", ids, traceback)``.
+        """
+        ids = self.env_ids
+        try:
+            if command == "step":
+                ids = self.env_ids if data is None else data
+                return "ok", ids, self.step(ids)
+            if command == "reset":
+                self.reset(*data)
+                return "ok", [], {}  # nothing for recv(): reset() reads the arrays itself
+            raise ValueError(f"unknown command {command!r}; valid commands: 'step', 'reset', 'close'")
+        except Exception:
+            return "error", ids, traceback.format_exc()
+
+    def step(self, ids: list[int]) -> dict[int, dict]:
+        a = self.arrays
+        infos = {}
+        for i in ids:
+            k = self.row[i]
+            if i in self.owed:
+                # Next-step autoreset's reset step: the action is ignored.
+                a["obs"][k] = self.owed.pop(i)
+                a["rewards"][k], a["terminations"][k], a["truncations"][k] = 0.0, False, False
+                continue
+            game = self.games[i]
+            new_obs, a["rewards"][k], done, info = game.step(a["actions"][k])
+            a["lives"][k] = game.lives
+            a["terminations"][k] = done and not info["truncated"]
+            a["truncations"][k] = done and info["truncated"]
+            if not done:
+                a["obs"][k] = new_obs
+                continue
+            infos[i] = info
+            if self.next_step_autoreset:
+                a["obs"][k], self.owed[i] = game.final_observation, new_obs
+            else:
+                a["obs"][k], a["final_obs"][k] = new_obs, game.final_observation
+        return infos
+
+    def reset(self, seeds: list[int | None], owed: list[int]) -> None:
+        a = self.arrays
+        for i, seed in zip(self.env_ids, seeds, strict=True):
+            k = self.row[i]
+            a["obs"][k], a["lives"][k] = self.games[i].reset(seed=seed), self.games[i].lives
+            a["rewards"][k], a["terminations"][k], a["truncations"][k] = 0.0, False, False
+            self.owed.pop(i, None)
+            if i in owed and self.next_step_autoreset:
+                self.owed[i] = a["obs"][k].copy()
+
+
 # --- the worker process ---------------------------------------------------------------------------------
 
 
@@ -83,22 +163,16 @@ def pool_worker(
     next_step_autoreset: bool,
     options: dict[str, Any],
 ) -> None:
-    """Host the games `env_ids` and play them on command, writing every result into the shared segment.
+    """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment and run its commands.
 
-    Commands: ``("step", ids)`` plays the envs `ids` (None: all of this worker's) with the actions in the
-    segment; ``("reset", (seeds, owed))`` resets all of them, re-seeding those with a seed, and owes the
-    envs in `owed` a next-step reset step; ``("close", None)`` returns. Each command is answered with
-    ``("ok", ids, infos)``: the envs played (none for a reset) and, for those whose episode ended, their
-    `Game` episode info; or with ``("error", ids, traceback text)``.
+    Commands come from `remote` as ``(command, data)``, as `GameBlock.run` takes them, until
+    ``("close", None)`` or the parent's end closes; each is answered with `GameBlock.run`'s answer.
     """
     prepare_worker_process()
     segment = _attach(segment_name)
     shared = _arrays(segment.buf, layout)
-    obs, final_obs, actions, rewards = shared["obs"], shared["final_obs"], shared["actions"], shared["rewards"]
-    terminations, truncations, lives = shared["terminations"], shared["truncations"], shared["lives"]
-    games = {i: Game(seed=seed, **options) for i, seed in zip(env_ids, seeds, strict=True)}
-    # Next-step autoreset: the envs whose episode ended on their last step, with their next first observation.
-    owed: dict[int, np.ndarray] = {}
+    rows = slice(env_ids[0], env_ids[-1] + 1)  # a worker's envs are one contiguous block
+    block = GameBlock(env_ids, seeds, next_step_autoreset, options, {name: shared[name][rows] for name in shared})
     try:
         while True:
             try:
@@ -107,46 +181,9 @@ def pool_worker(
                 return
             if command == "close":
                 return
-            ids, infos = env_ids, {}
-            try:
-                if command == "step":
-                    ids = env_ids if data is None else data
-                    for i in ids:
-                        if i in owed:
-                            # Next-step autoreset's reset step: the action is ignored.
-                            obs[i] = owed.pop(i)
-                            rewards[i], terminations[i], truncations[i] = 0.0, False, False
-                            continue
-                        game = games[i]
-                        new_obs, rewards[i], done, info = game.step(actions[i])
-                        lives[i] = game.lives
-                        terminations[i] = done and not info["truncated"]
-                        truncations[i] = done and info["truncated"]
-                        if not done:
-                            obs[i] = new_obs
-                        elif next_step_autoreset:
-                            obs[i], owed[i] = game.final_observation, new_obs
-                            infos[i] = info
-                        else:
-                            obs[i], final_obs[i] = new_obs, game.final_observation
-                            infos[i] = info
-                elif command == "reset":
-                    ids, (new_seeds, owed_ids) = [], data  # nothing for recv(): reset() reads the segment itself
-                    for i, seed in zip(env_ids, new_seeds, strict=True):
-                        obs[i] = games[i].reset(seed=seed)
-                        lives[i], rewards[i], terminations[i], truncations[i] = games[i].lives, 0.0, False, False
-                        owed.pop(i, None)
-                        if i in owed_ids and next_step_autoreset:
-                            owed[i] = obs[i].copy()
-                else:
-                    raise ValueError(f"unknown command {command!r}; valid commands: 'step', 'reset', 'close'")
-            except Exception:
-                remote.send(("error", ids, traceback.format_exc()))
-            else:
-                remote.send(("ok", ids, infos))
+            remote.send(block.run(command, data))
     finally:
-        # The numpy views must go before the segment can be closed.
-        del obs, final_obs, actions, rewards, terminations, truncations, lives, shared
+        del block, shared  # the numpy views must go before the segment can be closed
         segment.close()
 
 
@@ -238,8 +275,8 @@ class GamePool(gymnasium.vector.VectorEnv):
         # Validate everything before any process or shared memory exists.
         self.options = GameOptions.from_kwargs(game=game, seed=seed, **game_options)
         n_envs = _check_count("n_envs", n_envs, 1, 1 << 16)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        n_workers = _check_count("n_workers", min(n_envs, cores) if n_workers is None else n_workers, 1, n_envs)
+        if n_workers is not None:
+            n_workers = _check_count("n_workers", n_workers, 1, n_envs)
         self.batch_size = _check_count("batch_size", n_envs if batch_size is None else batch_size, 1, n_envs)
         modes = [mode.value for mode in AUTORESET_MODES]
         if autoreset_mode not in AUTORESET_MODES and autoreset_mode not in modes:
@@ -247,6 +284,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.copy, self.restart_workers = bool(copy), bool(restart_workers)
         self._context = start_context(start_method)
+        n_workers = n_workers or min(n_envs, self._default_n_workers())
 
         # What Gymnasium's VectorEnv promises.
         self.action_meanings = action_meanings(self.options.game, self.options.full_action_space)
@@ -257,14 +295,11 @@ class GamePool(gymnasium.vector.VectorEnv):
         self.action_space = gymnasium.vector.utils.batch_space(self.single_action_space, n_envs)
         self.metadata = {"autoreset_mode": self.autoreset_mode}
 
-        # The shared segment and the workers; the finalizer owns both from the moment they exist, so that
-        # close(), garbage collection and interpreter exit all leave nothing behind.
+        # The arrays and the workers; a finalizer owns both from the moment they exist, so that close(),
+        # garbage collection and interpreter exit all leave nothing behind.
         self._layout = _layout(n_envs, self.options.observation_shape)
-        size = sum(_padded(shape, dtype) for shape, dtype in self._layout.values())
-        self._segment = shared_memory.SharedMemory(create=True, size=size)
-        self._workers: list[_Worker] = []
-        self._finalizer = weakref.finalize(self, _shut_down, self._workers, self._segment)
-        self._shared = _arrays(self._segment.buf, self._layout)
+        self._workers: list[Any] = []
+        self._shared = self._open()
         self._restarts = 0  # workers replaced so far: a replacement's games get seeds never used before
         self._ready: list[int] = []  # envs finished by their worker and not yet returned by recv()
         self._infos: dict[int, dict] = {}  # the episode infos of those envs
@@ -274,18 +309,55 @@ class GamePool(gymnasium.vector.VectorEnv):
             self._workers.append(self._start_worker([int(i) for i in block]))
         self._owner = {i: worker for worker in self._workers for i in worker.env_ids}
 
-    def _start_worker(self, env_ids: list[int]) -> _Worker:
+    def _seeds(self, env_ids: list[int]) -> list[int | None]:
+        """The seeds of envs `env_ids` in new games: a replaced worker's games get seeds never used before."""
         base = self.options.seed
-        seeds = [None if base is None else base + i + self._restarts * self.num_envs for i in env_ids]
+        return [None if base is None else base + i + self._restarts * self.num_envs for i in env_ids]
+
+    def _block_arguments(self, env_ids: list[int]) -> tuple:
+        """What `GameBlock` takes for the envs `env_ids`, but the arrays."""
         options = dataclasses.asdict(self.options)
         del options["seed"]
-        next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
+        return env_ids, self._seeds(env_ids), self.autoreset_mode == AutoresetMode.NEXT_STEP, options
+
+    # --- the local transport: worker processes and a shared-memory segment (RayGamePool overrides these) ---
+
+    def _default_n_workers(self) -> int:
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+    def _open(self) -> dict[str, np.ndarray]:
+        """Create the shared segment and the finalizer that deletes it with the workers; return its arrays."""
+        size = sum(_padded(shape, dtype) for shape, dtype in self._layout.values())
+        self._segment = shared_memory.SharedMemory(create=True, size=size)
+        self._finalizer = weakref.finalize(self, _shut_down, self._workers, self._segment)
+        return _arrays(self._segment.buf, self._layout)
+
+    def _start_worker(self, env_ids: list[int]) -> _Worker:
         parent_end, child_end = pipe()
-        args = (child_end, self._segment.name, self._layout, env_ids, seeds, next_step, options)
+        args = (child_end, self._segment.name, self._layout, *self._block_arguments(env_ids))
         process = self._context.Process(target=pool_worker, args=args, daemon=True)
         process.start()
         child_end.close()  # only the child holds it now, so a dead child reads as EOF
         return _Worker(process, parent_end, env_ids)
+
+    def _replace(self, worker: _Worker) -> _Worker:
+        """A new worker for a dead one's envs."""
+        end_process(worker.process, worker.pipe)
+        return self._start_worker(worker.env_ids)
+
+    def _post(self, worker: _Worker, command: str, data: Any) -> None:
+        with contextlib.suppress(OSError):  # a dead worker: _collect notices it through the EOF on its pipe
+            worker.pipe.send((command, data))
+
+    def _next_answer(self, busy: list[_Worker]) -> tuple[_Worker, tuple[str, list[int], Any]]:
+        """Wait for the next answer of any of the `busy` workers: `GameBlock.run`'s, or ("died", [], why)."""
+        ready = connection.wait([worker.pipe for worker in busy])[0]
+        worker = next(worker for worker in busy if worker.pipe is ready)
+        try:
+            return worker, worker.pipe.recv()
+        except EOFError:
+            worker.process.join(timeout=1)
+            return worker, ("died", [], f"exit code {worker.process.exitcode}")
 
     # --- the VectorEnv API ------------------------------------------------------------------------------
 
@@ -373,9 +445,8 @@ class GamePool(gymnasium.vector.VectorEnv):
 
     # --- talking to the workers -------------------------------------------------------------------------
 
-    def _send(self, worker: _Worker, command: str, data: Any, ids: list[int]) -> None:
-        with contextlib.suppress(OSError):  # a dead worker: _collect notices it through the EOF on its pipe
-            worker.pipe.send((command, data))
+    def _send(self, worker: Any, command: str, data: Any, ids: list[int]) -> None:
+        self._post(worker, command, data)
         worker.in_flight.append(ids)
 
     def _in_flight(self) -> list[int]:
@@ -399,33 +470,28 @@ class GamePool(gymnasium.vector.VectorEnv):
         """Wait for the next answer from any busy worker and take it in (one: a dead worker's replacement
         is waited for in here too, which may take other answers, so a list of ready pipes would go stale)."""
         busy = [worker for worker in self._workers if worker.in_flight]
-        ready = connection.wait([worker.pipe for worker in busy])[0]
-        worker = next(worker for worker in busy if worker.pipe is ready)
-        try:
-            status, ids, payload = worker.pipe.recv()
-        except EOFError:
-            return self._worker_died(worker)
+        worker, (status, ids, payload) = self._next_answer(busy)
+        if status == "died":
+            return self._worker_died(worker, payload)
         worker.in_flight.pop(0)
         if status == "error":
             raise PoolError(f"{worker.describe()} failed on envs {list(ids)}:\n{payload}")
         self._ready.extend(ids)
         self._infos.update(payload)
 
-    def _worker_died(self, worker: _Worker) -> None:
-        worker.process.join(timeout=1)
-        message = f"{worker.describe()} died (exit code {worker.process.exitcode})"
+    def _worker_died(self, worker: Any, cause: str) -> None:
+        message = f"{worker.describe()} died ({cause})"
         if not self.restart_workers:
             self._broken = f"{message}; the pool cannot go on: close() it, or use restart_workers=True"
             raise PoolError(self._broken)
         # Replace it: same envs, new seeds; the envs it was stepping are reported truncated, the others on
         # their next return.
         owed = [i for sent in worker.in_flight for i in sent]
-        end_process(worker.process, worker.pipe)
         self._restarts += 1
-        replacement = self._start_worker(worker.env_ids)
+        replacement = self._replace(worker)
         self._workers[self._workers.index(worker)] = replacement
         self._owner.update(dict.fromkeys(replacement.env_ids, replacement))
-        self._send(replacement, "reset", ([None] * len(replacement.env_ids), owed), [])
+        self._send(replacement, "reset", (self._seeds(replacement.env_ids), owed), [])
         while replacement.in_flight:
             self._collect()
         self._restarted.update(replacement.env_ids)
@@ -502,4 +568,4 @@ class GamePool(gymnasium.vector.VectorEnv):
 
     def __repr__(self) -> str:
         state = ", closed" if self.closed else ""
-        return f"GamePool({self.num_envs} x {self.options.game!r}, {len(self._workers)} workers{state})"
+        return f"{type(self).__name__}({self.num_envs} x {self.options.game!r}, {len(self._workers)} workers{state})"

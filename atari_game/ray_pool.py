@@ -1,0 +1,223 @@
+"""RayGamePool: the GamePool API with its games on Ray actors, on as many machines as the Ray cluster has.
+
+Each actor hosts a `GameBlock` (the very game loop of a `GamePool` worker process) and steps its games
+together; a step costs one Ray call per actor, and the observations come back as numpy arrays through
+Ray's object store. Everything else (validation, autoreset modes, statistics, async `send`/`recv`,
+restarts) is `GamePool`'s own code.
+
+    pip install "atari_game[ray]"
+
+    with RayGamePool(64, "Breakout", address="auto") as pool:   # an existing cluster; None starts a local one
+        obs, info = pool.reset(seed=0)
+        obs, rewards, terminations, truncations, info = pool.step(pool.action_space.sample())
+
+Every node needs atari_game installed (or a Ray ``runtime_env`` that installs it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from atari_game.pool import GameBlock, GamePool, PoolError
+from atari_game.worker import prepare_worker_process
+
+# How long an actor may take to start, or to come back after a restart (Ray first has to notice a lost
+# node, ~20 s), before the pool gives up on it.
+START_TIMEOUT = 120.0
+
+# The pools using the Ray connection that a pool made: the last one to close ends it.
+_ray_users: set[int] = set()
+
+
+@functools.cache
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as error:
+        raise ImportError('RayGamePool needs Ray: pip install "atari_game[ray]"') from error
+    return ray
+
+
+@functools.cache
+def _actor_class() -> Any:
+    return _ray().remote(GameActor)
+
+
+class GameActor:
+    """A Ray actor hosting one `GameBlock` over arrays of its own: one call per step for all its games."""
+
+    def __init__(self, env_ids: list[int], seeds: list, next_step_autoreset: bool, options: dict, layout: dict):
+        prepare_worker_process()
+        self.arrays = {name: np.zeros((len(env_ids), *shape[1:]), dtype) for name, (shape, dtype) in layout.items()}
+        self.block = GameBlock(env_ids, seeds, next_step_autoreset, options, self.arrays)
+
+    def where(self) -> tuple[int, str, str]:
+        """The process id, node id and node address this actor runs on."""
+        ray = _ray()
+        return os.getpid(), ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+
+    def run(self, command: str, data: Any, actions: np.ndarray | None) -> tuple[tuple, list[int], dict]:
+        """`GameBlock.run` (the actions are those of the envs played), and the results of every env it touched."""
+        ids = self.block.env_ids if command != "step" or data is None else data
+        rows = [self.block.row[i] for i in ids]
+        if actions is not None:
+            self.arrays["actions"][rows] = actions
+        answer = self.block.run(command, data)
+        names = ["obs", "rewards", "terminations", "truncations", "lives"]
+        if answer[0] == "ok" and answer[2] and not self.block.next_step_autoreset:
+            names.append("final_obs")  # same-step autoreset reports the ended episodes' last observations
+        return answer, ids, {name: self.arrays[name][rows] for name in names}
+
+
+@dataclasses.dataclass
+class _Actor:
+    """The parent's handle on one actor and the envs it hosts."""
+
+    actor: Any
+    env_ids: list[int]
+    where: tuple[int, str, str] | None = None  # GameActor.where(), once it runs
+    in_flight: list[list[int]] = dataclasses.field(default_factory=list)  # the ids of each unanswered call
+    calls: list[Any] = dataclasses.field(default_factory=list)  # their object refs, in the same order
+
+    def describe(self) -> str:
+        place = "not running yet" if self.where is None else "pid {} on node {:.8} at {}".format(*self.where)
+        return f"ray actor ({place}, envs {self.env_ids[0]}-{self.env_ids[-1]})"
+
+
+def _shut_down(actors: list[_Actor], pool_id: int) -> None:
+    """Kill every actor, and end the Ray connection a pool made once no pool uses it (stopping the local
+    Ray instance it started, if it did); a plain function, for `weakref.finalize`."""
+    ray = _ray()
+    if not ray.is_initialized():  # Ray already shut down (at interpreter exit, say): the actors went with it
+        return
+    for actor in actors:
+        with contextlib.suppress(Exception):  # already dead
+            ray.kill(actor.actor)
+    if pool_id in _ray_users:
+        _ray_users.discard(pool_id)
+        if not _ray_users:
+            ray.shutdown()
+
+
+class RayGamePool(GamePool):
+    """`GamePool` with its games on Ray actors: the same `VectorEnv` API, sync and async, on a Ray cluster.
+
+    Args:
+        n_envs, game, seed, autoreset_mode, batch_size, copy, **game_options: as for `GamePool`; the same
+            seed gives the same observations as a local `GamePool`.
+        n_workers: Ray actors (default: as many as the cluster's CPUs allow with `actor_options`, at most
+            `n_envs`); the envs are split into contiguous blocks, one per actor.
+        address: the Ray cluster to connect to if this process has not called ``ray.init()``: ``"auto"``
+            (the cluster ``ray start`` started on this machine), ``"ray://host:10001"``, ``"local"`` (a new
+            local instance), or None (``RAY_ADDRESS`` if set, else a cluster running on this machine, else a
+            new local instance). The last pool using a connection a pool made ends it when it closes, and
+            stops the local instance if it started one; a connection the caller made is left alone.
+        actor_options: Ray's ``.options()`` for each actor, e.g. ``{"num_cpus": 2}`` or a custom resource;
+            the default is ``{"num_cpus": 1, "scheduling_strategy": "SPREAD"}`` (spread over the nodes).
+        restart_workers: Ray restarts a dead actor (``max_restarts=-1``) or one lost with its node; the pool
+            re-seeds its games and reports its envs truncated with ``info["worker_restarted"]``. Without it,
+            a dead actor raises `PoolError` naming it and its envs.
+    """
+
+    def __init__(
+        self,
+        n_envs: int,
+        game: str = "Breakout",
+        seed: int | None = 0,
+        *,
+        n_workers: int | None = None,
+        address: str | None = None,
+        actor_options: dict[str, Any] | None = None,
+        **pool_options: Any,
+    ) -> None:
+        if "start_method" in pool_options:
+            raise TypeError("start_method is for local worker processes; Ray starts its actors itself")
+        if actor_options is not None and not isinstance(actor_options, dict):
+            raise TypeError(f"actor_options must be a dict of Ray actor options, got {actor_options!r}")
+        self._address = address
+        self._actor_options = {"num_cpus": 1, "scheduling_strategy": "SPREAD", **(actor_options or {})}
+        super().__init__(n_envs, game, seed, n_workers=n_workers, **pool_options)
+        # Wait for every actor, so that one that cannot start (no node has its resources) fails here.
+        try:
+            for worker in self._workers:
+                worker.where = self._locate(worker)
+        except PoolError:
+            self.close()
+            raise
+
+    # --- the Ray transport: GamePool's local one, overridden ---------------------------------------------
+
+    def _connect(self) -> Any:
+        """Ray, connected to `address` unless this process is connected already."""
+        ray = _ray()
+        if not ray.is_initialized():
+            ray.init(address=self._address)
+            _ray_users.add(id(self))  # our connection: the last pool using it ends it
+        elif _ray_users:  # the connection another pool made: keep it while we use it
+            _ray_users.add(id(self))
+        return ray
+
+    def _default_n_workers(self) -> int:
+        cpus = self._connect().cluster_resources().get("CPU", 1)
+        return max(1, int(cpus // max(self._actor_options.get("num_cpus", 1), 1e-9)))
+
+    def _open(self) -> dict[str, np.ndarray]:
+        """Plain arrays the actors' results are copied into, and the finalizer that kills the actors."""
+        self._connect()
+        self._finalizer = weakref.finalize(self, _shut_down, self._workers, id(self))
+        return {name: np.zeros(shape, dtype) for name, (shape, dtype) in self._layout.items()}
+
+    def _start_worker(self, env_ids: list[int]) -> _Actor:
+        options = {"max_restarts": -1 if self.restart_workers else 0, **self._actor_options}
+        return _Actor(_actor_class().options(**options).remote(*self._block_arguments(env_ids), self._layout), env_ids)
+
+    def _locate(self, worker: _Actor) -> tuple[int, str, str]:
+        """Where the actor runs, once it runs; a `PoolError` if it does not within `START_TIMEOUT` seconds."""
+        ray = _ray()
+        deadline = time.monotonic() + START_TIMEOUT
+        try:
+            while True:
+                try:
+                    return ray.get(worker.actor.where.remote(), timeout=max(deadline - time.monotonic(), 0))
+                except ray.exceptions.ActorUnavailableError:  # its node is lost and Ray has not noticed yet
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+        except Exception as error:
+            self._broken = (
+                f"{worker.describe()} could not be started within {START_TIMEOUT:.0f} s (are actor_options "
+                f"{self._actor_options} more than a node has?): {type(error).__name__}: {error}"
+            )
+            raise PoolError(self._broken) from error
+
+    def _replace(self, worker: _Actor) -> _Actor:
+        """The same actor once Ray has restarted it; the calls it lost are void."""
+        return _Actor(worker.actor, worker.env_ids, self._locate(worker))
+
+    def _post(self, worker: _Actor, command: str, data: Any) -> None:
+        actions = None
+        if command == "step":
+            actions = self._shared["actions"][worker.env_ids if data is None else data]
+        worker.calls.append(worker.actor.run.remote(command, data, actions))
+
+    def _next_answer(self, busy: list[_Actor]) -> tuple[_Actor, tuple[str, list[int], Any]]:
+        ray = _ray()
+        first_calls = {worker.calls[0]: worker for worker in busy}
+        [done], _ = ray.wait(list(first_calls), num_returns=1)
+        worker = first_calls[done]
+        worker.calls.pop(0)
+        try:
+            answer, ids, results = ray.get(done)
+        except ray.exceptions.RayError as error:  # the actor died, or its node was lost with the result
+            return worker, ("died", [], f"{type(error).__name__}: {str(error).splitlines()[0]}")
+        for name, values in results.items():  # zero-copy reads from the object store, one copy into ours
+            self._shared[name][ids] = values
+        return worker, answer

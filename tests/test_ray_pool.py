@@ -1,0 +1,203 @@
+"""RayGamePool on a real two-node Ray cluster on this machine: the local pool's games, spread, faults, leaks."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import ray
+from gymnasium.vector import AutoresetMode
+from ray.cluster_utils import Cluster
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from test_pool import OPTIONS, all_gone
+
+from atari_game import Game
+from atari_game.pool import GamePool, PoolError
+from atari_game.ray_pool import RayGamePool, _ray
+
+NODE = {"num_cpus": 2, "object_store_memory": 100 << 20}
+
+
+# Ray notices a lost node after this many missed health checks (default: 5 of 3 s).
+HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two nodes of 2 CPUs on this machine, and this process connected to them."""
+    head = {**NODE, "include_dashboard": False, "_system_config": HEALTH_CHECKS}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
+    cluster.add_node(**NODE)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+@pytest.fixture
+def ray_pool(cluster):
+    """Ray pools closed after the test, whatever happens in it."""
+    pools = []
+
+    def make(*args, **kwargs):
+        pools.append(RayGamePool(*args, **kwargs))
+        return pools[-1]
+
+    yield make
+    for pool in pools:
+        pool.close()
+
+
+def pids(pool):
+    return [worker.where[0] for worker in pool._workers]
+
+
+def play(pool, steps, seed=0):
+    """Reset with `seed`, then `steps` seeded random steps: every observation, reward, flag and statistic."""
+    obs, _ = pool.reset(seed=seed)
+    record = [obs]
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        obs, rewards, terms, truncs, info = pool.step(rng.integers(0, 4, pool.num_envs))
+        record += [obs, rewards, terms, truncs, info["lives"]]
+        for key in ("episode", "game"):
+            if key in info:
+                record += [info[f"_{key}"], info[key]["r"], info[key]["l"]]
+        if "final_obs" in info:
+            record += [np.stack(info["final_obs"][info["_final_obs"]])]
+    return record
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_same_seed_same_games_as_the_local_pool_with_actors_spread_over_both_nodes(ray_pool, mode):
+    options = {**OPTIONS, "life_loss": "terminal", "autoreset_mode": mode}
+    pool = ray_pool(4, n_workers=2, **options)
+    assert {worker.where[1] for worker in pool._workers} == {node["NodeID"] for node in ray.nodes()}
+    with GamePool(4, n_workers=1, **options) as local:
+        expected = play(local, 300, seed=5)
+    played = play(pool, 300, seed=5)
+    assert len(played) == len(expected) > 1500  # episodes and whole games ended along the way
+    assert all(np.array_equal(a, b) for a, b in zip(played, expected, strict=True))
+
+
+def test_async_send_recv_returns_the_first_actors_to_finish(ray_pool):
+    pool = ray_pool(4, n_workers=2, batch_size=2, **OPTIONS)
+    pool.reset(seed=0)
+    pool.send(np.zeros(4, np.int64))
+    first = pool.recv()
+    second = pool.recv()
+    ids = sorted(first[4]["env_id"].tolist() + second[4]["env_id"].tolist())
+    assert ids == [0, 1, 2, 3] and first[0].shape == (2, 4, 84, 84)
+    pool.send([1, 1], env_ids=[3, 0])
+    _, *_, info = pool.recv()
+    assert sorted(info["env_id"].tolist()) == [0, 3]
+    with pytest.raises(PoolError, match="only 0 are"):
+        pool.recv()
+
+
+def test_bad_input_is_refused_before_anything_is_sent(ray_pool):
+    with pytest.raises(TypeError, match="actor_options must be a dict"):
+        RayGamePool(4, actor_options=1)
+    with pytest.raises(TypeError, match="start_method is for local worker processes"):
+        RayGamePool(4, start_method="spawn")
+    with pytest.raises(ValueError, match="life_loss"):
+        RayGamePool(4, life_loss="sometimes")
+    pool = ray_pool(4, n_workers=2, **OPTIONS)
+    pool.reset()
+    with pytest.raises(ValueError, match=r"actions must be in \[0, 4\) for breakout"):
+        pool.step([0, 1, 2, 9])
+    assert pool.step([0, 1, 2, 3])[0].shape == (4, 4, 84, 84)
+
+
+def test_a_killed_actor_is_reported_within_two_seconds_and_close_kills_the_rest(cluster):
+    pool = RayGamePool(4, n_workers=2, **OPTIONS)
+    pool.reset()
+    victim = pids(pool)[1]
+    os.kill(victim, signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(PoolError, match=rf"ray actor \(pid {victim} on node \w+ at [\d.]+, envs 2-3\) died"):
+        pool.step([0, 0, 0, 0])
+    assert time.monotonic() - start < 2
+    with pytest.raises(PoolError, match="cannot go on"):
+        pool.step([0, 0, 0, 0])
+    pool.close()
+    pool.close()
+    assert all_gone(pids(pool), within=10)
+
+
+def test_restart_workers_uses_rays_actor_restart_and_reports_the_envs_truncated(ray_pool):
+    pool = ray_pool(4, n_workers=2, restart_workers=True, **OPTIONS)
+    pool.reset()
+    for _ in range(5):
+        pool.step([1, 1, 1, 1])
+    actor, victim = pool._workers[0].actor, pids(pool)[0]
+    os.kill(victim, signal.SIGKILL)
+    obs, _, terms, truncs, info = pool.step([0, 0, 0, 0])
+    assert list(truncs) == [True, True, False, False] and not terms.any()
+    assert list(info["worker_restarted"]) == [True, True, False, False]
+    fresh = Game(seed=0 + 0 + 4, **OPTIONS).reset()  # env 0's new game: seed + i + restarts * n_envs
+    assert np.array_equal(obs[0], fresh)
+    assert pool._workers[0].actor is actor and pids(pool)[0] != victim  # Ray restarted the same actor
+    obs, _, _, truncs, info = pool.step([0, 0, 0, 0])
+    assert not truncs.any() and "worker_restarted" not in info
+    assert np.array_equal(obs[0], fresh)  # next-step autoreset: the reset step the truncation owed
+
+
+def test_a_lost_node_is_survived_with_restart_workers(ray_pool, cluster):
+    node = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    # Soft affinity: on the new node while it lives, anywhere after.
+    place = NodeAffinitySchedulingStrategy(node.node_id, soft=True)
+    pool = ray_pool(2, n_workers=1, restart_workers=True, actor_options={"scheduling_strategy": place}, **OPTIONS)
+    pool.reset()
+    assert pool._workers[0].where[1] == node.node_id
+    cluster.remove_node(node, allow_graceful=False)
+    start = time.monotonic()
+    # The actor's process outlives its node's raylet for a moment, and answers while it does.
+    while time.monotonic() - start < 60:
+        obs, _, terms, truncs, info = pool.step([0, 0])
+        if "worker_restarted" in info:
+            break
+    assert list(info["worker_restarted"]) == [True, True] and truncs.all() and not terms.any()
+    assert pool._workers[0].where[1] != node.node_id and time.monotonic() - start < 60
+    assert np.array_equal(obs[1], Game(seed=0 + 1 + 2, **OPTIONS).reset())
+    pool.step([0, 0])
+
+
+CONNECT = """
+import os, sys
+import ray
+from atari_game.ray_pool import RayGamePool
+pool = RayGamePool(2, n_workers=1, address=sys.argv[1])
+pool.reset()
+pool.step([0, 1])
+node = pool._workers[0].where[1]
+pool.close()
+tasks = os.listdir("/proc/self/task")
+children = [pid for task in tasks for pid in open(f"/proc/self/task/{task}/children").read().split()]
+print(node, ray.is_initialized(), len(children))
+"""
+
+
+@pytest.mark.parametrize("where", ["cluster", "local"])
+def test_it_connects_to_a_cluster_or_starts_a_local_ray_that_close_stops(cluster, where):
+    address = cluster.address if where == "cluster" else "local"
+    run = subprocess.run([sys.executable, "-c", CONNECT, address], capture_output=True, text=True, timeout=120)
+    node, connected, children = run.stdout.split()
+    assert connected == "False" and children == "0"  # disconnected, and nothing of a local Ray is left running
+    cluster_nodes = {node["NodeID"] for node in ray.nodes()}
+    assert (node in cluster_nodes) == (where == "cluster")
+
+
+def test_without_ray_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    _ray.cache_clear()
+    try:
+        with pytest.raises(ImportError, match=r'pip install "atari_game\[ray\]"'):
+            RayGamePool(4)
+    finally:
+        _ray.cache_clear()
