@@ -111,7 +111,7 @@ class GameBlock:
             if command == "reset":
                 self.reset(*data)
                 return "ok", [], {}  # nothing for recv(): reset() reads the arrays itself
-            raise ValueError(f"unknown command {command!r}; valid commands: 'step', 'reset', 'close'")
+            raise ValueError(f"unknown command {command!r}; valid commands: 'step', 'reset'")
         except Exception:
             return "error", ids, traceback.format_exc()
 
@@ -190,7 +190,7 @@ def pool_worker(
 # --- the parent -----------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # handles are the same only if they are one object
 class _Worker:
     """The parent's handle on one worker process and the envs it hosts."""
 

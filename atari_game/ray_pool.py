@@ -33,8 +33,8 @@ from atari_game.worker import prepare_worker_process
 # node, ~20 s), before the pool gives up on it.
 START_TIMEOUT = 120.0
 
-# The pools using the Ray connection that a pool made: the last one to close ends it.
-_ray_users: set[int] = set()
+# The Ray connection a pool made (its job id), and the pools using it: the last one to close ends it.
+_connection: dict[str, Any] = {"job": None, "pools": set()}
 
 
 @functools.cache
@@ -58,26 +58,27 @@ class GameActor:
         prepare_worker_process()
         self.arrays = {name: np.zeros((len(env_ids), *shape[1:]), dtype) for name, (shape, dtype) in layout.items()}
         self.block = GameBlock(env_ids, seeds, next_step_autoreset, options, self.arrays)
+        ray = _ray()
+        # Which incarnation this is: Ray restarts a dead actor with the same handle, but not the same process.
+        self.location = (os.getpid(), ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address())
 
     def where(self) -> tuple[int, str, str]:
         """The process id, node id and node address this actor runs on."""
-        ray = _ray()
-        return os.getpid(), ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+        return self.location
 
-    def run(self, command: str, data: Any, actions: np.ndarray | None) -> tuple[tuple, list[int], dict]:
-        """`GameBlock.run` (the actions are those of the envs played), and the results of every env it touched."""
-        ids = self.block.env_ids if command != "step" or data is None else data
-        rows = [self.block.row[i] for i in ids]
+    def run(self, command: str, data: Any, actions: np.ndarray | None) -> tuple[tuple, dict, tuple[int, str, str]]:
+        """`GameBlock.run` with `actions` for the envs it plays; also the results of those envs (of all, after
+        a reset), and where this actor runs."""
         if actions is not None:
+            rows = [self.block.row[i] for i in (self.block.env_ids if data is None else data)]
             self.arrays["actions"][rows] = actions
         answer = self.block.run(command, data)
-        names = ["obs", "rewards", "terminations", "truncations", "lives"]
-        if answer[0] == "ok" and answer[2] and not self.block.next_step_autoreset:
-            names.append("final_obs")  # same-step autoreset reports the ended episodes' last observations
-        return answer, ids, {name: self.arrays[name][rows] for name in names}
+        rows = [self.block.row[i] for i in (answer[1] if command == "step" else self.block.env_ids)]
+        names = ["obs", "rewards", "terminations", "truncations", "lives"] + ["final_obs"] * bool(answer[2])
+        return answer, {name: self.arrays[name][rows] for name in names}, self.location
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # handles are the same only if they are one object
 class _Actor:
     """The parent's handle on one actor and the envs it hosts."""
 
@@ -96,15 +97,16 @@ def _shut_down(actors: list[_Actor], pool_id: int) -> None:
     """Kill every actor, and end the Ray connection a pool made once no pool uses it (stopping the local
     Ray instance it started, if it did); a plain function, for `weakref.finalize`."""
     ray = _ray()
+    ours = pool_id in _connection["pools"]
+    _connection["pools"].discard(pool_id)
     if not ray.is_initialized():  # Ray already shut down (at interpreter exit, say): the actors went with it
         return
     for actor in actors:
         with contextlib.suppress(Exception):  # already dead
             ray.kill(actor.actor)
-    if pool_id in _ray_users:
-        _ray_users.discard(pool_id)
-        if not _ray_users:
-            ray.shutdown()
+    if ours and not _connection["pools"]:
+        _connection["job"] = None
+        ray.shutdown()
 
 
 class RayGamePool(GamePool):
@@ -144,12 +146,12 @@ class RayGamePool(GamePool):
             raise TypeError(f"actor_options must be a dict of Ray actor options, got {actor_options!r}")
         self._address = address
         self._actor_options = {"num_cpus": 1, "scheduling_strategy": "SPREAD", **(actor_options or {})}
-        super().__init__(n_envs, game, seed, n_workers=n_workers, **pool_options)
-        # Wait for every actor, so that one that cannot start (no node has its resources) fails here.
         try:
+            super().__init__(n_envs, game, seed, n_workers=n_workers, **pool_options)
+            # Wait for every actor, so that one that cannot start (no node has its resources) fails here.
             for worker in self._workers:
                 worker.where = self._locate(worker)
-        except PoolError:
+        except BaseException:  # bad actor_options, an actor that cannot start, Ctrl-C: leave nothing behind
             self.close()
             raise
 
@@ -160,9 +162,9 @@ class RayGamePool(GamePool):
         ray = _ray()
         if not ray.is_initialized():
             ray.init(address=self._address)
-            _ray_users.add(id(self))  # our connection: the last pool using it ends it
-        elif _ray_users:  # the connection another pool made: keep it while we use it
-            _ray_users.add(id(self))
+            _connection["job"] = ray.get_runtime_context().get_job_id()  # ours: the last pool using it ends it
+        if _connection["job"] == ray.get_runtime_context().get_job_id():
+            _connection["pools"].add(id(self))
         return ray
 
     def _default_n_workers(self) -> int:
@@ -192,9 +194,10 @@ class RayGamePool(GamePool):
                         raise
                     time.sleep(0.5)
         except Exception as error:
+            hint = f" (do actor_options {self._actor_options} ask for more than a node has?)"
             self._broken = (
-                f"{worker.describe()} could not be started within {START_TIMEOUT:.0f} s (are actor_options "
-                f"{self._actor_options} more than a node has?): {type(error).__name__}: {error}"
+                f"{worker.describe()} could not be started within {START_TIMEOUT:.0f} s"
+                f"{hint if isinstance(error, ray.exceptions.GetTimeoutError) else ''}: {type(error).__name__}: {error}"
             )
             raise PoolError(self._broken) from error
 
@@ -213,11 +216,17 @@ class RayGamePool(GamePool):
         first_calls = {worker.calls[0]: worker for worker in busy}
         [done], _ = ray.wait(list(first_calls), num_returns=1)
         worker = first_calls[done]
-        worker.calls.pop(0)
         try:
-            answer, ids, results = ray.get(done)
+            answer, results, location = ray.get(done)
+        except ray.exceptions.RayTaskError as error:  # GameActor.run itself failed: the actor lives on
+            worker.calls.pop(0)
+            return worker, ("error", worker.in_flight[0], str(error))
         except ray.exceptions.RayError as error:  # the actor died, or its node was lost with the result
             return worker, ("died", [], f"{type(error).__name__}: {str(error).splitlines()[0]}")
+        if location != worker.where:  # Ray restarted the actor since it last answered: its games are new
+            return worker, ("died", [], f"restarted by Ray as pid {location[0]} on node {location[1]:.8}")
+        worker.calls.pop(0)
+        ids = answer[1] or worker.env_ids  # a reset's answer names no envs, but its results cover all
         for name, values in results.items():  # zero-copy reads from the object store, one copy into ours
             self._shared[name][ids] = values
         return worker, answer

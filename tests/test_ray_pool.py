@@ -1,5 +1,6 @@
 """RayGamePool on a real two-node Ray cluster on this machine: the local pool's games, spread, faults, leaks."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -56,6 +57,17 @@ def pids(pool):
     return [worker.where[0] for worker in pool._workers]
 
 
+def restarted(actor, dead_pid, within):
+    """Whether Ray has the actor running again, in a new process, within `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):  # restarting
+            if ray.get(actor.where.remote(), timeout=5)[0] != dead_pid:
+                return True
+        time.sleep(0.2)
+    return False
+
+
 def play(pool, steps, seed=0):
     """Reset with `seed`, then `steps` seeded random steps: every observation, reward, flag and statistic."""
     obs, _ = pool.reset(seed=seed)
@@ -95,6 +107,10 @@ def test_async_send_recv_returns_the_first_actors_to_finish(ray_pool):
     pool.send([1, 1], env_ids=[3, 0])
     _, *_, info = pool.recv()
     assert sorted(info["env_id"].tolist()) == [0, 3]
+    pool.send([1], env_ids=[0])  # two calls in flight on one actor
+    pool.send([1], env_ids=[1])
+    _, *_, info = pool.recv()
+    assert info["env_id"].tolist() == [0, 1]
     with pytest.raises(PoolError, match="only 0 are"):
         pool.recv()
 
@@ -145,6 +161,12 @@ def test_restart_workers_uses_rays_actor_restart_and_reports_the_envs_truncated(
     obs, _, _, truncs, info = pool.step([0, 0, 0, 0])
     assert not truncs.any() and "worker_restarted" not in info
     assert np.array_equal(obs[0], fresh)  # next-step autoreset: the reset step the truncation owed
+    # Killed between calls: Ray restarts it before the next call, and the pool still notices.
+    victim = pids(pool)[0]
+    os.kill(victim, signal.SIGKILL)
+    assert restarted(actor, victim, within=30)
+    _, _, _, truncs, info = pool.step([0, 0, 0, 0])
+    assert list(info["worker_restarted"]) == [True, True, False, False] and list(truncs) == [True, True, False, False]
 
 
 def test_a_lost_node_is_survived_with_restart_workers(ray_pool, cluster):
