@@ -122,6 +122,9 @@ def test_bad_input_is_refused_before_anything_is_sent(ray_pool):
         RayGamePool(4, start_method="spawn")
     with pytest.raises(ValueError, match="life_loss"):
         RayGamePool(4, life_loss="sometimes")
+    with pytest.raises(ValueError, match=r"Invalid option keyword num_cpu .*'num_cpus'"):  # Ray's own check
+        RayGamePool(4, actor_options={"num_cpu": 1})
+    assert ray.is_initialized()  # a failed pool leaves the caller's connection alone
     pool = ray_pool(4, n_workers=2, **OPTIONS)
     pool.reset()
     with pytest.raises(ValueError, match=r"actions must be in \[0, 4\) for breakout"):
