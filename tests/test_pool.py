@@ -53,17 +53,9 @@ def worker_pids(pool):
 
 
 @pytest.fixture
-def pool_factory():
+def pool_factory(closing):
     """Pools closed after the test, whatever happens in it."""
-    pools = []
-
-    def make(*args, **kwargs):
-        pools.append(GamePool(*args, **kwargs))
-        return pools[-1]
-
-    yield make
-    for pool in pools:
-        pool.close()
+    return closing(GamePool)
 
 
 # --- the same games as local Game objects -----------------------------------------------------------

@@ -40,17 +40,9 @@ def cluster():
 
 
 @pytest.fixture
-def ray_pool(cluster):
-    """Ray pools closed after the test, whatever happens in it."""
-    pools = []
-
-    def make(*args, **kwargs):
-        pools.append(RayGamePool(*args, **kwargs))
-        return pools[-1]
-
-    yield make
-    for pool in pools:
-        pool.close()
+def ray_pool(cluster, closing):
+    """Ray pools on the cluster, closed after the test, whatever happens in it."""
+    return closing(RayGamePool)
 
 
 def pids(pool):

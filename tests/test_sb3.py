@@ -24,17 +24,9 @@ BREAKOUT = {"game": "Breakout", "fire_reset": True}
 
 
 @pytest.fixture
-def make_env():
+def make_env(closing):
     """VecEnvs closed after the test, whatever happens in it."""
-    envs = []
-
-    def make(*args, **kwargs):
-        envs.append(GamePoolVecEnv(*args, **kwargs))
-        return envs[-1]
-
-    yield make
-    for env in envs:
-        env.close()
+    return closing(GamePoolVecEnv)
 
 
 def test_import_without_sb3_names_the_extra_to_install():
