@@ -345,7 +345,9 @@ class GamePool(gymnasium.vector.VectorEnv):
         end_process(worker.process, worker.pipe)
         return self._start_worker(worker.env_ids)
 
-    def _post(self, worker: _Worker, command: str, data: Any) -> None:
+    def _post(self, worker: _Worker, command: str, data: Any, ids: list[int]) -> None:
+        """Send `GameBlock.run`'s command to the worker; `ids` are the envs a step plays (the worker reads
+        their actions from the shared segment)."""
         with contextlib.suppress(OSError):  # a dead worker: _collect notices it through the EOF on its pipe
             worker.pipe.send((command, data))
 
@@ -446,7 +448,7 @@ class GamePool(gymnasium.vector.VectorEnv):
     # --- talking to the workers -------------------------------------------------------------------------
 
     def _send(self, worker: Any, command: str, data: Any, ids: list[int]) -> None:
-        self._post(worker, command, data)
+        self._post(worker, command, data, ids)
         worker.in_flight.append(ids)
 
     def _in_flight(self) -> list[int]:

@@ -67,13 +67,12 @@ class GameActor:
         return self.location
 
     def run(self, command: str, data: Any, actions: np.ndarray | None) -> tuple[tuple, dict, tuple[int, str, str]]:
-        """`GameBlock.run` with `actions` for the envs it plays; also the results of those envs (of all, after
-        a reset), and where this actor runs."""
-        if actions is not None:
-            rows = [self.block.row[i] for i in (self.block.env_ids if data is None else data)]
+        """`GameBlock.run`, a step with the list of envs it plays and their `actions`; also the results of
+        those envs (of all, after a reset), and where this actor runs."""
+        rows = [self.block.row[i] for i in (data if command == "step" else self.block.env_ids)]
+        if command == "step":
             self.arrays["actions"][rows] = actions
         answer = self.block.run(command, data)
-        rows = [self.block.row[i] for i in (answer[1] if command == "step" else self.block.env_ids)]
         names = ["obs", "rewards", "terminations", "truncations", "lives"] + ["final_obs"] * bool(answer[2])
         return answer, {name: self.arrays[name][rows] for name in names}, self.location
 
@@ -205,11 +204,10 @@ class RayGamePool(GamePool):
         """The same actor once Ray has restarted it; the calls it lost are void."""
         return _Actor(worker.actor, worker.env_ids, self._locate(worker))
 
-    def _post(self, worker: _Actor, command: str, data: Any) -> None:
-        actions = None
-        if command == "step":
-            actions = self._shared["actions"][worker.env_ids if data is None else data]
-        worker.calls.append(worker.actor.run.remote(command, data, actions))
+    def _post(self, worker: _Actor, command: str, data: Any, ids: list[int]) -> None:
+        # An actor has no shared segment to read actions from: a step names its envs and carries their actions.
+        actions = self._shared["actions"][ids] if command == "step" else None
+        worker.calls.append(worker.actor.run.remote(command, ids if command == "step" else data, actions))
 
     def _next_answer(self, busy: list[_Actor]) -> tuple[_Actor, tuple[str, list[int], Any]]:
         ray = _ray()
