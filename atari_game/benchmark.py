@@ -26,6 +26,8 @@ import numpy as np
 from atari_game import GamePool, Worker
 
 FRAME_SKIP, NOOP_MAX, MAX_FRAMES = 4, 30, 108_000
+# The settings above as atari_game's Game options (frame-skip 4 and the 84x84 stack of 4 are its defaults).
+OUR_GAME = {"game": "Breakout", "noop_max": NOOP_MAX, "life_loss": "ignore", "max_episode_frames": MAX_FRAMES}
 CORES = len(os.sched_getaffinity(0))
 
 
@@ -33,7 +35,7 @@ CORES = len(os.sched_getaffinity(0))
 
 
 def build_ours(n: int) -> tuple[Callable, Callable]:
-    pool = GamePool(n, "Breakout", noop_max=NOOP_MAX, life_loss="ignore", max_episode_frames=MAX_FRAMES)
+    pool = GamePool(n, **OUR_GAME)
     pool.reset(seed=0)
     return (lambda actions: pool.step(actions)), pool.close
 
@@ -42,9 +44,7 @@ def build_ours_on_ray(n: int) -> tuple[Callable, Callable]:
     from atari_game.ray_pool import RayGamePool
 
     # A new local Ray instance with one actor per core: the same games as build_ours, through Ray.
-    pool = RayGamePool(
-        n, "Breakout", address="local", noop_max=NOOP_MAX, life_loss="ignore", max_episode_frames=MAX_FRAMES
-    )
+    pool = RayGamePool(n, address="local", **OUR_GAME)
     pool.reset(seed=0)
     return (lambda actions: pool.step(actions)), pool.close
 
@@ -124,7 +124,7 @@ def build_gymnasium_async(n: int) -> tuple[Callable, Callable]:
 
 
 def build_tutorial(n: int) -> tuple[Callable, Callable]:
-    workers = [Worker(i, game="Breakout", noop_max=NOOP_MAX, life_loss="ignore") for i in range(n)]
+    workers = [Worker(i, **OUR_GAME) for i in range(n)]
     for worker in workers:
         worker.reset()
 
