@@ -119,7 +119,8 @@ class Agent(nn.Module):
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         # Observations arrive as uint8 and are scaled here, on the device; channels-last is faster for CPU convs.
-        # Reordered while still uint8 (4x less memory to move), then converted and scaled in place.
+        # Reordered while still uint8 (4x less memory to move; nothing to do for the learner's minibatches, which
+        # are channels-last already), then converted and scaled in place.
         x = obs.contiguous(memory_format=torch.channels_last).float().div_(255.0)
         return self.trunk(x)
 
@@ -131,10 +132,14 @@ class Agent(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample an action (or score the given one): action, its log-probability, the entropy, the value."""
         hidden = self.features(obs)
-        distribution = torch.distributions.Categorical(logits=self.actor(hidden))
+        # The categorical distribution written out: torch.distributions.Categorical checks its arguments on
+        # every call, ~0.2 ms that the rollout pays 256 times per update.
+        log_probs = self.actor(hidden).log_softmax(-1)
         if action is None:
-            action = distribution.sample()
-        return action, distribution.log_prob(action), distribution.entropy(), self.critic(hidden).squeeze(-1)
+            action = torch.multinomial(log_probs.exp(), 1).squeeze(-1)
+        log_prob = log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        entropy = -(log_probs.exp() * log_probs).sum(-1)
+        return action, log_prob, entropy, self.critic(hidden).squeeze(-1)
 
 
 # --- logging --------------------------------------------------------------------------------------------
@@ -390,8 +395,10 @@ def learn(
         advantages[t] = last_advantage = delta + config.gamma * config.gae_lambda * next_nonterminal * last_advantage
     returns = advantages + values
 
-    # Flatten the rollout; everything a minibatch needs goes to the device once.
-    b_obs = rollout.obs.reshape(-1, *rollout.obs.shape[2:]).to(device)
+    # Flatten the rollout; everything a minibatch needs goes to the device once. The observations are stored
+    # (batch, h, w, stack), the layout the convolutions use, so that a minibatch is one cheap gather (index_select
+    # of whole rows; indexing with a tensor would cost ten times more) and the permute back is a free view.
+    b_obs = rollout.obs.reshape(-1, *rollout.obs.shape[2:]).to(device).permute(0, 2, 3, 1).contiguous()
     b_actions, b_logprobs = rollout.actions.reshape(-1).to(device), rollout.logprobs.reshape(-1).to(device)
     b_advantages, b_returns = advantages.reshape(-1).to(device), returns.reshape(-1).to(device)
     b_values = values.reshape(-1).to(device)
@@ -399,7 +406,8 @@ def learn(
     clip_fractions = []
     for _ in range(config.n_epochs):
         for indices in torch.randperm(config.batch_size, device=device).split(minibatch):
-            _, new_logprob, entropy, new_value = agent.act(b_obs[indices], b_actions[indices])
+            obs = b_obs.index_select(0, indices).permute(0, 3, 1, 2)
+            _, new_logprob, entropy, new_value = agent.act(obs, b_actions[indices])
             log_ratio = new_logprob - b_logprobs[indices]
             ratio = log_ratio.exp()
             with torch.no_grad():
