@@ -132,14 +132,11 @@ class Agent(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample an action (or score the given one): action, its log-probability, the entropy, the value."""
         hidden = self.features(obs)
-        # The categorical distribution written out: torch.distributions.Categorical checks its arguments on
-        # every call, ~0.2 ms that the rollout pays 256 times per update.
-        log_probs = self.actor(hidden).log_softmax(-1)
+        # Without argument checks: the logits come from the network, and the checks cost ~0.1 ms a call.
+        distribution = torch.distributions.Categorical(logits=self.actor(hidden), validate_args=False)
         if action is None:
-            action = torch.multinomial(log_probs.exp(), 1).squeeze(-1)
-        log_prob = log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        entropy = -(log_probs.exp() * log_probs).sum(-1)
-        return action, log_prob, entropy, self.critic(hidden).squeeze(-1)
+            action = distribution.sample()
+        return action, distribution.log_prob(action), distribution.entropy(), self.critic(hidden).squeeze(-1)
 
 
 # --- logging --------------------------------------------------------------------------------------------

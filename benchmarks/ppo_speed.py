@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import re
 import subprocess
 import sys
@@ -26,44 +27,36 @@ import numpy as np
 STEPS_PER_UPDATE = 8 * 128
 
 
-def ours(updates: int, extra: list[str]) -> float:
-    """Agent steps/s of atari_game's trainer over `updates` updates (its own frames/s, 4 frames a step)."""
+@dataclasses.dataclass
+class Run:
+    """One training run: its end-to-end agent steps/s and its whole games as (emulator frames, return)."""
+
+    steps_per_s: float
+    games: list[tuple[int, float]]
+
+
+def ours(updates: int, extra: list[str], seed: int = 1) -> Run:
+    """atari_game's trainer for `updates` updates, as its progress.csv reports it (4 frames an agent step)."""
     with tempfile.TemporaryDirectory() as run_dir:
-        command = [
-            sys.executable,
-            "-m",
-            "atari_game",
-            "train",
-            "--total-frames",
-            str(4 * STEPS_PER_UPDATE * updates),
-            "--run-dir",
-            run_dir,
-            "--no-video",
-            "--seed",
-            "1",
-            *extra,
-        ]
+        command = [sys.executable, "-m", "atari_game", "train", "--total-frames", str(4 * STEPS_PER_UPDATE * updates)]
+        command += ["--run-dir", run_dir, "--no-video", "--seed", str(seed), *extra]
         subprocess.run(command, check=True, capture_output=True)
         with (Path(run_dir) / "progress.csv").open() as file:
-            rows = [row for row in csv.DictReader(file) if row["frames_per_second"]]
-    return float(rows[-1]["frames_per_second"]) / 4
+            rows = list(csv.DictReader(file))
+    speed = [float(row["frames_per_second"]) / 4 for row in rows if row["frames_per_second"]][-1]
+    return Run(speed, [(int(row["frames"]), float(row["game_return"])) for row in rows if row["game_return"]])
 
 
-def cleanrl(python: str, script: str, updates: int) -> float:
-    """Agent steps/s CleanRL reports (its "SPS") after `updates` updates."""
+def cleanrl(python: str, script: str, updates: int, seed: int = 1) -> Run:
+    """CleanRL's ppo_atari.py for `updates` updates: the "SPS" it prints last, and the games it prints."""
     with tempfile.TemporaryDirectory() as run_dir:
-        command = [
-            python,
-            script,
-            "--env-id",
-            "BreakoutNoFrameskip-v4",
-            "--seed",
-            "1",
-            "--total-timesteps",
-            str(STEPS_PER_UPDATE * updates),
-        ]
+        command = [python, script, "--env-id", "BreakoutNoFrameskip-v4", "--seed", str(seed)]
+        command += ["--total-timesteps", str(STEPS_PER_UPDATE * updates)]
         result = subprocess.run(command, check=True, capture_output=True, text=True, cwd=run_dir)
-    return float(re.findall(r"SPS: (\d+)", result.stdout)[-1])
+    # Its global_step counts agent steps of all envs; its episodic_return is a whole game's (it records
+    # statistics outside its life-loss wrapper).
+    games = re.findall(r"global_step=(\d+), episodic_return=\[?([-\d.]+)", result.stdout)
+    return Run(float(re.findall(r"SPS: (\d+)", result.stdout)[-1]), [(4 * int(s), float(r)) for s, r in games])
 
 
 def main() -> None:
@@ -76,9 +69,9 @@ def main() -> None:
 
     runs: dict[str, list[float]] = {"atari_game (async envs)": [], "atari_game (sync envs)": [], "CleanRL": []}
     for round_number in range(args.rounds):
-        runs["atari_game (async envs)"].append(ours(args.updates, []))
-        runs["CleanRL"].append(cleanrl(args.cleanrl_python, args.cleanrl_script, args.updates))
-        runs["atari_game (sync envs)"].append(ours(args.updates, ["--no-async-envs"]))
+        runs["atari_game (async envs)"].append(ours(args.updates, []).steps_per_s)
+        runs["CleanRL"].append(cleanrl(args.cleanrl_python, args.cleanrl_script, args.updates).steps_per_s)
+        runs["atari_game (sync envs)"].append(ours(args.updates, ["--no-async-envs"]).steps_per_s)
         print(f"round {round_number + 1}: " + ", ".join(f"{name} {rates[-1]:.0f}" for name, rates in runs.items()))
     baseline = float(np.mean(runs["CleanRL"]))
     print(f"\nBreakout PPO, {args.updates} updates each, mean of {args.rounds} alternating rounds (agent steps/s):")
