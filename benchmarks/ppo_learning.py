@@ -11,10 +11,8 @@ agent scores about 1.7. The issue's target: atari_game's last-20 mean at least C
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
-from ppo_speed import STEPS_PER_UPDATE, Run, cleanrl, ours
+from ppo_speed import STEPS_PER_UPDATE, Run, cleanrl, ours, parser_with_cleanrl
 
 
 def report(name: str, run: Run, frames: int) -> None:
@@ -28,9 +26,7 @@ def report(name: str, run: Run, frames: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cleanrl-python", required=True, help="the python of CleanRL's own venv")
-    parser.add_argument("--cleanrl-script", required=True, help="CleanRL's ppo_atari.py (with `import ale_py`)")
+    parser = parser_with_cleanrl(__doc__)
     parser.add_argument("--frames", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()

@@ -59,10 +59,16 @@ def cleanrl(python: str, script: str, updates: int, seed: int = 1) -> Run:
     return Run(float(re.findall(r"SPS: (\d+)", result.stdout)[-1]), [(4 * int(s), float(r)) for s, r in games])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser_with_cleanrl(doc: str) -> argparse.ArgumentParser:
+    """A command line that takes where CleanRL is (both PPO benchmarks run it), described by `doc`'s first line."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--cleanrl-python", required=True, help="the python of CleanRL's own venv")
     parser.add_argument("--cleanrl-script", required=True, help="CleanRL's ppo_atari.py (with `import ale_py`)")
+    return parser
+
+
+def main() -> None:
+    parser = parser_with_cleanrl(__doc__)
     parser.add_argument("--updates", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
