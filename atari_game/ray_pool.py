@@ -73,7 +73,9 @@ class GameActor:
         if command == "step":
             self.arrays["actions"][rows] = actions
         answer = self.block.run(command, data)
-        names = ["obs", "rewards", "terminations", "truncations", "lives"] + ["final_obs"] * bool(answer[2])
+        names = ["obs", "rewards", "terminations", "truncations", "lives"]
+        if answer[0] == "ok" and answer[2] and not self.block.next_step_autoreset:
+            names.append("final_obs")  # only same-step autoreset writes the ended episodes' last observations
         return answer, {name: self.arrays[name][rows] for name in names}, self.location
 
 
