@@ -193,7 +193,8 @@ class GameOptions:
 class Game:
     """One Atari game; `step` does all the preprocessing (see the module docstring).
 
-    ``Game(game="Breakout", seed=0, **options)`` takes the keyword options of `GameOptions`.
+    ``Game(game="Breakout", seed=0, **options)`` takes the keyword options of `GameOptions`. ``Game(47)``,
+    the tutorial's ``Game(seed)``, is ``Game("Breakout", seed=47)``.
 
     * ``reset() -> obs`` restarts the game from scratch; call it before the first `step`.
     * ``step(action) -> (obs, reward, done, episode_info)``:
@@ -214,7 +215,10 @@ class Game:
     Rewards earned during NOOP and FIRE starts are not counted: the agent did not choose those actions.
     """
 
-    def __init__(self, game: str = "Breakout", seed: int | None = 0, **options: Any) -> None:
+    def __init__(self, game: str | int = "Breakout", seed: int | None = 0, **options: Any) -> None:
+        # The tutorial's Game(seed): a lone integer is the seed of the default game (a bool is no seed).
+        if isinstance(game, (int, np.integer)) and not isinstance(game, bool) and seed == 0:
+            game, seed = GameOptions.game, game
         # Validate everything before building the emulator, so a bad option costs nothing.
         self.options = opts = GameOptions.from_kwargs(game=game, seed=seed, **options)
         self.name = _display_name(opts.game)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
+import shutil
 import traceback
 import weakref
 from multiprocessing import connection, shared_memory
@@ -24,7 +26,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from atari_game.game import Game, GameOptions, action_meanings
-from atari_game.worker import ParentEnd, end_process, pipe, prepare_worker_process, start_context
+from atari_game.worker import ParentEnd, check_main_guard, end_process, pipe, prepare_worker_process, start_context
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 
@@ -59,6 +61,37 @@ def _arrays(buffer: memoryview, layout: dict) -> dict[str, np.ndarray]:
         arrays[name] = np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
         offset += _padded(shape, dtype)
     return arrays
+
+
+def _create(size: int, n_envs: int) -> shared_memory.SharedMemory:
+    """A new segment of `size` bytes, its memory taken now: where there is no room, an error at once.
+
+    A segment's pages are only taken from /dev/shm when first touched, and one that cannot be had then
+    kills the process touching it (a worker, or the parent) with SIGBUS, long after the start.
+    """
+    segment = shared_memory.SharedMemory(create=True, size=size)
+    if not hasattr(os, "posix_fallocate"):  # macOS: no way to take the pages ahead
+        return segment
+    try:
+        os.posix_fallocate(segment._fd, 0, size)  # SharedMemory keeps its descriptor as _fd on POSIX
+    except OSError as error:
+        segment.close()
+        segment.unlink()  # nothing is left behind, whatever went wrong
+        if error.errno not in (errno.ENOSPC, errno.ENOMEM):
+            raise
+        # Linux keeps POSIX shared memory in /dev/shm: its free room is what the pool did not fit in.
+        free = f"{_mib(shutil.disk_usage('/dev/shm').free)} are free" if os.path.isdir("/dev/shm") else "less is free"
+        raise OSError(
+            error.errno,
+            f"no room in shared memory (/dev/shm) for the pool's {n_envs} envs: they need {_mib(size)}, "
+            f"{size // n_envs:,} bytes each, and {free}. Give /dev/shm more room (Docker: docker run "
+            "--shm-size=2g ...; its default is 64 MB) or use fewer envs",
+        ) from None
+    return segment
+
+
+def _mib(n_bytes: int) -> str:
+    return f"{n_bytes:,} bytes ({n_bytes / 2**20:.1f} MiB)"
 
 
 def _attach(name: str) -> shared_memory.SharedMemory:
@@ -327,8 +360,9 @@ class GamePool(gymnasium.vector.VectorEnv):
 
     def _open(self) -> dict[str, np.ndarray]:
         """Create the shared segment and the finalizer that deletes it with the workers; return its arrays."""
+        check_main_guard(self._context, "a GamePool")
         size = sum(_padded(shape, dtype) for shape, dtype in self._layout.values())
-        self._segment = shared_memory.SharedMemory(create=True, size=size)
+        self._segment = _create(size, self.num_envs)
         self._finalizer = weakref.finalize(self, _shut_down, self._workers, self._segment)
         return _arrays(self._segment.buf, self._layout)
 

@@ -17,12 +17,16 @@ process behind.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
+import functools
+import linecache
 import multiprocessing
 import os
 import signal
 import socket
+import sys
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -44,6 +48,82 @@ def start_context(start_method: str | None) -> multiprocessing.context.BaseConte
         # Takes effect if this process has not started its fork server yet; '__main__' is the default.
         context.set_forkserver_preload(["__main__", "atari_game"])
     return context
+
+
+def check_main_guard(context: multiprocessing.context.BaseContext, starting: str) -> None:
+    """Refuse, before any process starts, to start `starting` from the top level of a main script that every
+    new process will run again.
+
+    Under "spawn" and "forkserver" a new process first runs the main module again as ``__mp_main__``
+    (CPython's ``multiprocessing.spawn.prepare``), so that it can unpickle what the module defines. Code at
+    its top level, outside ``if __name__ == "__main__":``, runs again there; started there, `starting` would
+    start a process of its own, which multiprocessing refuses (``spawn._check_not_importing_main``): the
+    child dies with that traceback and the parent sees a dead pipe. Notebooks, ``python -c``, a package's
+    ``__main__.py`` and "fork" re-run nothing, so they pass.
+
+    Raises:
+        RuntimeError: naming the script, the line and the fixes.
+    """
+    method, main = context.get_start_method(), sys.modules["__main__"]
+    if method == "fork" or not _main_is_rerun(main):
+        return
+    # The main module's own frame, if this call comes from its top-level code (directly or through functions).
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
+        frame = frame.f_back
+    if frame is None:  # called after the script's top level ran, or from another thread
+        return
+    script, line, guard = frame.f_code.co_filename, frame.f_lineno, 'if __name__ == "__main__":'
+    guarded = _guarded_lines(script)
+    if guarded is None or line is None or line in guarded:  # inside the guard, or no source to tell: let it be
+        return
+    raise RuntimeError(
+        f"{starting} is started at the top level of {script} (line {line}: "
+        f"`{linecache.getline(script, line).strip()}`), outside an `{guard}` block. Under the {method!r} "
+        f"start method every new process first runs that script again, and there it would start {starting} "
+        "of its own, which multiprocessing refuses: the new process would die at once. "
+        f'Fix: put the script\'s top-level code under `{guard}`, or pass start_method="fork" '
+        "(fast, but unsafe once the process runs threads, as it does after importing torch)."
+    )
+
+
+def _main_is_rerun(main: Any) -> bool:
+    """Whether a "spawn" or "forkserver" child runs the main module again, as ``multiprocessing.spawn`` decides
+    (``get_preparation_data``, ``_fixup_main_from_name``, ``_fixup_main_from_path``)."""
+    name = getattr(main.__spec__, "name", None)
+    if name is not None:  # python -m name: re-run, unless it is a package's __main__
+        return name != "__main__" and not name.endswith(".__main__")
+    path = getattr(main, "__file__", None)  # a script: re-run; notebooks and python -c have no file
+    return path is not None and os.path.splitext(os.path.basename(path))[0] != "ipython"
+
+
+@functools.cache
+def _guarded_lines(path: str) -> frozenset[int] | None:
+    """The lines of the script at `path` inside ``if __name__ == "__main__":`` blocks; None without its source."""
+    source = "".join(linecache.getlines(path))
+    if not source:  # not a readable file: no telling
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):  # edited since it started: no telling either
+        return None
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_main_test(node.test):
+            lines.update(range(node.body[0].lineno, node.body[-1].end_lineno + 1))
+    return frozenset(lines)
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    """``__name__ == "__main__"``, either way round, also as part of a larger condition."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+            sides = (node.left, node.comparators[0])
+            if any(isinstance(side, ast.Name) and side.id == "__name__" for side in sides) and any(
+                isinstance(side, ast.Constant) and side.value == "__main__" for side in sides
+            ):
+                return True
+    return False
 
 
 def prepare_worker_process() -> None:
@@ -146,6 +226,7 @@ class Worker:
     def __init__(self, seed: int, *, start_method: str | None = None, **game_options: Any) -> None:
         options = GameOptions.from_kwargs(seed=seed, **game_options)
         context = start_context(start_method)
+        check_main_guard(context, "a Worker")
         self.child, remote = pipe()
         kwargs = dataclasses.asdict(options)
         args = (remote, kwargs.pop("seed"))

@@ -283,6 +283,14 @@ def test_ms_pacman_spellings(name):
     assert Game(name).name == "MsPacman"
 
 
+def test_the_tutorials_game_seed_is_breakout_with_that_seed():
+    tutorial, named = Game(47), Game("Breakout", seed=47)
+    assert tutorial.name == "Breakout" and tutorial.options == named.options
+    assert Game(np.int64(47)).options == named.options
+    with pytest.raises(TypeError, match="game must be a string such as 'Breakout', got int 47"):
+        Game(47, seed=3)  # a seed given twice: no guessing which one is meant
+
+
 def test_unknown_game_names_the_closest():
     with pytest.raises(ValueError, match=r"unknown game 'Breakot'.*closest: Breakout"):
         Game("Breakot")
@@ -348,7 +356,7 @@ def test_integer_like_actions_are_accepted(action):
         ({"max_episode_frames": 0}, ValueError, "max_episode_frames must be an integer >= 1"),
         ({"channels_last": "yes"}, TypeError, "channels_last must be True or False"),
         ({"seed": -1}, ValueError, "seed must be an integer >= 0"),
-        ({"game": 3}, TypeError, "game must be a string"),
+        ({"game": 3.0}, TypeError, "game must be a string"),
         ({"frameskip": 4}, TypeError, "unknown game option 'frameskip' \\(did you mean 'frame_skip'\\?\\); valid"),
     ],
 )

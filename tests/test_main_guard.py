@@ -1,0 +1,98 @@
+"""A script without `if __name__ == "__main__":` fails at once with the cause and the fixes; with it, it works.
+
+Under "forkserver" and "spawn" every new process runs the main script again: each case here is a real script
+run in a fresh interpreter, as a new user runs the tutorial's code.
+"""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# What each script starts, and what it prints once the processes answered.
+STARTS = {
+    "Worker": """
+        from atari_game import Worker
+        w = Worker(0{options})
+        w.child.send(("reset", None))
+        print(w.child.recv().shape)
+        w.close()
+    """,
+    "GamePool": """
+        from atari_game import GamePool
+        pool = GamePool(2, "Pong", n_workers=1{options})
+        print(pool.reset(seed=0)[0].shape)
+        pool.close()
+    """,
+    "make_vec": """
+        import gymnasium
+        import atari_game
+        envs = gymnasium.make_vec(
+            "atari_game/Pong-v0", num_envs=2, vectorization_mode="vector_entry_point", n_workers=1{options}
+        )
+        print(envs.reset(seed=0)[0].shape)
+        envs.close()
+    """,
+}
+SHAPES = {"Worker": "(4, 84, 84)", "GamePool": "(2, 4, 84, 84)", "make_vec": "(2, 4, 84, 84)"}
+LINES = {"Worker": "w = Worker(0", "GamePool": 'pool = GamePool(2, "Pong"', "make_vec": "envs = gymnasium.make_vec("}
+
+
+def script(start, guarded, options=""):
+    """The script's source: the code of `start` at its top level, or under the guard inside a function."""
+    code = textwrap.dedent(STARTS[start]).format(options=options)
+    if not guarded:
+        return code
+    return f"def main():\n{textwrap.indent(code, '    ')}\n\nif __name__ == '__main__':\n    main()\n"
+
+
+def run(args, cwd):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def assert_refused(result, source, start, method="forkserver"):
+    assert result.returncode == 1 and result.stdout == ""
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"RuntimeError: a {'GamePool' if start == 'make_vec' else start} is started at the top")
+    line = next(n for n, text in enumerate(source.splitlines(), 1) if text.startswith(LINES[start]))
+    assert f"(line {line}: `{LINES[start]}" in last
+    assert f'outside an `if __name__ == "__main__":` block. Under the {method!r} start method' in last
+    assert (
+        'Fix: put the script\'s top-level code under `if __name__ == "__main__":`, or pass start_method="fork"' in last
+    )
+    # Refused in the parent: no process started, so no child's traceback.
+    assert "bootstrapping phase" not in result.stderr and "forkserver.py" not in result.stderr
+
+
+@pytest.mark.parametrize("start", list(STARTS))
+def test_an_unguarded_script_is_refused_at_once_with_the_cause_and_the_fixes(tmp_path, start):
+    source = script(start, guarded=False)
+    (tmp_path / "first_contact.py").write_text(source)
+    assert_refused(run(["first_contact.py"], tmp_path), source, start)
+
+
+@pytest.mark.parametrize("start", list(STARTS))
+def test_the_same_script_guarded_works(tmp_path, start):
+    (tmp_path / "first_contact.py").write_text(script(start, guarded=True))
+    result = run(["first_contact.py"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == SHAPES[start].split()
+
+
+def test_python_dash_m_is_refused_unguarded_under_spawn_and_works_guarded(tmp_path):
+    source = script("Worker", guarded=False, options=', start_method="spawn"')
+    (tmp_path / "unguarded.py").write_text(source)
+    assert_refused(run(["-m", "unguarded"], tmp_path), source, "Worker", method="spawn")
+    (tmp_path / "guarded.py").write_text(script("GamePool", guarded=True))
+    result = run(["-m", "guarded"], tmp_path)
+    assert result.returncode == 0 and result.stdout.split() == SHAPES["GamePool"].split(), result.stderr
+
+
+def test_fork_and_python_dash_c_need_no_guard(tmp_path):
+    # Neither re-runs a script in the new process.
+    (tmp_path / "forked.py").write_text(script("GamePool", guarded=False, options=', start_method="fork"'))
+    result = run(["forked.py"], tmp_path)
+    assert result.returncode == 0 and result.stdout.split() == SHAPES["GamePool"].split(), result.stderr
+    result = run(["-c", script("Worker", guarded=False)], tmp_path)
+    assert result.returncode == 0 and result.stdout.split() == SHAPES["Worker"].split(), result.stderr

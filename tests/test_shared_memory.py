@@ -1,0 +1,62 @@
+"""A GamePool whose shared memory does not fit in /dev/shm fails at once, saying why; one that fits works.
+
+Each case runs a script in a private mount namespace whose /dev/shm is a 4 MiB tmpfs (as in a container
+started with a small ``--shm-size``); without the reservation, the pool that does not fit would start and
+its processes die of SIGBUS later, when a page of the segment cannot be had.
+"""
+
+import functools
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from atari_game.pool import _layout, _padded
+
+SCRIPT = textwrap.dedent(
+    """
+    import multiprocessing, os
+    from atari_game import GamePool
+
+    if __name__ == "__main__":
+        with GamePool(8, "Pong", n_workers=2) as pool:  # 0.4 MiB: fits
+            pool.reset(seed=0)
+            print("fits", pool.step(pool.action_space.sample())[0].shape, flush=True)
+        try:
+            GamePool(100, "Pong", n_workers=1)  # 5.4 MiB: does not
+        finally:
+            left = [name for name in os.listdir("/dev/shm") if name.startswith("psm_")]
+            print("left", left, len(multiprocessing.active_children()), flush=True)
+    """
+)
+
+
+@functools.cache
+def small_shm_command() -> list[str]:
+    """The command that runs a shell command with a 4 MiB /dev/shm of its own; skips where it is not permitted."""
+    command = ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
+    mount = "mount -t tmpfs -o size=4M tmpfs /dev/shm"
+    try:
+        probe = subprocess.run([*command, mount], capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        pytest.skip("no unshare command here: cannot give a test its own /dev/shm")
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a private /dev/shm here (needs root or CAP_SYS_ADMIN): {probe.stderr.strip()}")
+    return [*command, f"{mount} && exec {sys.executable} script.py"]
+
+
+def test_a_pool_that_does_not_fit_in_dev_shm_fails_at_once_saying_why(tmp_path):
+    (tmp_path / "script.py").write_text(SCRIPT)
+    result = subprocess.run(small_shm_command(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    # The pool that fits works there.
+    assert result.stdout.splitlines()[0] == "fits (8, 4, 84, 84)", result.stderr
+    # The one that does not is refused before any worker starts, with nothing left behind.
+    assert result.stdout.splitlines()[1] == "left [] 0"
+    assert result.returncode == 1
+    needed = sum(_padded(shape, dtype) for shape, dtype in _layout(100, (4, 84, 84)).values())
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"OSError: [Errno 28] no room in shared memory (/dev/shm) for the pool's 100 envs: they need {needed:,} bytes "
+        f"({needed / 2**20:.1f} MiB), {needed // 100:,} bytes each, and 4,194,304 bytes (4.0 MiB) are free. Give "
+        "/dev/shm more room (Docker: docker run --shm-size=2g ...; its default is 64 MB) or use fewer envs"
+    )
