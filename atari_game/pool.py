@@ -278,7 +278,8 @@ class GamePool(gymnasium.vector.VectorEnv):
             truncated with ``info["worker_restarted"]``. Without it, a dead worker raises `PoolError`.
         start_method: a `multiprocessing` start method; the default, `DEFAULT_START_METHOD`, is
             "forkserver" on Linux ("fork" is unsafe once the parent has threads, as it has after
-            importing torch). "fork" and "spawn" work too.
+            importing torch). "fork" and "spawn" work too. Under "forkserver" and "spawn" a script must start
+            the pool under ``if __name__ == "__main__":`` (`check_main_guard` says so at once).
 
     ``step(actions)`` takes integer actions of shape ``(n_envs,)`` and returns ``obs`` (``uint8``,
     ``(n_envs, 4, 84, 84)`` by default), ``rewards`` (float64), ``terminations`` (a life or the game was
@@ -289,6 +290,9 @@ class GamePool(gymnasium.vector.VectorEnv):
 
     Async, as in EnvPool: ``send(actions, env_ids)`` starts those envs; ``recv()`` waits until `batch_size`
     envs have finished and returns them (the first to finish) with ``info["env_id"]``.
+
+    The shared memory (in /dev/shm) is all taken when the pool starts: where there is no room for it, the
+    pool raises `OSError` at once, saying how much it needs and how much is free.
     """
 
     def __init__(

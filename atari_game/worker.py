@@ -61,12 +61,23 @@ def check_main_guard(context: multiprocessing.context.BaseContext, starting: str
     child dies with that traceback and the parent sees a dead pipe. Notebooks, ``python -c``, a package's
     ``__main__.py`` and "fork" re-run nothing, so they pass.
 
+    A script read from a pipe (``python - < script.py``) cannot be run again at all.
+
     Raises:
         RuntimeError: naming the script, the line and the fixes.
     """
     method, main = context.get_start_method(), sys.modules["__main__"]
     if method == "fork" or not _main_is_rerun(main):
         return
+    fork_fix = (
+        'pass start_method="fork" (fast, but unsafe once the process runs threads, as it does after importing torch)'
+    )
+    if main.__spec__ is None and not os.path.isfile(main.__file__):  # a script read from a pipe: "<stdin>"
+        raise RuntimeError(
+            f"{starting} cannot start under the {method!r} start method from a script read from {main.__file__}: "
+            f"every new process first runs the main script again, and that one is no file. Fix: save the script "
+            f"to a file and run that, or {fork_fix}."
+        )
     # The main module's own frame, if this call comes from its top-level code (directly or through functions).
     frame = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
@@ -82,8 +93,7 @@ def check_main_guard(context: multiprocessing.context.BaseContext, starting: str
         f"`{linecache.getline(script, line).strip()}`), outside an `{guard}` block. Under the {method!r} "
         f"start method every new process first runs that script again, and there it would start {starting} "
         "of its own, which multiprocessing refuses: the new process would die at once. "
-        f'Fix: put the script\'s top-level code under `{guard}`, or pass start_method="fork" '
-        "(fast, but unsafe once the process runs threads, as it does after importing torch)."
+        f"Fix: put the script's top-level code under `{guard}`, or {fork_fix}."
     )
 
 
@@ -220,7 +230,8 @@ class Worker:
     ``Worker(seed, **game_options)`` validates the options here, in the parent, then starts
     `worker_process` in a child process. ``.child`` is the parent's end of the pipe, ``.process`` the
     child. `start_method` is a `multiprocessing` start method; the default is `DEFAULT_START_METHOD`.
-    Use it as a context manager, or call `close`.
+    Under "forkserver" and "spawn" a script must start it under ``if __name__ == "__main__":``
+    (`check_main_guard` says so at once). Use it as a context manager, or call `close`.
     """
 
     def __init__(self, seed: int, *, start_method: str | None = None, **game_options: Any) -> None:

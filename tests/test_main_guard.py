@@ -47,8 +47,8 @@ def script(start, guarded, options=""):
     return f"def main():\n{textwrap.indent(code, '    ')}\n\nif __name__ == '__main__':\n    main()\n"
 
 
-def run(args, cwd):
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+def run(args, cwd, stdin=None):
+    return subprocess.run([sys.executable, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=120)
 
 
 def assert_refused(result, source, start, method="forkserver"):
@@ -96,3 +96,15 @@ def test_fork_and_python_dash_c_need_no_guard(tmp_path):
     assert result.returncode == 0 and result.stdout.split() == SHAPES["GamePool"].split(), result.stderr
     result = run(["-c", script("Worker", guarded=False)], tmp_path)
     assert result.returncode == 0 and result.stdout.split() == SHAPES["Worker"].split(), result.stderr
+
+
+def test_a_script_read_from_a_pipe_is_refused_even_guarded(tmp_path):
+    # A new process cannot run "<stdin>" again, guard or not.
+    result = run(["-"], tmp_path, stdin=script("Worker", guarded=True))
+    assert result.returncode == 1 and result.stdout == "" and "forkserver.py" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "RuntimeError: a Worker cannot start under the 'forkserver' start method from a script read from <stdin>: "
+        "every new process first runs the main script again, and that one is no file. Fix: save the script to a "
+        'file and run that, or pass start_method="fork" (fast, but unsafe once the process runs threads, as it does '
+        "after importing torch)."
+    )

@@ -15,4 +15,5 @@ def test_the_readme_has_python_examples():
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
 def test_readme_block_runs(block):
-    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    # Run as a script runs, so that a block's `if __name__ == "__main__":` part runs too.
+    exec(compile(block, "README.md", "exec"), {"__name__": "__main__"})
