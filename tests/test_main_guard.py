@@ -89,12 +89,16 @@ def test_python_dash_m_is_refused_unguarded_under_spawn_and_works_guarded(tmp_pa
     assert result.returncode == 0 and result.stdout.split() == SHAPES["GamePool"].split(), result.stderr
 
 
-def test_fork_and_python_dash_c_need_no_guard(tmp_path):
-    # Neither re-runs a script in the new process.
+def test_fork_python_dash_c_and_a_packages_main_need_no_guard(tmp_path):
+    # None of them re-runs the script in the new process.
     (tmp_path / "forked.py").write_text(script("GamePool", guarded=False, options=', start_method="fork"'))
     result = run(["forked.py"], tmp_path)
     assert result.returncode == 0 and result.stdout.split() == SHAPES["GamePool"].split(), result.stderr
     result = run(["-c", script("Worker", guarded=False)], tmp_path)
+    assert result.returncode == 0 and result.stdout.split() == SHAPES["Worker"].split(), result.stderr
+    (tmp_path / "tutorial").mkdir()
+    (tmp_path / "tutorial" / "__main__.py").write_text(script("Worker", guarded=False))
+    result = run(["-m", "tutorial"], tmp_path)
     assert result.returncode == 0 and result.stdout.split() == SHAPES["Worker"].split(), result.stderr
 
 
