@@ -349,7 +349,8 @@ class Game:
       ``obs`` is ``uint8`` of shape ``(stack, 84, 84)`` (oldest frame first; in general
       `GameOptions.observation_shape` and ``observation_dtype``), a fresh array the Game never touches again.
       ``action`` is an integer in ``[0, n_actions)``, or with ``continuous=True`` a ``(radius, angle, fire)``
-      triple (see `check_continuous_actions`). ``reward`` is the float sum over the repeated frames (its sign with `clip_rewards`).
+      triple (see `check_continuous_actions`). ``reward`` is the float sum over the repeated frames (its
+      sign with `clip_rewards`).
       ``done`` is True on the step that ends the episode: a life lost (unless ``life_loss="ignore"``),
       game over, or truncation at `max_episode_frames`. The Game then starts the next episode itself, so
       on a done step ``obs`` is already the next episode's first observation, all `stack` slots holding

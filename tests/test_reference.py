@@ -52,9 +52,7 @@ def test_scale_obs_is_gymnasium_scale_obs(game, obs_type):
     assert_same_as_reference(ours, reference, random_actions(ours), SEED, layout)
 
 
-@pytest.mark.parametrize(
-    ("game", "mode", "difficulty"), [("Breakout", 4, 1), ("SpaceInvaders", 3, 1), ("Pong", 1, 2)]
-)
+@pytest.mark.parametrize(("game", "mode", "difficulty"), [("Breakout", 4, 1), ("SpaceInvaders", 3, 1), ("Pong", 1, 2)])
 def test_mode_and_difficulty_are_gymnasium_ones(game, mode, difficulty):
     ours = Game(game, seed=SEED, mode=mode, difficulty=difficulty)
     reference = reference_env(game, mode=mode, difficulty=difficulty)
