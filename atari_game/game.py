@@ -138,12 +138,12 @@ def check_continuous_actions(actions: Any, shape: tuple[int, ...], name: str = "
     if array.shape != shape:
         raise ValueError(f"{valid}, got shape {array.shape}")
     # ale-py computes the joystick from float32 values: so do we, with the same values.
-    array = array.astype(np.float32)
-    bad = ~np.isfinite(array) | (array < CONTINUOUS_ACTION_LOW) | (array > CONTINUOUS_ACTION_HIGH)
+    floats = array.astype(np.float32)
+    bad = ~np.isfinite(floats) | (floats < CONTINUOUS_ACTION_LOW) | (floats > CONTINUOUS_ACTION_HIGH)
     if bad.any():
-        entry = np.argwhere(bad)[0]
-        raise ValueError(f"{valid}, got {array[tuple(entry)]} at index {tuple(int(i) for i in entry)}")
-    return array
+        entry = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{valid}, got {array[entry].item()} at index {entry}")
+    return floats
 
 
 def _check_int(name: str, value: Any, low: int) -> None:
