@@ -388,9 +388,9 @@ class Game:
             "rgb": ((height, width, 3), (*opts.size, 3)),
             "ram": ((RAM_SIZE,), (RAM_SIZE,)),
         }[opts.obs_type]
-        self._grab = {"grayscale": self.ale.getScreenGrayscale, "rgb": self.ale.getScreenRGB, "ram": self.ale.getRAM}[
-            opts.obs_type
-        ]
+        # What reads a screen (or the RAM) into a buffer.
+        grabs = {"grayscale": self.ale.getScreenGrayscale, "rgb": self.ale.getScreenRGB, "ram": self.ale.getRAM}
+        self._grab = grabs[opts.obs_type]
         self._max_pool = opts.obs_type != "ram"  # RAM is state, not a picture: sprites do not flicker in it
         self._screens = np.zeros((2, *screen), dtype=np.uint8)
         self._pooled = np.zeros(screen, dtype=np.uint8)
@@ -426,7 +426,7 @@ class Game:
         if self.options.difficulty is not None:
             self.ale.setDifficulty(self.options.difficulty)
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
         """Play one agent step; see the class docstring for what is returned."""
         if not self._started:
             raise RuntimeError(f"{self!r}: call reset() before the first step()")

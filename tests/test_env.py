@@ -232,7 +232,7 @@ def test_every_game_is_registered_once_with_both_entry_points(no_warnings):
 def test_importing_atari_game_loads_no_rom_and_starts_no_process():
     check = (
         "import multiprocessing, gymnasium, atari_game;"
-        "assert atari_game.action_meanings.cache_info().currsize == 0;"
+        "assert atari_game.game._rom_facts.cache_info().currsize == 0;"
         "assert not multiprocessing.active_children();"
         "assert 'atari_game/Pong-v0' in gymnasium.registry"
     )
