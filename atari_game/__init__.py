@@ -1,7 +1,17 @@
 """atari_game: Atari 2600 games as fast, correct, ready-to-train reinforcement-learning environments."""
 
 from atari_game.env import AtariGameEnv, make_game_pool, register_games
-from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, list_games, resolve_game
+from atari_game.game import (
+    LIFE_LOSS_MODES,
+    OBS_TYPES,
+    Game,
+    GameOptions,
+    action_meanings,
+    game_difficulties,
+    game_modes,
+    list_games,
+    resolve_game,
+)
 from atari_game.pool import GamePool, PoolError
 from atari_game.ray_pool import RayGamePool
 from atari_game.worker import DEFAULT_START_METHOD, Worker, WorkerError, worker_process
@@ -9,6 +19,7 @@ from atari_game.worker import DEFAULT_START_METHOD, Worker, WorkerError, worker_
 __all__ = [
     "DEFAULT_START_METHOD",
     "LIFE_LOSS_MODES",
+    "OBS_TYPES",
     "AtariGameEnv",
     "Game",
     "GameOptions",
@@ -18,6 +29,8 @@ __all__ = [
     "Worker",
     "WorkerError",
     "action_meanings",
+    "game_difficulties",
+    "game_modes",
     "list_games",
     "make_game_pool",
     "register_games",

@@ -22,6 +22,7 @@ import numpy as np
 
 from atari_game.game import Game, list_games
 from atari_game.pool import GamePool
+from atari_game.spaces import action_space, observation_space
 
 # The Atari 2600 draws 60 frames per second (NTSC); an agent step lasts `frame_skip` of them.
 ATARI_FPS = 60
@@ -36,7 +37,7 @@ def _refuse_seed(options: dict[str, Any]) -> None:
         )
 
 
-class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64]):
+class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
     """One Atari game with all of `Game`'s preprocessing, as a Gymnasium `Env` (the five-value API).
 
     Args:
@@ -47,8 +48,10 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64]):
             game is seeded with fresh entropy (as ale-py's envs are), so that copies of the env made by
             Gymnasium's vector envs are not all the same game.
 
-    Spaces: ``observation_space`` is ``Box(0, 255, (stack, h, w), uint8)`` (``(4, 84, 84)`` by default, or
-    ``(h, w, stack)`` with ``channels_last``); ``action_space`` is ``Discrete(n_actions)``.
+    Spaces (`atari_game.spaces`): ``observation_space`` is ``Box(0, 255, (stack, h, w), uint8)`` (``(4, 84, 84)``
+    by default, or ``(h, w, stack)`` with ``channels_last``; ``obs_type`` and ``scale_obs`` change it as
+    `GameOptions.observation_shape` says, float32 in [0, 1] with ``scale_obs``); ``action_space`` is
+    ``Discrete(n_actions)``, or ``Box((0, -pi, 0), (1, pi, 1), (3,), float32)`` with ``continuous``.
 
     ``step(action) -> (obs, reward, terminated, truncated, info)``:
 
@@ -78,8 +81,8 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64]):
         self.render_mode = render_mode
         self.game = Game(game, seed=None, **game_options)
 
-        self.observation_space = gymnasium.spaces.Box(0, 255, self.game.observation_shape, np.uint8)
-        self.action_space = gymnasium.spaces.Discrete(self.game.n_actions)
+        self.observation_space = observation_space(self.game.options)
+        self.action_space = action_space(self.game.options)
         # Real-time playback (RecordVideo reads this) depends on this env's frame_skip, not the default's.
         self.metadata = {**self.metadata, "render_fps": ATARI_FPS / self.game.options.frame_skip}
         # The first observation of the episode the Game started by itself on a done step, for the next reset().

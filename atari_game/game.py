@@ -4,8 +4,10 @@ This is the `Game` of the labml PPO tutorial, rebuilt on `ale_py.ALEInterface`:
 
 * the action is repeated for `frame_skip` emulator frames and the rewards are summed;
 * the last two frames are max-pooled (Atari sprites flicker between frames), read as ALE's own
-  grayscale screen and resized to 84x84 with area interpolation;
-* the last `stack` processed frames are stacked channel-first, oldest first, as `uint8`;
+  grayscale screen (or its colour screen, or the console's RAM without pooling: `obs_type`) and resized
+  to 84x84 with area interpolation;
+* the last `stack` processed frames are stacked channel-first, oldest first, as `uint8` (float32 in
+  [0, 1] with `scale_obs`);
 * a lost life ends the episode (`done=True`) and the game restarts from scratch;
 * the step that ends an episode returns the episode's total reward and length.
 
@@ -20,7 +22,7 @@ import difflib
 import functools
 import operator
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import ale_py
 import cv2
@@ -35,6 +37,16 @@ ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 _MULTIPLAYER_ONLY = frozenset({"combat", "joust", "maze_craze", "warlords"})
 
 LIFE_LOSS_MODES = ("reset", "terminal", "ignore")
+OBS_TYPES = ("grayscale", "rgb", "ram")
+
+# The console's RAM, in bytes: what an observation of obs_type "ram" holds per frame.
+RAM_SIZE = 128
+
+# Continuous actions (ale-py's continuous=True) are (radius, angle, fire): the joystick's polar coordinates,
+# the angle in radians, and the fire button's pressure. These are their bounds, float32 as in ale-py.
+CONTINUOUS_ACTION_LOW = np.array([0.0, -np.pi, 0.0], dtype=np.float32)
+CONTINUOUS_ACTION_HIGH = np.array([1.0, np.pi, 1.0], dtype=np.float32)
+CONTINUOUS_ACTION_LOW.flags.writeable = CONTINUOUS_ACTION_HIGH.flags.writeable = False
 
 
 def _rom_ids() -> list[str]:
@@ -71,13 +83,67 @@ def resolve_game(name: str) -> str:
     raise ValueError(f"game: unknown game {name!r} ({hint}); atari_game.list_games() lists all {len(by_key)}")
 
 
+class _RomFacts(NamedTuple):
+    minimal_actions: tuple[str, ...]
+    legal_actions: tuple[str, ...]
+    modes: tuple[int, ...]
+    difficulties: tuple[int, ...]
+
+
 @functools.cache
+def _rom_facts(rom: str) -> _RomFacts:
+    # Loading a ROM takes ~0.1 s: validating options reads what they need from here, once per game.
+    ale = ale_py.ALEInterface()
+    ale.loadROM(roms.get_rom_path(rom))
+    return _RomFacts(
+        minimal_actions=tuple(action.name for action in ale.getMinimalActionSet()),
+        legal_actions=tuple(action.name for action in ale.getLegalActionSet()),
+        modes=tuple(int(mode) for mode in ale.getAvailableModes()),
+        difficulties=tuple(int(difficulty) for difficulty in ale.getAvailableDifficulties()),
+    )
+
+
 def action_meanings(game: str, full_action_space: bool = False) -> tuple[str, ...]:
     """The names of a game's actions in index order, e.g. ``("NOOP", "FIRE", "RIGHT", "LEFT")``."""
-    ale = ale_py.ALEInterface()
-    ale.loadROM(roms.get_rom_path(resolve_game(game)))
-    actions = ale.getLegalActionSet() if full_action_space else ale.getMinimalActionSet()
-    return tuple(action.name for action in actions)
+    facts = _rom_facts(resolve_game(game))
+    return facts.legal_actions if full_action_space else facts.minimal_actions
+
+
+def game_modes(game: str) -> tuple[int, ...]:
+    """The game's modes (ALE's ``getAvailableModes``), the valid values of the `mode` option: Breakout's are
+    ``(0, 4, 8, ..., 44)``."""
+    return _rom_facts(resolve_game(game)).modes
+
+
+def game_difficulties(game: str) -> tuple[int, ...]:
+    """The game's difficulties (ALE's ``getAvailableDifficulties``), the valid values of the `difficulty`
+    option: Breakout's are ``(0, 1)``."""
+    return _rom_facts(resolve_game(game)).difficulties
+
+
+def check_continuous_actions(actions: Any, shape: tuple[int, ...], name: str = "action") -> np.ndarray:
+    """Continuous `actions` as a float32 array of `shape` (``(3,)``, or ``(n, 3)`` for a pool), each row a
+    ``(radius, angle, fire)`` within `CONTINUOUS_ACTION_LOW` and `CONTINUOUS_ACTION_HIGH`.
+
+    Anything else raises `TypeError` (not real numbers) or `ValueError` (shape, NaN or infinity, out of
+    bounds) naming `name`, the valid range and the offending entry.
+    """
+    valid = f"{name} must be (radius in [0, 1], angle in [-pi, pi], fire in [0, 1]) as floats of shape {shape}"
+    try:
+        array = np.asarray(actions)
+    except ValueError:  # ragged nesting
+        raise TypeError(f"{valid}, got {actions!r}") from None
+    if array.dtype.kind not in "fiu":
+        raise TypeError(f"{valid}, got dtype {array.dtype}: {actions!r}")
+    if array.shape != shape:
+        raise ValueError(f"{valid}, got shape {array.shape}")
+    # ale-py computes the joystick from float32 values: so do we, with the same values.
+    floats = array.astype(np.float32)
+    bad = ~np.isfinite(floats) | (floats < CONTINUOUS_ACTION_LOW) | (floats > CONTINUOUS_ACTION_HIGH)
+    if bad.any():
+        entry = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{valid}, got {array[entry].item()} at index {entry}")
+    return floats
 
 
 def _check_int(name: str, value: Any, low: int) -> None:
@@ -90,6 +156,13 @@ def _check_int(name: str, value: Any, low: int) -> None:
 def _check_bool(name: str, value: Any) -> None:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+
+
+def _check_unit_interval(name: str, value: Any, what: str) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be {what} in [0, 1], got {type(value).__name__} {value!r}")
+    if not 0.0 <= value <= 1.0:  # also refuses NaN
+        raise ValueError(f"{name} must be {what} in [0, 1], got {value}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +198,27 @@ class GameOptions:
         max_episode_frames: emulator frames after which a game is truncated (108,000 frames = 30 minutes);
             the step that reaches it ends the episode. ``None``: no limit.
         full_action_space: use all 18 joystick actions instead of the game's minimal set.
+        obs_type: what an observation is made of. ``"grayscale"``: ALE's grayscale screen. ``"rgb"``: its
+            colour screen, max-pooled and resized per channel exactly as Gymnasium's
+            ``AtariPreprocessing(grayscale_obs=False)`` does. ``"ram"``: the console's 128 bytes of RAM
+            read after the step's last emulated frame (the frame the episode ended on, if it ended mid-step),
+            neither max-pooled nor resized. See `observation_shape` for the layouts.
+        scale_obs: observations are float32 in [0, 1], the uint8 values divided by 255 (in float32, exactly
+            as Gymnasium's ``scale_obs``), instead of uint8.
+        mode, difficulty: ALE's game mode and difficulty (Machado et al. 2018's "flavours"), set after every
+            ROM load as ale-py's ``AtariEnv`` sets them; one of `game_modes` / `game_difficulties` of the
+            game, or ``None`` for the ROM's default.
+        continuous: ALE's continuous actions, as ale-py's ``continuous=True``: an action is ``(radius, angle,
+            fire)`` (float32, bounds `CONTINUOUS_ACTION_LOW` / `CONTINUOUS_ACTION_HIGH`); the joystick is
+            pushed left/right when ``radius * cos(angle)`` is below ``-threshold`` / above ``threshold``,
+            down/up likewise with ``radius * sin(angle)``, fire is pressed when ``fire > threshold``, and
+            ``radius`` is the paddle strength. The resulting action is one of all 18 (ALE's legal set).
+        continuous_action_threshold: that ``threshold``, in [0, 1]; only valid with ``continuous=True``.
+        random_starts: after a game restart, play a uniformly random number of 0..random_starts (inclusive)
+            uniformly random agent actions, each for `frame_skip` frames, drawn from the Game's seeded
+            generator (with ``continuous``, uniform over the action bounds). Their rewards are not counted
+            and they are not steps of the episode. The order after a restart is: the NOOP start, then the
+            random start, then the FIRE step of `fire_reset`. A game that ends during them restarts at once.
     """
 
     game: str = "Breakout"
@@ -140,6 +234,13 @@ class GameOptions:
     sticky_actions: float = 0.0
     max_episode_frames: int | None = 108_000
     full_action_space: bool = False
+    obs_type: str = "grayscale"
+    scale_obs: bool = False
+    mode: int | None = None
+    difficulty: int | None = None
+    continuous: bool = False
+    continuous_action_threshold: float = 0.5
+    random_starts: int = 0
 
     @classmethod
     def from_kwargs(cls, **options: Any) -> GameOptions:
@@ -166,28 +267,76 @@ class GameOptions:
         for side in size:
             _check_int("size", side, low=1)
         normalise("size", (int(size[0]), int(size[1])))
-        for name in ("channels_last", "fire_reset", "clip_rewards", "full_action_space"):
+        for name in ("channels_last", "fire_reset", "clip_rewards", "full_action_space", "scale_obs", "continuous"):
             _check_bool(name, getattr(self, name))
         if self.life_loss not in LIFE_LOSS_MODES:
             raise ValueError(f"life_loss must be one of {LIFE_LOSS_MODES}, got {self.life_loss!r}")
         _check_int("noop_max", self.noop_max, low=0)
-        if isinstance(self.sticky_actions, bool) or not isinstance(self.sticky_actions, (int, float)):
-            raise TypeError(f"sticky_actions must be a probability in [0, 1], got {self.sticky_actions!r}")
-        if not 0.0 <= self.sticky_actions <= 1.0:  # also refuses NaN
-            raise ValueError(f"sticky_actions must be a probability in [0, 1], got {self.sticky_actions}")
+        _check_int("random_starts", self.random_starts, low=0)
+        _check_unit_interval("sticky_actions", self.sticky_actions, "a probability")
         if self.max_episode_frames is not None:
             _check_int("max_episode_frames", self.max_episode_frames, low=1)
-        if self.fire_reset and "FIRE" not in action_meanings(self.game):
+        if self.obs_type not in OBS_TYPES:
+            raise ValueError(f"obs_type must be one of {OBS_TYPES}, got {self.obs_type!r}")
+        _check_unit_interval("continuous_action_threshold", self.continuous_action_threshold, "a number")
+        if not self.continuous and self.continuous_action_threshold != 0.5:
+            raise ValueError(
+                f"continuous_action_threshold={self.continuous_action_threshold} needs continuous=True "
+                "(discrete actions have no threshold)"
+            )
+        normalise("continuous_action_threshold", float(self.continuous_action_threshold))
+        # Mode and difficulty: the ROM says which exist (read once per game).
+        facts = _rom_facts(self.game)
+        for name, plural, valid in (("mode", "modes", facts.modes), ("difficulty", "difficulties", facts.difficulties)):
+            value = getattr(self, name)
+            choices = f"{_display_name(self.game)}'s {plural} are {', '.join(map(str, valid))}, or None for the default"
+            if value is None:
+                continue
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{name} must be an integer or None ({choices}), got {type(value).__name__} {value!r}")
+            if value not in valid:
+                raise ValueError(f"{name}: {value} is not a {name} of {_display_name(self.game)} ({choices})")
+            normalise(name, int(value))
+        if self.fire_reset and "FIRE" not in facts.minimal_actions:
             raise ValueError(
                 f"fire_reset: {_display_name(self.game)} has no FIRE action "
-                f"(its actions: {', '.join(action_meanings(self.game))}); use fire_reset=False"
+                f"(its actions: {', '.join(facts.minimal_actions)}); use fire_reset=False"
             )
 
     @property
-    def observation_shape(self) -> tuple[int, int, int]:
-        """The shape of an observation: ``(stack, h, w)``, or ``(h, w, stack)`` with `channels_last`."""
+    def observation_shape(self) -> tuple[int, ...]:
+        """The shape of an observation, oldest frame first along the stacked axis (`stack` frames of `size`):
+
+        * ``"grayscale"``: ``(stack, h, w)``; with `channels_last` ``(h, w, stack)``.
+        * ``"rgb"``: ``(stack * 3, h, w)``, frame ``i``'s red, green and blue at channels ``3i, 3i+1, 3i+2``;
+          with `channels_last` ``(h, w, stack * 3)``: colour frames stacked as the channels of one image.
+        * ``"ram"``: ``(stack, 128)``; with `channels_last` ``(128, stack)``.
+        """
+        if self.obs_type == "ram":
+            return (RAM_SIZE, self.stack) if self.channels_last else (self.stack, RAM_SIZE)
         height, width = self.size
-        return (height, width, self.stack) if self.channels_last else (self.stack, height, width)
+        channels = self.stack * 3 if self.obs_type == "rgb" else self.stack
+        return (height, width, channels) if self.channels_last else (channels, height, width)
+
+    @property
+    def observation_dtype(self) -> np.dtype:
+        """``float32`` with `scale_obs`, else ``uint8``."""
+        return np.dtype(np.float32 if self.scale_obs else np.uint8)
+
+    @property
+    def observation_high(self) -> float:
+        """The largest observation value: 1.0 with `scale_obs`, else 255 (the smallest is 0)."""
+        return 1.0 if self.scale_obs else 255
+
+    @property
+    def action_meanings(self) -> tuple[str, ...]:
+        """The ALE actions an action is (discrete) or maps onto (`continuous`: all 18, as in ale-py)."""
+        return action_meanings(self.game, self.full_action_space or self.continuous)
+
+    @property
+    def n_actions(self) -> int | None:
+        """How many discrete actions there are; None with `continuous` (see `check_continuous_actions`)."""
+        return None if self.continuous else len(self.action_meanings)
 
 
 class Game:
@@ -198,8 +347,11 @@ class Game:
 
     * ``reset() -> obs`` restarts the game from scratch; call it before the first `step`.
     * ``step(action) -> (obs, reward, done, episode_info)``:
-      ``obs`` is ``uint8`` of shape ``(stack, 84, 84)`` (oldest frame first), a fresh array the Game never
-      touches again. ``reward`` is the float sum over the repeated frames (its sign with `clip_rewards`).
+      ``obs`` is ``uint8`` of shape ``(stack, 84, 84)`` (oldest frame first; in general
+      `GameOptions.observation_shape` and ``observation_dtype``), a fresh array the Game never touches again.
+      ``action`` is an integer in ``[0, n_actions)``, or with ``continuous=True`` a ``(radius, angle, fire)``
+      triple (see `check_continuous_actions`). ``reward`` is the float sum over the repeated frames (its
+      sign with `clip_rewards`).
       ``done`` is True on the step that ends the episode: a life lost (unless ``life_loss="ignore"``),
       game over, or truncation at `max_episode_frames`. The Game then starts the next episode itself, so
       on a done step ``obs`` is already the next episode's first observation, all `stack` slots holding
@@ -212,7 +364,7 @@ class Game:
     Gymnasium's vector envs report as the final observation): its newest frame is the screen the episode
     ended on, max-pooled with the frame before it when that was the step's second-to-last frame.
 
-    Rewards earned during NOOP and FIRE starts are not counted: the agent did not choose those actions.
+    Rewards earned during NOOP, random and FIRE starts are not counted: the agent did not choose those actions.
     """
 
     def __init__(self, game: str | int = "Breakout", seed: int | None = 0, **options: Any) -> None:
@@ -228,16 +380,27 @@ class Game:
         self.ale.setFloat("repeat_action_probability", float(opts.sticky_actions))
         self.ale.setInt("max_num_frames_per_episode", opts.max_episode_frames or 0)
         self._seed(opts.seed)
-        self._actions = self.ale.getLegalActionSet() if opts.full_action_space else self.ale.getMinimalActionSet()
-        self.action_meanings = tuple(action.name for action in self._actions)
-        self.n_actions = len(self._actions)
+        self.action_meanings, self.n_actions = opts.action_meanings, opts.n_actions
+        self._actions = [ale_py.Action[name] for name in self.action_meanings]
 
-        # Buffers reused every step: the last two grayscale screens, their max, and the frame stack.
+        # Buffers reused every step: the last two screens (or RAM), their max, and the frame stack. A screen
+        # is (210, 160) grayscale or (210, 160, 3) colour; the stack holds `stack` processed frames of
+        # (h, w), (h, w, 3) or (128,), oldest first, and `_write_observation` lays them out.
         height, width = self.ale.getScreenDims()
-        self._screens = np.zeros((2, height, width), dtype=np.uint8)
-        self._pooled = np.zeros((height, width), dtype=np.uint8)
-        self._stack = np.zeros((opts.stack, *opts.size), dtype=np.uint8)
+        screen, frame = {
+            "grayscale": ((height, width), opts.size),
+            "rgb": ((height, width, 3), (*opts.size, 3)),
+            "ram": ((RAM_SIZE,), (RAM_SIZE,)),
+        }[opts.obs_type]
+        # What reads a screen (or the RAM) into a buffer.
+        grabs = {"grayscale": self.ale.getScreenGrayscale, "rgb": self.ale.getScreenRGB, "ram": self.ale.getRAM}
+        self._grab = grabs[opts.obs_type]
+        self._max_pool = opts.obs_type != "ram"  # RAM is state, not a picture: sprites do not flicker in it
+        self._screens = np.zeros((2, *screen), dtype=np.uint8)
+        self._pooled = np.zeros(screen, dtype=np.uint8)
+        self._stack = np.zeros((opts.stack, *frame), dtype=np.uint8)
         self._dsize = (opts.size[1], opts.size[0])  # cv2 wants (width, height)
+        self._observation_axes = self._stack_axes()
         # As in Gymnasium, the first reset() starts the first game (and makes the first seeded NOOP draw).
         self.lives = 0
         self._started = False
@@ -261,33 +424,38 @@ class Game:
         self._rng = np.random.default_rng(int(numpy_seed))
         self.ale.setInt("random_seed", int(ale_seed.astype(np.int32)))
         self.ale.loadROM(roms.get_rom_path(self.options.game))
+        # Loading a ROM resets its mode and difficulty: set them after every load, as ale-py's AtariEnv does.
+        if self.options.mode is not None:
+            self.ale.setMode(self.options.mode)
+        if self.options.difficulty is not None:
+            self.ale.setDifficulty(self.options.difficulty)
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
         """Play one agent step; see the class docstring for what is returned."""
         if not self._started:
             raise RuntimeError(f"{self!r}: call reset() before the first step()")
-        ale_action = self._actions[self._check_action(action)]
+        ale_action, strength = self._ale_action(action)
         frame_skip, stop_on_life_loss = self.options.frame_skip, self.options.life_loss != "ignore"
 
         # Repeat the action, summing rewards; stop at once when the episode ends mid-step.
         reward = 0.0
         for frame in range(frame_skip):
-            reward += self.ale.act(ale_action)
+            reward += self.ale.act(ale_action, strength)
             done = self.ale.game_over() or (stop_on_life_loss and self.ale.lives() < self.lives)
             # Read the screens the observation is made of: the last two frames, or the one the episode ended on.
             if done or frame >= frame_skip - 2:
-                self.ale.getScreenGrayscale(self._screens[0 if done else frame_skip - 1 - frame])
+                self._grab(self._screens[0 if done else frame_skip - 1 - frame])
             if done:
                 break
 
-        # Max-pool the last two frames (only the final one if the episode ended earlier), shift the stack one
-        # frame older and resize into its newest slot.
-        if frame == frame_skip - 1 and frame_skip > 1:
+        # Max-pool the last two frames (only the final one if the episode ended earlier; never RAM), shift the
+        # stack one frame older and resize into its newest slot.
+        if frame == frame_skip - 1 and frame_skip > 1 and self._max_pool:
             pooled = np.maximum(self._screens[0], self._screens[1], out=self._pooled)
         else:
             pooled = self._screens[0]
         self._stack[:-1] = self._stack[1:]
-        cv2.resize(pooled, self._dsize, dst=self._stack[-1], interpolation=cv2.INTER_AREA)
+        self._resize(pooled, self._stack[-1])
 
         # Keep the statistics unclipped: they are what is reported, whatever the agent is trained on.
         self._episode_reward += reward
@@ -329,6 +497,14 @@ class Game:
                 self.ale.act(ale_py.Action.NOOP)
                 if self.ale.game_over():
                     self.ale.reset_game()
+        # Random start (the practical-RL course's StartWithRandomActions), from the same seeded generator.
+        if self.options.random_starts > 0:
+            for _ in range(self._rng.integers(0, self.options.random_starts + 1)):
+                ale_action, strength = self._ale_action(self._random_action())
+                for _ in range(self.options.frame_skip):  # frames after a game over do nothing in ALE
+                    self.ale.act(ale_action, strength)
+                if self.ale.game_over():
+                    self.ale.reset_game()
         self._game_reward, self._game_length = 0.0, 0
         self._start_episode()
 
@@ -340,15 +516,60 @@ class Game:
                 return self._restart_game()
         # Every stack slot starts as the current screen (nothing older belongs to this episode).
         self.lives = self.ale.lives()
-        self.ale.getScreenGrayscale(self._screens[0])
-        self._stack[:] = cv2.resize(self._screens[0], self._dsize, interpolation=cv2.INTER_AREA)
+        self._grab(self._screens[0])
+        self._resize(self._screens[0], self._stack[-1])
+        self._stack[:-1] = self._stack[-1]
         self._episode_reward, self._episode_length = 0.0, 0
 
+    def _resize(self, screen: np.ndarray, out: np.ndarray) -> None:
+        """Process one (pooled) screen into `out`, a slot of the stack: resized with area interpolation
+        (each colour channel alike), or for RAM copied as it is."""
+        if self.options.obs_type == "ram":
+            out[:] = screen
+        else:
+            cv2.resize(screen, self._dsize, dst=out, interpolation=cv2.INTER_AREA)
+
+    def _stack_axes(self) -> tuple[int, ...]:
+        """The order of the stack's axes ``(stack, *frame)`` in an observation, before the stack and colour
+        axes merge (see `GameOptions.observation_shape`)."""
+        if self.options.obs_type == "rgb":  # (stack, h, w, 3) -> (stack, 3, h, w), or (h, w, stack, 3)
+            return (1, 2, 0, 3) if self.options.channels_last else (0, 3, 1, 2)
+        # (stack, h, w) or (stack, 128): the stack axis first, or last with channels_last.
+        frame_axes = tuple(range(1, self._stack.ndim))
+        return (*frame_axes, 0) if self.options.channels_last else (0, *frame_axes)
+
+    def _write_observation(self, out: np.ndarray) -> None:
+        """Write the observation into `out`, a C-contiguous array of the observation's shape and dtype."""
+        frames = self._stack.transpose(self._observation_axes)
+        target = out.reshape(frames.shape)  # a view: (stack * 3, h, w) seen as (stack, 3, h, w), say
+        if self.options.scale_obs:
+            np.divide(frames, np.float32(255), out=target)  # in float32: exactly Gymnasium's uint8 / 255
+        else:
+            target[...] = frames
+
     def _observation(self) -> np.ndarray:
-        # A copy, so the caller's array never changes under it when the Game steps again.
-        if self.options.channels_last:
-            return np.ascontiguousarray(self._stack.transpose(1, 2, 0))
-        return self._stack.copy()
+        # A fresh array, so the caller's array never changes under it when the Game steps again.
+        out = np.empty(self.observation_shape, self.options.observation_dtype)
+        self._write_observation(out)
+        return out
+
+    def _ale_action(self, action: Any) -> tuple[ale_py.Action, float]:
+        """The ALE action and paddle strength of an agent action, validated before anything is played."""
+        if not self.options.continuous:
+            return self._actions[self._check_action(action)], 1.0
+        # ale-py's continuous mapping, computed as it computes it (float32).
+        radius, angle, fire = check_continuous_actions(action, (3,))
+        x, y = radius * np.cos(angle), radius * np.sin(angle)
+        threshold = self.options.continuous_action_threshold
+        vertical = "UP" if y > threshold else "DOWN" if y < -threshold else ""
+        horizontal = "RIGHT" if x > threshold else "LEFT" if x < -threshold else ""
+        return ale_py.Action[vertical + horizontal + ("FIRE" if fire > threshold else "") or "NOOP"], float(radius)
+
+    def _random_action(self) -> Any:
+        """A uniformly random agent action from the seeded generator: an index, or (continuous) a point of the box."""
+        if self.options.continuous:
+            return self._rng.uniform(CONTINUOUS_ACTION_LOW, CONTINUOUS_ACTION_HIGH).astype(np.float32)
+        return self._rng.integers(self.n_actions)
 
     def _check_action(self, action: Any) -> int:
         # Validate before acting, so a bad action leaves the game exactly as it was.

@@ -25,7 +25,8 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from atari_game.game import Game, GameOptions, action_meanings
+from atari_game.game import Game, GameOptions, check_continuous_actions
+from atari_game.spaces import action_space, observation_space
 from atari_game.worker import ParentEnd, check_main_guard, end_process, pipe, prepare_worker_process, start_context
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
@@ -38,11 +39,14 @@ class PoolError(RuntimeError):
 # --- the shared segment: the same named arrays in the parent and in every worker --------------------------
 
 
-def _layout(n_envs: int, obs_shape: tuple[int, ...]) -> dict[str, tuple[tuple[int, ...], type]]:
+def _layout(n_envs: int, options: GameOptions) -> dict[str, tuple[tuple[int, ...], type]]:
+    obs = ((n_envs, *options.observation_shape), options.observation_dtype)
+    # Continuous actions are (radius, angle, fire) rows, float32 as the Game computes with them.
+    actions = ((n_envs, 3), np.float32) if options.continuous else ((n_envs,), np.int64)
     return {
-        "obs": ((n_envs, *obs_shape), np.uint8),
-        "final_obs": ((n_envs, *obs_shape), np.uint8),
-        "actions": ((n_envs,), np.int64),
+        "obs": obs,
+        "final_obs": obs,
+        "actions": actions,
         "rewards": ((n_envs,), np.float64),
         "terminations": ((n_envs,), np.bool_),
         "truncations": ((n_envs,), np.bool_),
@@ -281,10 +285,12 @@ class GamePool(gymnasium.vector.VectorEnv):
             importing torch). "fork" and "spawn" work too. Under "forkserver" and "spawn" a script must start
             the pool under ``if __name__ == "__main__":`` (`check_main_guard` says so at once).
 
-    ``step(actions)`` takes integer actions of shape ``(n_envs,)`` and returns ``obs`` (``uint8``,
-    ``(n_envs, 4, 84, 84)`` by default), ``rewards`` (float64), ``terminations`` (a life or the game was
-    lost, as `life_loss` says), ``truncations`` (`max_episode_frames` reached) and ``info``: ``lives`` for
-    every env, and for envs whose episode ended ``info["episode"]["r"|"l"]`` (unclipped return and length)
+    ``step(actions)`` takes integer actions of shape ``(n_envs,)`` (with ``continuous=True``, floats of shape
+    ``(n_envs, 3)``) and returns ``obs`` (``uint8``, ``(n_envs, 4, 84, 84)`` by default; in general
+    ``(n_envs, *GameOptions.observation_shape)`` of ``observation_dtype``), ``rewards`` (float64),
+    ``terminations`` (a life or the game was lost, as `life_loss` says), ``truncations``
+    (`max_episode_frames` reached) and ``info``: ``lives`` for every env, and for envs whose episode ended
+    ``info["episode"]["r"|"l"]`` (unclipped return and length)
     with the mask ``info["_episode"]``, the layout of Gymnasium's vector ``RecordEpisodeStatistics``; when
     `life_loss` is not "reset" and a whole game ended, also ``info["game"]["r"|"l"]`` with ``info["_game"]``.
 
@@ -324,17 +330,17 @@ class GamePool(gymnasium.vector.VectorEnv):
         n_workers = n_workers or min(n_envs, self._default_n_workers())
 
         # What Gymnasium's VectorEnv promises.
-        self.action_meanings = action_meanings(self.options.game, self.options.full_action_space)
+        self.action_meanings = self.options.action_meanings
         self.num_envs = n_envs
-        self.single_observation_space = gymnasium.spaces.Box(0, 255, self.options.observation_shape, np.uint8)
-        self.single_action_space = gymnasium.spaces.Discrete(len(self.action_meanings))
+        self.single_observation_space = observation_space(self.options)
+        self.single_action_space = action_space(self.options)
         self.observation_space = gymnasium.vector.utils.batch_space(self.single_observation_space, n_envs)
         self.action_space = gymnasium.vector.utils.batch_space(self.single_action_space, n_envs)
         self.metadata = {"autoreset_mode": self.autoreset_mode}
 
         # The arrays and the workers; a finalizer owns both from the moment they exist, so that close(),
         # garbage collection and interpreter exit all leave nothing behind.
-        self._layout = _layout(n_envs, self.options.observation_shape)
+        self._layout = _layout(n_envs, self.options)
         self._workers: list[Any] = []
         self._shared = self._open()
         self._restarts = 0  # workers replaced so far: a replacement's games get seeds never used before
@@ -545,7 +551,10 @@ class GamePool(gymnasium.vector.VectorEnv):
             raise PoolError(self._broken)
 
     def _check_actions(self, actions: Any, count: int) -> np.ndarray:
-        """Actions as an int64 array of shape (count,), refused before anything is sent if they are not valid."""
+        """Actions as an int64 array of shape (count,) (continuous: float32 (count, 3)), refused before anything
+        is sent if they are not valid."""
+        if self.options.continuous:
+            return check_continuous_actions(actions, (count, 3), name="actions")
         n_actions = self.single_action_space.n
         array = np.asarray(actions)
         if array.shape != (count,):

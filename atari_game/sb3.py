@@ -51,7 +51,11 @@ class GamePoolVecEnv(VecEnv):
 
     Spaces: ``observation_space`` is the single env's ``Box(0, 255, (4, 84, 84), uint8)``, channel-first,
     which SB3's ``CnnPolicy`` takes as an image as it is (``(84, 84, 4)`` with ``channels_last=True``, which
-    SB3 then wraps in ``VecTransposeImage`` itself); ``action_space`` is ``Discrete(n_actions)``.
+    SB3 then wraps in ``VecTransposeImage`` itself); ``action_space`` is ``Discrete(n_actions)``. Both are
+    the pool's (`atari_game.spaces`), so they follow ``obs_type``, ``scale_obs`` and ``continuous``:
+    ``obs_type="rgb"`` gives ``(12, 84, 84)``, still an image for ``CnnPolicy``; with ``scale_obs`` the
+    observations are float32 in [0, 1], which ``CnnPolicy`` takes with ``policy_kwargs={"normalize_images":
+    False}``; ``obs_type="ram"`` is ``(4, 128)``, for ``MlpPolicy``; ``continuous`` gives a ``Box`` of 3.
 
     ``reset() -> obs``: ``uint8 (n_envs, 4, 84, 84)``. Restarts every game; the seeds set by `seed` (env
     ``i`` gets ``seed + i``) apply to this reset only, as in SB3. ``reset_infos[i]`` is ``{"lives": int}``.

@@ -35,6 +35,40 @@ def test_check_env_passes_without_warnings(no_warnings, life_loss):
     env.close()
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"obs_type": "rgb"},
+        {"obs_type": "rgb", "channels_last": True, "scale_obs": True},
+        {"obs_type": "ram"},
+        {"obs_type": "grayscale", "scale_obs": True, "mode": 4, "difficulty": 1, "random_starts": 5},
+        {"continuous": True, "obs_type": "ram", "scale_obs": True},
+    ],
+)
+def test_check_env_passes_with_every_observation_type_and_continuous_actions(options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # ale-py's own continuous bounds, (0, -pi, 0)..(1, pi, 1), are not the [-1, 1] box the checker suggests.
+        warnings.filterwarnings("ignore", message=".*we recommend using a symmetric and normalized space")
+        env = gym.make("atari_game/Breakout-v0", render_mode="rgb_array", **options)
+        check_env(env.unwrapped)
+    options = env.unwrapped.game.options
+    assert env.observation_space.shape == options.observation_shape
+    assert env.observation_space.dtype == options.observation_dtype
+    assert env.observation_space.high.max() == (1.0 if options.scale_obs else 255)
+    expected_actions = (
+        gym.spaces.Box(np.float32([0, -np.pi, 0]), np.float32([1, np.pi, 1]))
+        if options.continuous
+        else gym.spaces.Discrete(4)
+    )
+    assert env.action_space == expected_actions
+    obs, _ = env.reset(seed=0)
+    for _ in range(30):
+        assert env.observation_space.contains(obs)
+        obs, *_ = env.step(env.action_space.sample())
+    env.close()
+
+
 def test_make_passes_the_options_and_reports_the_spaces(no_warnings):
     env = gym.make("atari_game/MsPacman-v0", frame_skip=3, size=(64, 48), channels_last=True, life_loss="terminal")
     game = env.unwrapped.game
@@ -198,7 +232,7 @@ def test_every_game_is_registered_once_with_both_entry_points(no_warnings):
 def test_importing_atari_game_loads_no_rom_and_starts_no_process():
     check = (
         "import multiprocessing, gymnasium, atari_game;"
-        "assert atari_game.action_meanings.cache_info().currsize == 0;"
+        "assert atari_game.game._rom_facts.cache_info().currsize == 0;"
         "assert not multiprocessing.active_children();"
         "assert 'atari_game/Pong-v0' in gymnasium.registry"
     )
@@ -236,6 +270,17 @@ def test_make_vec_passes_pool_options_and_refuses_rendering():
         assert len(envs.unwrapped._workers) == 1 and envs.single_action_space.n == 6
     with pytest.raises(ValueError, match=r"a GamePool does not render; use make_vec.*vectorization_mode='sync'"):
         gym.make_vec("atari_game/Pong-v0", num_envs=2, vectorization_mode="vector_entry_point", render_mode="rgb_array")
+
+
+def test_make_vec_takes_the_new_options_with_matching_spaces(no_warnings):
+    options = {"obs_type": "rgb", "scale_obs": True, "continuous": True, "random_starts": 3}
+    with gym.make_vec("atari_game/Pong-v0", num_envs=2, vectorization_mode="vector_entry_point", **options) as envs:
+        assert envs.single_observation_space == gym.spaces.Box(0, 1, (12, 84, 84), np.float32)
+        assert envs.single_action_space.shape == (3,) and envs.action_space.shape == (2, 3)
+        obs, _ = envs.reset(seed=0)
+        for _ in range(10):
+            assert envs.observation_space.contains(obs)
+            obs, *_ = envs.step(envs.action_space.sample())
 
 
 def test_pool_under_record_episode_statistics_and_normalize_reward(no_warnings):

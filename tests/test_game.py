@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from atari_game import Game, GameOptions, action_meanings, list_games, resolve_game
+from atari_game import Game, GameOptions, action_meanings, game_difficulties, game_modes, list_games, resolve_game
 
 NOOP, FIRE = 0, 1
 
@@ -358,6 +358,26 @@ def test_integer_like_actions_are_accepted(action):
         ({"seed": -1}, ValueError, "seed must be an integer >= 0"),
         ({"game": 3.0}, TypeError, "game must be a string"),
         ({"frameskip": 4}, TypeError, "unknown game option 'frameskip' \\(did you mean 'frame_skip'\\?\\); valid"),
+        ({"obs_type": "color"}, ValueError, r"obs_type must be one of \('grayscale', 'rgb', 'ram'\), got 'color'"),
+        ({"obs_type": None}, ValueError, r"obs_type must be one of \('grayscale', 'rgb', 'ram'\)"),
+        ({"scale_obs": 1}, TypeError, "scale_obs must be True or False, got int 1"),
+        ({"mode": 3}, ValueError, "mode: 3 is not a mode of Breakout \\(Breakout's modes are 0, 4, 8, .*, 44, or None"),
+        ({"mode": "4"}, TypeError, "mode must be an integer or None \\(Breakout's modes are 0, 4,"),
+        ({"mode": True}, TypeError, "mode must be an integer or None"),
+        ({"difficulty": 2}, ValueError, r"difficulty: 2 is not a difficulty of Breakout \(.*difficulties are 0, 1, or"),
+        ({"difficulty": 1.0}, TypeError, "difficulty must be an integer or None"),
+        ({"game": "Pong", "difficulty": 4}, ValueError, "Pong's difficulties are 0, 1, 2, 3"),
+        ({"continuous": "yes"}, TypeError, "continuous must be True or False"),
+        (
+            {"continuous": True, "continuous_action_threshold": 1.5},
+            ValueError,
+            r"threshold must be a number in \[0, 1\]",
+        ),
+        ({"continuous": True, "continuous_action_threshold": math.nan}, ValueError, r"must be a number in \[0, 1\]"),
+        ({"continuous": True, "continuous_action_threshold": "0.5"}, TypeError, r"must be a number in \[0, 1\]"),
+        ({"continuous_action_threshold": 0.3}, ValueError, "continuous_action_threshold=0.3 needs continuous=True"),
+        ({"random_starts": -1}, ValueError, "random_starts must be an integer >= 0, got -1"),
+        ({"random_starts": 2.0}, TypeError, "random_starts must be an integer >= 0, got float"),
     ],
 )
 def test_bad_options_name_the_argument_and_the_valid_range(options, error, message):
@@ -365,3 +385,179 @@ def test_bad_options_name_the_argument_and_the_valid_range(options, error, messa
         Game(**options)
     with pytest.raises(error, match=message):
         GameOptions.from_kwargs(**options)
+
+
+# --- observation types, scaling, modes, continuous actions, random starts -----------------------------
+
+
+@pytest.mark.parametrize("scale_obs", [False, True])
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize(
+    ("obs_type", "shape", "shape_last"),
+    [("grayscale", (4, 84, 84), (84, 84, 4)), ("rgb", (12, 84, 84), (84, 84, 12)), ("ram", (4, 128), (128, 4))],
+)
+def test_observation_shape_and_dtype_of_every_obs_type(obs_type, shape, shape_last, channels_last, scale_obs):
+    game = Game("Breakout", obs_type=obs_type, channels_last=channels_last, scale_obs=scale_obs)
+    dtype = np.float32 if scale_obs else np.uint8
+    assert game.observation_shape == game.options.observation_shape == (shape_last if channels_last else shape)
+    assert game.options.observation_dtype == dtype
+    for obs in [game.reset()] + [obs for obs, *_ in play(game, random_actions(game, 20))]:
+        assert obs.shape == game.observation_shape and obs.dtype == dtype
+        assert obs.min() >= 0 and obs.max() <= (1.0 if scale_obs else 255) and obs.any()
+
+
+def test_rgb_layouts_stack_whole_colour_frames_oldest_first():
+    first, last = Game("MsPacman", seed=4, obs_type="rgb"), Game("MsPacman", seed=4, obs_type="rgb", channels_last=True)
+    gray = Game("MsPacman", seed=4)
+    previous = first.reset()
+    last.reset(), gray.reset()
+    for action in random_actions(first, 100):
+        obs, _, done, _ = first.step(action)
+        # (12, h, w) is 4 frames of (R, G, B), the numbers of (h, w, 12): channel 3i + c is frame i, colour c.
+        assert np.array_equal(last.step(action)[0], obs.reshape(4, 3, 84, 84).transpose(2, 3, 0, 1).reshape(84, 84, 12))
+        gray.step(action)
+        if not done:
+            assert np.array_equal(obs[:-3], previous[3:])  # the stack moves one whole colour frame
+        previous = obs
+    assert not np.array_equal(obs[-3], obs[-2])  # really colour: the channels differ
+
+
+def test_ram_is_the_console_ram_after_the_step_s_last_frame_and_never_pooled():
+    game = Game("Breakout", obs_type="ram", fire_reset=True)
+    previous = game.reset()
+    assert np.array_equal(previous[-1], game.ale.getRAM())
+    for action in random_actions(game, 200):
+        obs, _, done, _ = game.step(action)
+        assert np.array_equal(obs[-1], game.ale.getRAM())  # a done step: the next episode's first RAM
+        if not done:
+            assert np.array_equal(obs[:-1], previous[1:])
+        previous = obs
+
+
+def test_scale_obs_is_the_uint8_observation_divided_by_255():
+    raw, scaled = Game("Pong", seed=1, obs_type="ram"), Game("Pong", seed=1, obs_type="ram", scale_obs=True)
+    assert np.array_equal(scaled.reset(), raw.reset().astype(np.float32) / 255)
+    for action in random_actions(raw, 100):
+        assert np.array_equal(scaled.step(action)[0], raw.step(action)[0].astype(np.float32) / 255)
+
+
+def test_observation_types_do_not_change_the_trajectory():
+    games = [Game("Breakout", seed=2, fire_reset=True, obs_type=obs_type) for obs_type in ("grayscale", "rgb", "ram")]
+    for game in games:
+        game.reset()
+    for action in random_actions(games[0], 300):
+        steps = [game.step(action)[1:] for game in games]
+        assert steps[0] == steps[1] == steps[2]
+
+
+def test_mode_and_difficulty_survive_reset_with_a_seed():
+    def observations(game):
+        return [obs for obs, *_ in play(game, random_actions(game, 150))]
+
+    flavoured = Game("SpaceInvaders", seed=0, mode=5, difficulty=1)
+    flavoured.reset(seed=9)  # reloads the ROM, which resets the mode: it must be set again
+    fresh = Game("SpaceInvaders", seed=9, mode=5, difficulty=1)
+    fresh.reset()
+    plain = Game("SpaceInvaders", seed=9)
+    plain.reset()
+    expected = observations(fresh)
+    assert all(np.array_equal(a, b) for a, b in zip(observations(flavoured), expected, strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(observations(plain), expected, strict=True))
+
+
+def test_modes_and_difficulties_are_listed_per_game():
+    assert game_modes("Breakout") == tuple(range(0, 45, 4)) and game_difficulties("breakout") == (0, 1)
+    assert game_modes("Pong") == (0, 1) and game_difficulties("ALE/Pong-v5") == (0, 1, 2, 3)
+
+
+def test_continuous_games_take_polar_actions_and_map_them_onto_all_18():
+    game = Game("Breakout", continuous=True)
+    assert game.n_actions is None and len(game.action_meanings) == 18
+    game.reset()
+    for action in ([1.0, 0.0, 1.0], np.array([0.5, -3.0, 0.0], dtype=np.float64), (0, 0, 0)):
+        assert game.step(action)[0].shape == (4, 84, 84)
+
+
+@pytest.mark.parametrize(
+    ("action", "error", "message"),
+    [
+        (
+            1,
+            ValueError,
+            r"action must be \(radius in \[0, 1\], angle in \[-pi, pi\], fire in \[0, 1\]\).*got shape \(\)",
+        ),
+        ([1.0, 0.0], ValueError, r"of shape \(3,\), got shape \(2,\)"),
+        ([1.0, 0.0, math.nan], ValueError, r"got nan at index \(2,\)"),
+        ([1.5, 0.0, 0.0], ValueError, r"got 1.5 at index \(0,\)"),
+        ([1.0, 4.0, 0.0], ValueError, r"got 4.0 at index \(1,\)"),
+        ([-0.1, 0.0, 0.0], ValueError, r"at index \(0,\)"),
+        (["1", "0", "0"], TypeError, "got dtype <U1"),
+        ([True, False, True], TypeError, "got dtype bool"),
+        ([1.0, [0.0], 0.0], TypeError, "action must be"),
+        (None, TypeError, "got dtype object"),
+    ],
+)
+def test_bad_continuous_actions_are_refused_and_leave_the_game_usable(action, error, message):
+    game = Game("Breakout", continuous=True)
+    game.reset()
+    frames = game.ale.getEpisodeFrameNumber()
+    with pytest.raises(error, match=message):
+        game.step(action)
+    assert game.ale.getEpisodeFrameNumber() == frames
+    game.step([1.0, 0.0, 0.0])
+
+
+def start_draws(seed, resets, random_starts, n_actions, noop_max=0):
+    """The Game's seeded draws for `resets` game restarts: (NOOP count, random-start count) for each."""
+    rng = np.random.default_rng(int(np.random.SeedSequence(seed).generate_state(n_words=2)[0]))
+    draws = []
+    for _ in range(resets):
+        noops = int(rng.integers(1, noop_max + 1)) if noop_max else 0
+        count = int(rng.integers(0, random_starts + 1))
+        for _ in range(count):
+            rng.integers(n_actions)
+        draws.append((noops, count))
+    return draws
+
+
+@pytest.mark.parametrize("options", [{}, {"noop_max": 30, "fire_reset": True}])
+def test_random_starts_play_0_to_n_seeded_random_actions_after_the_noop_start(options):
+    resets, n, frame_skip = 60, 3, 4
+    game = Game("Breakout", seed=8, random_starts=n, **options)
+    frames = []
+    for _ in range(resets):
+        game.reset()
+        frames.append(game.ale.getEpisodeFrameNumber())
+    # The NOOP start's frames, then frame_skip frames per random action, then the FIRE step: the draws are
+    # the NOOP count first, then the random-start count and its actions, from the Game's seeded generator.
+    draws = start_draws(8, resets, n, game.n_actions, options.get("noop_max", 0))
+    fire = frame_skip if options else 0
+    assert frames == [noops + frame_skip * count + fire for noops, count in draws]
+    assert {count for _, count in draws} == {0, 1, 2, 3}  # 0..n inclusive
+    again = Game("Breakout", seed=8, random_starts=n, **options)
+    assert [again.reset() is not None and again.ale.getEpisodeFrameNumber() for _ in range(resets)] == frames
+
+
+def test_random_starts_rewards_and_actions_are_not_part_of_the_episode():
+    # Space Invaders scores during the random start; the same actions played as agent steps by a plain
+    # game show what the random start earned, which the episode must not count.
+    seed, n = 5, 60  # 58 random actions, 15 points
+    started = Game("SpaceInvaders", seed=seed, random_starts=n, life_loss="ignore")
+    started.reset()
+    rng = np.random.default_rng(int(np.random.SeedSequence(seed).generate_state(n_words=2)[0]))
+    start_actions = [rng.integers(started.n_actions) for _ in range(rng.integers(0, n + 1))]
+    plain = Game("SpaceInvaders", seed=seed, life_loss="ignore")
+    plain.reset()
+    start_reward = sum(plain.step(action)[1] for action in start_actions)
+    assert start_reward > 0 and len(start_actions) > 0
+    for action in random_actions(started, 3000):
+        _, reward, done, info = started.step(action)
+        _, plain_reward, plain_done, plain_info = plain.step(action)
+        # The same emulator from here on: the random start was the plain game's first agent steps.
+        assert np.array_equal(started.ale.getRAM(), plain.ale.getRAM()) or done
+        assert reward == plain_reward and done == plain_done
+        if done:
+            assert info["reward"] == plain_info["reward"] - start_reward
+            assert info["length"] == plain_info["length"] - len(start_actions)
+            return
+    pytest.fail("no game ended")

@@ -13,6 +13,7 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 from atari_game import Game
+from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW
 from atari_game.pool import GamePool, PoolError
 
 OPTIONS = {"game": "Breakout", "fire_reset": True, "noop_max": 30}
@@ -202,6 +203,41 @@ def test_async_misuse_is_refused(pool_factory):
     pool.step([0, 0, 0, 0])
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"game": "Breakout", "obs_type": "rgb", "scale_obs": True, "fire_reset": True},
+        {"game": "Pong", "obs_type": "ram", "continuous": True, "max_episode_frames": 400},
+    ],
+    ids=["rgb-scaled", "ram-continuous"],
+)
+def test_pool_plays_the_local_games_with_new_observation_types_and_continuous_actions(pool_factory, options):
+    n_envs, seed, steps = 3, 4, 150
+    rng = np.random.default_rng(0)
+    if options.get("continuous"):
+        actions = rng.uniform(CONTINUOUS_ACTION_LOW, CONTINUOUS_ACTION_HIGH, size=(steps, n_envs, 3)).astype(np.float32)
+    else:
+        actions = rng.integers(4, size=(steps, n_envs))
+    local = [play_one(seed + i, actions[:, i], True, **options) for i in range(n_envs)]
+    pool = pool_factory(n_envs, seed=seed, n_workers=2, autoreset_mode=AutoresetMode.SAME_STEP, **options)
+    assert pool._shared["actions"].shape == pool.action_space.shape  # (n, 3) float32 when continuous
+    obs, _ = pool.reset()
+    assert pool.observation_space.contains(obs) and np.array_equal(obs, np.stack([first for first, _ in local]))
+    ended = 0
+    for t, row in enumerate(actions):
+        assert pool.action_space.contains(row)
+        obs, rewards, terms, truncs, info = pool.step(row)
+        expected = [steps[t] for _, steps in local]
+        assert obs.dtype == pool.single_observation_space.dtype and pool.observation_space.contains(obs)
+        assert np.array_equal(obs, np.stack([step[0] for step in expected]))
+        assert list(rewards) == [step[1] for step in expected]
+        assert list(terms | truncs) == [step[2] or step[3] for step in expected]
+        for i in np.flatnonzero(info.get("_final_obs", [])):
+            assert np.array_equal(info["final_obs"][i], expected[i][4][1])
+            ended += 1
+    assert ended >= 2
+
+
 # --- bad input --------------------------------------------------------------------------------------
 
 
@@ -227,6 +263,24 @@ def test_bad_actions_are_refused_before_anything_is_sent(pool_factory, actions, 
 
 
 @pytest.mark.parametrize(
+    ("actions", "error", "message"),
+    [
+        ([0, 1, 2], ValueError, r"actions must be \(radius in \[0, 1\], .* of shape \(3, 3\), got shape \(3,\)"),
+        (np.zeros((2, 3)), ValueError, r"got shape \(2, 3\)"),
+        ([[1, 0, 0], [1, 0, np.inf], [1, 0, 0]], ValueError, r"got inf at index \(1, 2\)"),
+        ([[1, 0, 0], [1, -3.2, 0], [1, 0, 0]], ValueError, r"got -3.2 at index \(1, 1\)"),
+        (np.ones((3, 3), bool), TypeError, "got dtype bool"),
+    ],
+)
+def test_bad_continuous_actions_are_refused_before_anything_is_sent(pool_factory, actions, error, message):
+    pool = pool_factory(3, **OPTIONS, continuous=True)
+    pool.reset()
+    with pytest.raises(error, match=message):
+        pool.step(actions)
+    assert pool.step(np.zeros((3, 3)))[0].shape == (3, 4, 84, 84)
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"n_envs": 0}, r"n_envs must be an integer in \[1, 65536\], got 0"),
@@ -235,6 +289,9 @@ def test_bad_actions_are_refused_before_anything_is_sent(pool_factory, actions, 
         ({"n_envs": 2, "autoreset_mode": "Disabled"}, r"autoreset_mode must be one of \['NextStep', 'SameStep'\]"),
         ({"n_envs": 2, "frame_skip": 0}, "frame_skip must be an integer >= 1"),
         ({"n_envs": 2, "game": "Pongg"}, "unknown game 'Pongg'"),
+        ({"n_envs": 2, "obs_type": "rgba"}, "obs_type must be one of"),
+        ({"n_envs": 2, "mode": 2}, "mode: 2 is not a mode of Breakout"),
+        ({"n_envs": 2, "random_starts": -2}, "random_starts must be an integer >= 0"),
     ],
 )
 def test_bad_pool_options_fail_before_any_process_or_memory_exists(kwargs, message):

@@ -53,6 +53,25 @@ def test_spaces_shapes_and_dtypes(make_env):
 
 
 @pytest.mark.parametrize(
+    ("options", "shape", "dtype"),
+    [
+        ({"obs_type": "rgb"}, (12, 84, 84), np.uint8),
+        ({"obs_type": "ram", "scale_obs": True, "continuous": True}, (4, 128), np.float32),
+        ({"obs_type": "rgb", "channels_last": True, "scale_obs": True}, (84, 84, 12), np.float32),
+    ],
+)
+def test_spaces_follow_the_observation_type_scaling_and_continuous_actions(make_env, options, shape, dtype):
+    env = make_env(2, seed=0, n_workers=1, **BREAKOUT, **options)
+    assert env.observation_space == gymnasium.spaces.Box(0, 1.0 if dtype == np.float32 else 255, shape, dtype)
+    assert env.action_space == env.pool.single_action_space
+    assert isinstance(env.action_space, gymnasium.spaces.Box) == bool(options.get("continuous"))
+    obs = env.reset()
+    assert obs.shape == (2, *shape) and obs.dtype == dtype
+    obs, *_ = env.step(np.stack([env.action_space.sample() for _ in range(2)]))
+    assert obs.shape == (2, *shape) and obs.dtype == dtype
+
+
+@pytest.mark.parametrize(
     "options",
     [
         # Raw rewards; short truncation, so that both terminated and truncated episodes come up.

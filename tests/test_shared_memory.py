@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 
+from atari_game.game import GameOptions
 from atari_game.pool import _layout, _padded
 
 SCRIPT = textwrap.dedent(
@@ -54,7 +55,7 @@ def test_a_pool_that_does_not_fit_in_dev_shm_fails_at_once_saying_why(tmp_path):
     # The one that does not is refused before any worker starts, with nothing left behind.
     assert result.stdout.splitlines()[1] == "left [] 0"
     assert result.returncode == 1
-    needed = sum(_padded(shape, dtype) for shape, dtype in _layout(100, (4, 84, 84)).values())
+    needed = sum(_padded(shape, dtype) for shape, dtype in _layout(100, GameOptions(game="Pong")).values())
     assert result.stderr.strip().splitlines()[-1] == (
         f"OSError: [Errno 28] no room in shared memory (/dev/shm) for the pool's 100 envs: they need {needed:,} bytes "
         f"({needed / 2**20:.1f} MiB), {needed // 100:,} bytes each, and 4,194,304 bytes (4.0 MiB) are free. Give "
