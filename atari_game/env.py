@@ -15,6 +15,7 @@ five values and its automatic episode restarts into Gymnasium's ``reset()`` prot
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium
@@ -78,6 +79,12 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         _refuse_seed(game_options)
+        if isinstance(game, (list, tuple)):  # make_vec passes its kwargs to every env of "sync" and "async"
+            raise TypeError(
+                f"game: an AtariGameEnv plays one game, got a list of {len(game)}; a list naming each env's game is "
+                "for a GamePool: gymnasium.make_vec(id, num_envs=len(games), vectorization_mode='vector_entry_point', "
+                "game=games)"
+            )
         self.render_mode = render_mode
         self.game = Game(game, seed=None, **game_options)
 
@@ -146,9 +153,15 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         return f"AtariGameEnv({self.game.name!r})"
 
 
-def make_game_pool(num_envs: int, game: str = "Breakout", render_mode: str | None = None, **options: Any) -> GamePool:
+def make_game_pool(
+    num_envs: int, game: str | Sequence[str] = "Breakout", render_mode: str | None = None, **options: Any
+) -> GamePool:
     """The vector entry point: ``gymnasium.make_vec(id, num_envs=n, vectorization_mode="vector_entry_point",
     **options)`` calls ``make_game_pool(num_envs=n, game=<the id's game>, **options)``.
+
+    ``make_vec(id, num_envs=n, vectorization_mode="vector_entry_point", game=[...])`` (a list of `n` games)
+    makes a mixed `GamePool`: Gymnasium lets the call's keyword arguments replace the id's own ``game``, so any
+    ``atari_game/<Name>-v0`` id will do.
 
     `options` are `GamePool`'s (``n_workers``, ``autoreset_mode``, ...) and `Game`'s. As for `AtariGameEnv`,
     ``seed`` is refused (``reset(seed=s)`` seeds env ``i`` with ``s + i``, as Gymnasium's vector envs do) and

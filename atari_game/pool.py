@@ -18,6 +18,7 @@ import os
 import shutil
 import traceback
 import weakref
+from collections.abc import Sequence
 from multiprocessing import connection, shared_memory
 from typing import Any
 
@@ -114,8 +115,10 @@ def _attach(name: str) -> shared_memory.SharedMemory:
 class GameBlock:
     """The games one worker hosts, played on command into arrays of the pool's layout.
 
-    ``arrays`` holds one row per hosted env (row ``k`` is env ``env_ids[k]``): a `GamePool` worker passes
-    its rows of the shared segment, a `RayGamePool` actor arrays of its own that it returns through Ray.
+    ``options`` holds each env's `Game` options but the seed (a mixed pool's envs differ in ``game``), in
+    the order of ``env_ids``. ``arrays`` holds one row per hosted env (row ``k`` is env ``env_ids[k]``): a
+    `GamePool` worker passes its rows of the shared segment, a `RayGamePool` actor arrays of its own that it
+    returns through Ray.
     """
 
     def __init__(
@@ -123,12 +126,13 @@ class GameBlock:
         env_ids: list[int],
         seeds: list[int | None],
         next_step_autoreset: bool,
-        options: dict[str, Any],
+        options: list[dict[str, Any]],
         arrays: dict[str, np.ndarray],
     ) -> None:
         self.env_ids, self.next_step_autoreset, self.arrays = env_ids, next_step_autoreset, arrays
         self.row = {i: k for k, i in enumerate(env_ids)}
-        self.games = {i: Game(seed=seed, **options) for i, seed in zip(env_ids, seeds, strict=True)}
+        games = zip(env_ids, seeds, options, strict=True)
+        self.games = {i: Game(seed=seed, **env_options) for i, seed, env_options in games}
         # Next-step autoreset: the envs whose episode ended on their last step, with their next first observation.
         self.owed: dict[int, np.ndarray] = {}
 
@@ -198,7 +202,7 @@ def pool_worker(
     env_ids: list[int],
     seeds: list[int | None],
     next_step_autoreset: bool,
-    options: dict[str, Any],
+    options: list[dict[str, Any]],
 ) -> None:
     """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment and run its commands.
 
@@ -262,12 +266,73 @@ def _check_count(name: str, value: Any, low: int, high: int) -> int:
     return int(value)
 
 
+def _check_games(
+    n_envs: int, game: str | Sequence[str], seed: int | None, game_options: dict[str, Any]
+) -> tuple[GameOptions, tuple[str, ...]]:
+    """The options every env shares (with env 0's game) and each env's game as its ROM id, from one game
+    name or a list of one per env; each game is validated with the options, before any process starts."""
+    if isinstance(game, str):
+        games = [game] * n_envs
+    elif isinstance(game, (list, tuple)):
+        if len(game) != n_envs:
+            raise ValueError(f"game: a list of games names one game per env, got {len(game)} for n_envs={n_envs}")
+        for i, name in enumerate(game):
+            if not isinstance(name, str):
+                raise TypeError(f"game[{i}] must be a game name such as 'Breakout', got {type(name).__name__} {name!r}")
+        games = list(game)
+    else:
+        raise TypeError(f"game must be a game name or a list of one per env, got {type(game).__name__} {game!r}")
+    # Every game with the same options: GameOptions says if an option does not fit a game (mode, fire_reset).
+    by_name = {name: GameOptions.from_kwargs(game=name, seed=seed, **game_options) for name in dict.fromkeys(games)}
+    roms = tuple(by_name[name].game for name in games)
+    # One pool has one action space (continuous actions are one Box for every game); observations are alike
+    # anyway, their shape following the options alone.
+    shared = by_name[games[0]]
+    by_actions: dict[tuple[str, ...], list[str]] = {}
+    for options in by_name.values():
+        by_actions.setdefault(options.action_meanings, []).append(options.game)
+    if len(by_actions) > 1 and not shared.continuous:
+        sets = [
+            f"{len(actions)} actions ({', '.join(actions)}) in {_describe_games(tuple(having))}"
+            for actions, having in list(by_actions.items())[:4]
+        ]
+        more = f"; and {len(by_actions) - 4} more action sets" if len(by_actions) > 4 else ""
+        # ALE gives all 18 actions to nearly every game, but not all (with ale-py 0.12, LostLuggage and Skiing have 9).
+        fix = (
+            "choose games with the same full action set (ALE gives a few games fewer than 18)"
+            if shared.full_action_space
+            else "pass full_action_space=True (ALE's 18 actions in nearly every game), or choose games with the same "
+            "minimal action set (atari_game.action_meanings(game) lists a game's)"
+        )
+        kind = "full" if shared.full_action_space else "minimal"
+        raise ValueError(
+            f"game: these games' {kind} action sets differ, and a pool has one action space: "
+            f"{'; '.join(sets)}{more}. To mix them, {fix}"
+        )
+    return shared, roms
+
+
+def _describe_games(games: tuple[str, ...]) -> str:
+    """The distinct games of `games` for a message: ``"breakout"``, ``"breakout, pong"``, or the first four
+    and how many more."""
+    distinct = list(dict.fromkeys(games))
+    more = f" and {len(distinct) - 4} more games" if len(distinct) > 4 else ""
+    return ", ".join(distinct[:4]) + more
+
+
 class GamePool(gymnasium.vector.VectorEnv):
     """`n_envs` `Game`s in `n_workers` processes, with the Gymnasium `VectorEnv` API and EnvPool-style async.
 
     Args:
         n_envs: how many games. Env ``i`` is seeded with ``seed + i``.
-        game, seed, **game_options: as for `Game`, all validated here before any process starts.
+        game, seed, **game_options: as for `Game`, all validated here before any process starts. `game` may
+            also be a list naming each env's game (length `n_envs`): a mixed pool, for multi-task work. Every
+            game takes the same options (each validated for each game: a `mode` it lacks, `fire_reset` without
+            FIRE are refused naming the game) and so has the same observation space. The games must share
+            one action space: with ``full_action_space=True`` ALE's full set (18 actions in all games but
+            LostLuggage and Skiing), with ``continuous`` the same `Box`; otherwise their minimal action sets
+            must be the same (Pong, SpaceInvaders and DemonAttack share 6; Breakout and Kaboom 4). Games
+            whose sets differ raise a `ValueError` naming the sets and the fix.
         n_workers: worker processes (default: one per available core, at most `n_envs`); the envs are
             split into contiguous blocks, one per worker.
         autoreset_mode: Gymnasium's ``AutoresetMode.NEXT_STEP`` (the default) or ``SAME_STEP`` (the
@@ -293,9 +358,16 @@ class GamePool(gymnasium.vector.VectorEnv):
     ``info["episode"]["r"|"l"]`` (unclipped return and length)
     with the mask ``info["_episode"]``, the layout of Gymnasium's vector ``RecordEpisodeStatistics``; when
     `life_loss` is not "reset" and a whole game ended, also ``info["game"]["r"|"l"]`` with ``info["_game"]``.
+    ``info["game_name"]`` (object array, with the mask ``info["_game_name"]``, all True) names each env's game
+    by its ROM id, as `games` does; on a whole `step` these two arrays are the same read-only arrays every time.
+
+    Attributes: ``games``, the ROM id of each env's game (a tuple of `n_envs`, e.g. ``("breakout", "kaboom")``);
+    ``options``, the `GameOptions` every env shares, with env 0's ``game``; ``action_meanings``, the actions all
+    envs share.
 
     Async, as in EnvPool: ``send(actions, env_ids)`` starts those envs; ``recv()`` waits until `batch_size`
-    envs have finished and returns them (the first to finish) with ``info["env_id"]``.
+    envs have finished and returns them (the first to finish) with ``info["env_id"]`` (and their
+    ``info["game_name"]``).
 
     The shared memory (in /dev/shm) is all taken when the pool starts: where there is no room for it, the
     pool raises `OSError` at once, saying how much it needs and how much is free.
@@ -304,7 +376,7 @@ class GamePool(gymnasium.vector.VectorEnv):
     def __init__(
         self,
         n_envs: int,
-        game: str = "Breakout",
+        game: str | Sequence[str] = "Breakout",
         seed: int | None = 0,
         *,
         n_workers: int | None = None,
@@ -316,8 +388,8 @@ class GamePool(gymnasium.vector.VectorEnv):
         **game_options: Any,
     ) -> None:
         # Validate everything before any process or shared memory exists.
-        self.options = GameOptions.from_kwargs(game=game, seed=seed, **game_options)
         n_envs = _check_count("n_envs", n_envs, 1, 1 << 16)
+        self.options, self.games = _check_games(n_envs, game, seed, game_options)
         if n_workers is not None:
             n_workers = _check_count("n_workers", n_workers, 1, n_envs)
         self.batch_size = _check_count("batch_size", n_envs if batch_size is None else batch_size, 1, n_envs)
@@ -337,6 +409,10 @@ class GamePool(gymnasium.vector.VectorEnv):
         self.observation_space = gymnasium.vector.utils.batch_space(self.single_observation_space, n_envs)
         self.action_space = gymnasium.vector.utils.batch_space(self.single_action_space, n_envs)
         self.metadata = {"autoreset_mode": self.autoreset_mode}
+        # info["game_name"] of a whole step, made once: read-only, so every step can hand out the same arrays.
+        self._game_names = np.array(self.games, dtype=object)
+        self._every_env = np.ones(n_envs, bool)
+        self._game_names.flags.writeable = self._every_env.flags.writeable = False
 
         # The arrays and the workers; a finalizer owns both from the moment they exist, so that close(),
         # garbage collection and interpreter exit all leave nothing behind.
@@ -361,7 +437,8 @@ class GamePool(gymnasium.vector.VectorEnv):
         """What `GameBlock` takes for the envs `env_ids`, but the arrays."""
         options = dataclasses.asdict(self.options)
         del options["seed"]
-        return env_ids, self._seeds(env_ids), self.autoreset_mode == AutoresetMode.NEXT_STEP, options
+        per_env = [{**options, "game": self.games[i]} for i in env_ids]
+        return env_ids, self._seeds(env_ids), self.autoreset_mode == AutoresetMode.NEXT_STEP, per_env
 
     # --- the local transport: worker processes and a shared-memory segment (RayGamePool overrides these) ---
 
@@ -433,7 +510,9 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._ready.clear()
         self._infos.clear()
         self._restarted.clear()
-        return self._observations(), {"lives": self._shared["lives"].copy(), "_lives": np.ones(self.num_envs, bool)}
+        info = {"lives": self._shared["lives"].copy(), "_lives": np.ones(self.num_envs, bool)}
+        info["game_name"], info["_game_name"] = self._game_names, self._every_env
+        return self._observations(), info
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Play one step of every env; see the class docstring."""
@@ -564,7 +643,8 @@ class GamePool(gymnasium.vector.VectorEnv):
         bad = np.flatnonzero((array < 0) | (array >= n_actions))
         if bad.size:
             raise ValueError(
-                f"actions must be in [0, {n_actions}) for {self.options.game} ({', '.join(self.action_meanings)}); "
+                f"actions must be in [0, {n_actions}) for {_describe_games(self.games)} "
+                f"({', '.join(self.action_meanings)}); "
                 f"entry {bad[0]} is {array[bad[0]]}"
             )
         return array.astype(np.int64, copy=False)
@@ -580,8 +660,10 @@ class GamePool(gymnasium.vector.VectorEnv):
             obs, rewards, terminations = shared["obs"][ids], shared["rewards"][ids], shared["terminations"][ids]
             truncations, lives = shared["truncations"][ids], shared["lives"][ids]
         info: dict[str, Any] = {"lives": lives, "_lives": np.ones(len(ids), bool)}
-        if not whole:
-            info["env_id"] = ids
+        if whole:
+            info["game_name"], info["_game_name"] = self._game_names, self._every_env
+        else:
+            info["env_id"], info["game_name"], info["_game_name"] = ids, self._game_names[ids], np.ones(len(ids), bool)
         if self._restarted:
             restarted = np.array([i in self._restarted for i in ids.tolist()])
             self._restarted.difference_update(ids.tolist())
@@ -617,4 +699,10 @@ class GamePool(gymnasium.vector.VectorEnv):
 
     def __repr__(self) -> str:
         state = ", closed" if self.closed else ""
-        return f"{type(self).__name__}({self.num_envs} x {self.options.game!r}, {len(self._workers)} workers{state})"
+        distinct = len(set(self.games))
+        games = (
+            f"{self.num_envs} x {self.games[0]!r}"
+            if distinct == 1
+            else f"{self.num_envs} envs of {distinct} games: {_describe_games(self.games)}"
+        )
+        return f"{type(self).__name__}({games}, {len(self._workers)} workers{state})"

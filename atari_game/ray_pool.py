@@ -22,6 +22,7 @@ import functools
 import os
 import time
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,7 @@ def _actor_class() -> Any:
 class GameActor:
     """A Ray actor hosting one `GameBlock` over arrays of its own: one call per step for all its games."""
 
-    def __init__(self, env_ids: list[int], seeds: list, next_step_autoreset: bool, options: dict, layout: dict):
+    def __init__(self, env_ids: list[int], seeds: list, next_step_autoreset: bool, options: list, layout: dict):
         prepare_worker_process()
         self.arrays = {name: np.zeros((len(env_ids), *shape[1:]), dtype) for name, (shape, dtype) in layout.items()}
         self.block = GameBlock(env_ids, seeds, next_step_autoreset, options, self.arrays)
@@ -114,8 +115,8 @@ class RayGamePool(GamePool):
     """`GamePool` with its games on Ray actors: the same `VectorEnv` API, sync and async, on a Ray cluster.
 
     Args:
-        n_envs, game, seed, autoreset_mode, batch_size, copy, **game_options: as for `GamePool`; the same
-            seed gives the same observations as a local `GamePool`.
+        n_envs, game, seed, autoreset_mode, batch_size, copy, **game_options: as for `GamePool` (`game` may
+            be a list naming each env's game); the same seed gives the same observations as a local `GamePool`.
         n_workers: Ray actors (default: as many as the cluster's CPUs allow with `actor_options`, at most
             `n_envs`); the envs are split into contiguous blocks, one per actor.
         address: the Ray cluster to connect to if this process has not called ``ray.init()``: ``"auto"``
@@ -133,7 +134,7 @@ class RayGamePool(GamePool):
     def __init__(
         self,
         n_envs: int,
-        game: str = "Breakout",
+        game: str | Sequence[str] = "Breakout",
         seed: int | None = 0,
         *,
         n_workers: int | None = None,

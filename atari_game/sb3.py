@@ -15,6 +15,7 @@ translates its Gymnasium vector API into SB3's: four-value ``step``, one info di
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ class GamePoolVecEnv(VecEnv):
         n_envs: how many games. Env ``i`` is seeded with ``seed + i``.
         game, seed, **options: as for `GamePool` (``n_workers``, ``start_method``, ``restart_workers``, ...)
             and `Game` (``life_loss``, ``noop_max``, ``fire_reset``, ``clip_rewards``, ...), validated by them.
+            `game` may be a list naming each env's game, for a mixed pool (see `GamePool`).
             ``autoreset_mode`` and ``copy`` are refused: SB3 needs same-step autoreset and fresh arrays
             (its rollout buffer stores the previous observation after the next step).
 
@@ -58,7 +60,8 @@ class GamePoolVecEnv(VecEnv):
     False}``; ``obs_type="ram"`` is ``(4, 128)``, for ``MlpPolicy``; ``continuous`` gives a ``Box`` of 3.
 
     ``reset() -> obs``: ``uint8 (n_envs, 4, 84, 84)``. Restarts every game; the seeds set by `seed` (env
-    ``i`` gets ``seed + i``) apply to this reset only, as in SB3. ``reset_infos[i]`` is ``{"lives": int}``.
+    ``i`` gets ``seed + i``) apply to this reset only, as in SB3. ``reset_infos[i]`` is ``{"lives": int,
+    "game_name": str}``.
 
     ``step(actions) -> (obs, rewards, dones, infos)`` with integer ``actions`` of shape ``(n_envs,)``:
 
@@ -67,8 +70,9 @@ class GamePoolVecEnv(VecEnv):
     * ``rewards``: ``float32 (n_envs,)``, the sign of the raw reward with ``clip_rewards=True``.
     * ``dones``: ``bool (n_envs,)``, terminated or truncated (a life lost, as ``life_loss`` says; game over;
       ``max_episode_frames`` reached).
-    * ``infos[i]``: ``"lives"`` (int) and ``"TimeLimit.truncated"`` (truncated and not terminated: SB3 then
-      bootstraps from the final observation) on every step; on a done step ``"terminal_observation"``, the
+    * ``infos[i]``: ``"lives"`` (int), ``"game_name"`` (the env's game, its ROM id as in ``pool.games``) and
+      ``"TimeLimit.truncated"`` (truncated and not terminated: SB3 then bootstraps from the final observation)
+      on every step; on a done step ``"terminal_observation"``, the
       ended episode's last observation (``uint8 (4, 84, 84)``). When a worker died and ``restart_workers``
       replaced it, its envs are done and truncated with ``"worker_restarted": True`` and no final observation.
     * ``infos[i]["episode"] = {"r": float, "l": int, "t": float}``, SB3 `Monitor`'s layout, on the step that
@@ -84,7 +88,9 @@ class GamePoolVecEnv(VecEnv):
     `env_method` and `render` raise ``NotImplementedError``.
     """
 
-    def __init__(self, n_envs: int, game: str = "Breakout", seed: int | None = 0, **options: Any) -> None:
+    def __init__(
+        self, n_envs: int, game: str | Sequence[str] = "Breakout", seed: int | None = 0, **options: Any
+    ) -> None:
         fixed = [name for name in _FIXED_POOL_OPTIONS if name in options]
         if fixed:
             raise TypeError(
@@ -104,7 +110,9 @@ class GamePoolVecEnv(VecEnv):
         if any(self._options):
             raise ValueError(f"reset options are not supported (set_options gave {self._options!r})")
         obs, info = self.pool.reset(seed=list(self._seeds))
-        self.reset_infos = [{"lives": int(lives)} for lives in info["lives"]]
+        self.reset_infos = [
+            {"lives": int(lives), "game_name": name} for lives, name in zip(info["lives"], self.pool.games, strict=True)
+        ]
         # SB3's rule: seeds and options apply to one reset.
         self._reset_seeds()
         self._reset_options()
@@ -132,6 +140,7 @@ class GamePoolVecEnv(VecEnv):
         for i in range(self.num_envs):
             env_info: dict[str, Any] = {
                 "lives": int(info["lives"][i]),
+                "game_name": self.pool.games[i],
                 "TimeLimit.truncated": bool(truncations[i] and not terminations[i]),
             }
             if final[i]:

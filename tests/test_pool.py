@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-from atari_game import Game
+from atari_game import Game, resolve_game
 from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW
 from atari_game.pool import GamePool, PoolError
 
@@ -95,14 +95,31 @@ def play_one(seed, actions, same_step, **options):
     return first, steps
 
 
+# One game; a mixed pool of games with the same minimal action set; one of games with different ones.
+GAME_LISTS = {
+    "one-game": ("Breakout", {}),
+    "mixed-minimal-actions": (["Breakout", "Kaboom", "Breakout", "Kaboom", "Breakout"], {}),
+    "mixed-full-actions": (["Breakout", "Seaquest", "Breakout", "Pong", "Breakout"], {"full_action_space": True}),
+}
+
+
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
-def test_pool_plays_exactly_the_local_games(pool_factory, mode):
-    n_envs, seed, options = 5, 7, {**OPTIONS, "life_loss": "terminal"}
-    actions = np.random.default_rng(0).integers(4, size=(400, n_envs))
-    local = [play_one(seed + i, actions[:, i], mode == AutoresetMode.SAME_STEP, **options) for i in range(n_envs)]
-    pool = pool_factory(n_envs, seed=seed, n_workers=2, autoreset_mode=mode, **options)
-    obs, _ = pool.reset()
+@pytest.mark.parametrize("games", GAME_LISTS)
+def test_pool_plays_exactly_the_local_games(pool_factory, mode, games):
+    n_envs, seed, (game, extra) = 5, 7, GAME_LISTS[games]
+    options = {**OPTIONS, "life_loss": "terminal", **extra}
+    env_games = [game] * n_envs if isinstance(game, str) else game
+    pool = pool_factory(n_envs, seed=seed, n_workers=2, autoreset_mode=mode, **{**options, "game": game})
+    actions = np.random.default_rng(0).integers(pool.single_action_space.n, size=(400, n_envs))
+    local = [
+        play_one(seed + i, actions[:, i], mode == AutoresetMode.SAME_STEP, **{**options, "game": env_games[i]})
+        for i in range(n_envs)
+    ]
+    obs, info = pool.reset()
     assert np.array_equal(obs, np.stack([first for first, _ in local]))
+    # Each env's game, by its ROM id, in pool.games and in every info.
+    assert pool.games == tuple(resolve_game(name) for name in env_games)
+    assert info["game_name"].tolist() == list(pool.games) and info["_game_name"].all()
     episodes_seen = games_seen = 0
     for t, row in enumerate(actions):
         obs, rewards, terms, truncs, info = pool.step(row)
@@ -110,6 +127,7 @@ def test_pool_plays_exactly_the_local_games(pool_factory, mode):
         assert np.array_equal(obs, np.stack([step[0] for step in expected]))
         assert list(rewards) == [step[1] for step in expected]
         assert list(terms) == [step[2] for step in expected] and list(truncs) == [step[3] for step in expected]
+        assert info["game_name"].tolist() == list(pool.games)
         ended = [i for i, step in enumerate(expected) if step[4] is not None]
         assert list(np.flatnonzero(info.get("_episode", np.zeros(n_envs, bool)))) == ended
         for i in ended:
@@ -292,6 +310,26 @@ def test_bad_continuous_actions_are_refused_before_anything_is_sent(pool_factory
         ({"n_envs": 2, "obs_type": "rgba"}, "obs_type must be one of"),
         ({"n_envs": 2, "mode": 2}, "mode: 2 is not a mode of Breakout"),
         ({"n_envs": 2, "random_starts": -2}, "random_starts must be an integer >= 0"),
+        # Mixed pools: the game list, the action sets, each game's options.
+        (
+            {"n_envs": 3, "game": ["Pong", "Breakout"]},
+            "game: a list of games names one game per env, got 2 for n_envs=3",
+        ),
+        ({"n_envs": 2, "game": ["Pong", 7]}, "game\\[1\\] must be a game name such as 'Breakout', got int 7"),
+        ({"n_envs": 2, "game": {"Pong"}}, "game must be a game name or a list of one per env, got set"),
+        ({"n_envs": 2, "game": ["Pong", "Pongg"]}, "unknown game 'Pongg'"),
+        (
+            {"n_envs": 3, "game": ["Pong", "Breakout", "Pong"]},
+            r"game: these games' minimal action sets differ, and a pool has one action space: 6 actions \(NOOP, FIRE, "
+            r"RIGHT, LEFT, RIGHTFIRE, LEFTFIRE\) in pong; 4 actions \(NOOP, FIRE, RIGHT, LEFT\) in breakout\. "
+            r"To mix them, pass full_action_space=True",
+        ),
+        (
+            {"n_envs": 2, "game": ["Pong", "Skiing"], "full_action_space": True},
+            r"full action sets differ.*9 actions \(.*\) in skiing\. To mix them, choose games with the same full",
+        ),
+        ({"n_envs": 2, "game": ["Pong", "Freeway"], "fire_reset": True}, "fire_reset: Freeway has no FIRE action"),
+        ({"n_envs": 2, "game": ["Breakout", "Kaboom"], "mode": 4}, "mode: 4 is not a mode of Kaboom"),
     ],
 )
 def test_bad_pool_options_fail_before_any_process_or_memory_exists(kwargs, message):
@@ -438,12 +476,14 @@ def test_fifty_create_close_cycles_grow_nothing():
         with GamePool(2, n_workers=2, game="Pong") as pool:
             pool.reset()
             pool.step([0, 0])
+        return pool._segment.name
 
     cycle()  # the first one starts the fork server and the resource tracker
-    before = (len(children()), fds(), len(shm_segments()))
-    for _ in range(50):
-        cycle()
-    assert (len(children()), fds(), len(shm_segments())) == before
+    before = (len(children()), fds())
+    # Only this test's own segments are counted: other processes on the machine make and delete theirs.
+    segments = [cycle() for _ in range(50)]
+    assert (len(children()), fds()) == before
+    assert len(set(segments)) == 50 and not set(segments) & shm_segments()
 
 
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
