@@ -272,6 +272,21 @@ def test_make_vec_passes_pool_options_and_refuses_rendering():
         gym.make_vec("atari_game/Pong-v0", num_envs=2, vectorization_mode="vector_entry_point", render_mode="rgb_array")
 
 
+def test_make_vec_takes_a_list_of_games_for_a_mixed_pool(no_warnings):
+    games = ["Pong", "SpaceInvaders", "DemonAttack"]  # their minimal action sets are the same 6
+    # The call's game replaces the id's: any atari_game id gives the pool.
+    with gym.make_vec(
+        "atari_game/Breakout-v0", num_envs=3, vectorization_mode="vector_entry_point", game=games
+    ) as envs:
+        assert envs.unwrapped.games == ("pong", "space_invaders", "demon_attack") and envs.single_action_space.n == 6
+        obs, info = envs.reset(seed=4)
+        assert all(np.array_equal(obs[i], Game(game, seed=4 + i).reset()) for i, game in enumerate(games))
+        assert info["game_name"].tolist() == ["pong", "space_invaders", "demon_attack"]
+    # The single envs of "sync" and "async" play one game each: a list says where it belongs.
+    with pytest.raises(TypeError, match=r"an AtariGameEnv plays one game, got a list of 3; .*'vector_entry_point'"):
+        gym.make_vec("atari_game/Breakout-v0", num_envs=3, vectorization_mode="sync", game=games)
+
+
 def test_make_vec_takes_the_new_options_with_matching_spaces(no_warnings):
     options = {"obs_type": "rgb", "scale_obs": True, "continuous": True, "random_starts": 3}
     with gym.make_vec("atari_game/Pong-v0", num_envs=2, vectorization_mode="vector_entry_point", **options) as envs:

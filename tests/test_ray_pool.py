@@ -88,6 +88,17 @@ def test_same_seed_same_games_as_the_local_pool_with_actors_spread_over_both_nod
     assert all(np.array_equal(a, b) for a, b in zip(played, expected, strict=True))
 
 
+def test_a_mixed_pool_plays_the_same_games_as_the_local_one(ray_pool):
+    options = {**OPTIONS, "game": ["Breakout", "Kaboom", "Kaboom", "Breakout"]}  # the same 4 actions
+    pool = ray_pool(4, n_workers=2, **options)
+    with GamePool(4, n_workers=1, **options) as local:
+        expected = play(local, 100, seed=5)
+    assert pool.games == local.games == ("breakout", "kaboom", "kaboom", "breakout")
+    played = play(pool, 100, seed=5)
+    assert all(np.array_equal(a, b) for a, b in zip(played, expected, strict=True))
+    assert pool.step(np.zeros(4, np.int64))[4]["game_name"].tolist() == list(pool.games)
+
+
 def test_async_send_recv_returns_the_first_actors_to_finish(ray_pool):
     pool = ray_pool(4, n_workers=2, batch_size=2, **OPTIONS)
     pool.reset(seed=0)

@@ -44,12 +44,12 @@ def test_spaces_shapes_and_dtypes(make_env):
     assert env.action_space == gymnasium.spaces.Discrete(4)
     obs = env.reset()
     assert obs.shape == (3, 4, 84, 84) and obs.dtype == np.uint8
-    assert env.reset_infos == [{"lives": 5}] * 3
+    assert env.reset_infos == [{"lives": 5, "game_name": "breakout"}] * 3
     obs, rewards, dones, infos = env.step(np.array([0, 1, 2]))
     assert obs.shape == (3, 4, 84, 84) and obs.dtype == np.uint8
     assert rewards.shape == (3,) and rewards.dtype == np.float32
     assert dones.shape == (3,) and dones.dtype == np.bool_
-    assert infos == [{"lives": 5, "TimeLimit.truncated": False}] * 3
+    assert infos == [{"lives": 5, "game_name": "breakout", "TimeLimit.truncated": False}] * 3
 
 
 @pytest.mark.parametrize(
@@ -78,14 +78,17 @@ def test_spaces_follow_the_observation_type_scaling_and_continuous_actions(make_
         {**BREAKOUT, "clip_rewards": False, "max_episode_frames": 200},
         # Clipped rewards to learn on; MsPacman scores 10 and more a dot, so the clipped sum differs.
         {"game": "MsPacman", "clip_rewards": True, "max_episode_frames": 400},
+        # A mixed pool: three games with the same 9 actions, each env playing its own.
+        {"game": ["MsPacman", "Asterix", "CrazyClimber"], "clip_rewards": True, "max_episode_frames": 400},
     ],
-    ids=["raw", "clipped"],
+    ids=["raw", "clipped", "mixed"],
 )
 def test_plays_the_local_games_with_terminal_observations_and_unclipped_episode_stats(make_env, options):
     n_envs, seed = 3, 4
     env = make_env(n_envs, seed=seed, n_workers=2, **options)
     # The truth: local Games with the same seeds and actions, with raw rewards (clipping changes nothing else).
-    games = [Game(seed=seed + i, **{**options, "clip_rewards": False}) for i in range(n_envs)]
+    names = [options["game"]] * n_envs if isinstance(options["game"], str) else options["game"]
+    games = [Game(seed=seed + i, **{**options, "game": name, "clip_rewards": False}) for i, name in enumerate(names)]
     assert np.array_equal(env.reset(), np.stack([game.reset() for game in games]))
     raw_sums, clipped_sums, lengths = np.zeros(n_envs), np.zeros(n_envs), np.zeros(n_envs, int)
     ended = {"terminated": 0, "truncated": 0, "clipping_shows": 0}
@@ -95,7 +98,7 @@ def test_plays_the_local_games_with_terminal_observations_and_unclipped_episode_
             game_obs, raw, done, episode = game.step(actions[i])
             assert np.array_equal(obs[i], game_obs)  # on a done step: the next episode's first observation
             assert rewards[i] == np.float32(np.sign(raw) if options["clip_rewards"] else raw)
-            assert dones[i] == done and infos[i]["lives"] == game.lives
+            assert dones[i] == done and infos[i]["lives"] == game.lives and infos[i]["game_name"] == game.options.game
             raw_sums[i], clipped_sums[i], lengths[i] = raw_sums[i] + raw, clipped_sums[i] + rewards[i], lengths[i] + 1
             if not done:
                 assert "terminal_observation" not in infos[i] and "episode" not in infos[i]
@@ -200,7 +203,7 @@ def test_a_restarted_worker_shows_as_truncated_envs_without_a_terminal_observati
     os.kill(worker_pids(env.pool)[0], signal.SIGKILL)
     _, _, dones, infos = env.step(np.zeros(4, int))
     assert list(dones) == [True, True, False, False]
-    assert infos[0] == {"lives": 5, "TimeLimit.truncated": True, "worker_restarted": True}
+    assert infos[0] == {"lives": 5, "game_name": "breakout", "TimeLimit.truncated": True, "worker_restarted": True}
     assert "worker_restarted" not in infos[2]
 
 
