@@ -31,6 +31,15 @@ OUR_GAME = {"game": "Breakout", "noop_max": NOOP_MAX, "life_loss": "ignore", "ma
 CORES = len(os.sched_getaffinity(0))
 
 
+def _cpu_model() -> str:
+    with open("/proc/cpuinfo") as info:
+        names = [line.split(":", 1)[1].strip() for line in info if line.startswith("model name")]
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+MACHINE = f"{_cpu_model()}, {CORES} cores"
+
+
 # --- the systems: each builder returns (step(actions), close()) for N envs ------------------------------
 
 
@@ -161,19 +170,24 @@ EXTRAS = {"atari_game RayGamePool": "ray"}
 
 def cpu_seconds() -> float:
     """User + system CPU time of this process, its threads and all its descendants, from /proc."""
-    tick, total, pending = os.sysconf("SC_CLK_TCK"), 0, [os.getpid()]
+    total, pending = 0.0, [os.getpid()]
     while pending:
         pid = pending.pop()
         try:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
+            total += _process_cpu(pid)
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as children:
                     pending += [int(child) for child in children.read().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return total / tick
+    return total
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of one process (its threads included), from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(step: Callable, n: int, seconds: float, rng: np.random.Generator) -> dict[str, float]:
@@ -214,18 +228,81 @@ def emulator_ceiling(seconds: float) -> float:
     return frames / emulating * CORES / FRAME_SKIP
 
 
+# --- the parent's share: what one parent can feed ---------------------------------------------------------
+
+
+def parent_cpu(n_envs: int, n_workers: int, steps: int) -> dict[str, float]:
+    """The parent's own CPU µs per batch step of a `copy=False` GamePool (the workers' CPU is not counted),
+    and its workers' CPU µs per agent step."""
+    actions = np.random.default_rng(0).integers(4, size=(steps + 5, n_envs))
+    with GamePool(n_envs, n_workers=n_workers, copy=False, **OUR_GAME) as pool:
+        pool.reset(seed=0)
+        for row in actions[:5]:  # warm-up
+            pool.step(row)
+        pids = [worker.process.pid for worker in pool._workers]
+        workers_start, start = sum(map(_process_cpu, pids)), time.process_time()
+        for row in actions[5:]:
+            pool.step(row)
+        parent, workers = time.process_time() - start, sum(map(_process_cpu, pids)) - workers_start
+    return {"parent_us_per_step": 1e6 * parent / steps, "worker_us_per_agent_step": 1e6 * workers / steps / n_envs}
+
+
+def fit_parent(grid: list[dict[str, float]]) -> tuple[float, float, float]:
+    """Least-squares fit of the parent's CPU per batch step as per-step + per-worker x W + per-env x N (µs)."""
+    design = np.array([[1.0, run["workers"], run["envs"]] for run in grid])
+    cost = np.array([run["parent_us_per_step"] for run in grid])
+    per_step, per_worker, per_env = np.linalg.lstsq(design, cost, rcond=None)[0]
+    return float(per_step), float(per_worker), float(per_env)
+
+
+def ceiling(fit: tuple[float, float, float], n_workers: int, n_envs: int) -> float:
+    """Env steps/s one parent can drive at W workers x N envs, if the workers were infinitely fast."""
+    per_step, per_worker, per_env = fit
+    return n_envs / (per_step + per_worker * n_workers + per_env * n_envs) * 1e6
+
+
+def parent_grid(workers: list[int], envs: list[int], steps: int, json_path: Path) -> None:
+    """Measure the parent's CPU per batch step over W x N (N >= W), fit it and print the ceiling it implies."""
+    grid = []
+    for n_workers in workers:
+        for n_envs in [n for n in envs if n >= n_workers]:
+            run = {"workers": n_workers, "envs": n_envs, **parent_cpu(n_envs, n_workers, steps)}
+            grid.append(run)
+            print(
+                f"W={n_workers:3} N={n_envs:4}: parent {run['parent_us_per_step']:8,.0f} µs per batch step, "
+                f"workers {run['worker_us_per_agent_step']:5,.0f} µs per agent step",
+                flush=True,
+            )
+    fit = fit_parent(grid)
+    print(f"\nparent CPU per batch step ≈ {fit[0]:.1f} µs + {fit[1]:.2f} µs x workers + {fit[2]:.2f} µs x envs")
+    for n_workers, n_envs in ((16, 64), (64, 256), (256, 1024)):
+        rate = ceiling(fit, n_workers, n_envs)
+        print(f"one parent's ceiling at {n_workers} workers x {n_envs} envs: {rate:,.0f} env steps/s")
+    print(f"and at most {1e6 / fit[2]:,.0f} env steps/s however many envs per worker (1 / per-env cost)")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps({"machine": MACHINE, "grid": grid, "fit_us": fit}, indent=1))
+    print(f"\nall measurements: {json_path}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="atari-game bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, nargs="+", default=[4, 8, 16, 32])
+    parser.add_argument("--envs", type=int, nargs="+", help="default: 4 8 16 32 (--parent-grid: 64 128 256)")
+    parser.add_argument(
+        "--parent-grid", action="store_true", help="measure the parent's CPU per batch step over --workers x --envs"
+    )
+    parser.add_argument("--workers", type=int, nargs="+", default=[2, 8, 16, 32, 64], help="for --parent-grid")
+    parser.add_argument("--steps", type=int, default=100, help="batch steps per --parent-grid measurement")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement")
     parser.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=list(SYSTEMS), metavar="SYSTEM")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/throughput.json"))
     args = parser.parse_args(argv)
+    if args.parent_grid:
+        return parent_grid(args.workers, args.envs or [64, 128, 256], args.steps, args.json.with_name("parent.json"))
 
     rng = np.random.default_rng(0)
-    results: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {CORES} cores", "runs": {}}
-    for n in args.envs:
+    results: dict[str, Any] = {"machine": MACHINE, "runs": {}}
+    for n in args.envs or [4, 8, 16, 32]:
         built, skipped = {}, {}
         for name in args.systems:
             try:

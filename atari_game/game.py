@@ -260,9 +260,19 @@ class Game:
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
         """Play one agent step; see the class docstring for what is returned."""
+        reward, done, episode_info = self.play(self._check_action(action))
+        return self._observation(), reward, done, episode_info
+
+    def play(self, action: int, out: np.ndarray | None = None) -> tuple[float, bool, dict[str, Any] | None]:
+        """`step` for a pool that checked a whole batch of actions at once: `action` must already be a valid
+        action index (an int in ``[0, n_actions)``, not checked here), and the observation is written into
+        `out` (``uint8``, `observation_shape`) if given instead of into a fresh array.
+
+        Returns ``(reward, done, episode_info)`` as `step` does.
+        """
         if not self._started:
             raise RuntimeError(f"{self!r}: call reset() before the first step()")
-        ale_action = self._actions[self._check_action(action)]
+        ale_action = self._actions[action]
         frame_skip, stop_on_life_loss = self.options.frame_skip, self.options.life_loss != "ignore"
 
         # Repeat the action, summing rewards; stop at once when the episode ends mid-step.
@@ -297,7 +307,9 @@ class Game:
             episode_info = self._end_episode()
         if self.options.clip_rewards:
             reward = float(np.sign(reward))
-        return self._observation(), reward, done, episode_info
+        if out is not None:
+            self._observation(out)
+        return reward, done, episode_info
 
     def _end_episode(self) -> dict[str, Any]:
         """Report the episode that just ended and start the next one, restarting the game if it is over."""
@@ -340,25 +352,32 @@ class Game:
         self._stack[:] = cv2.resize(self._screens[0], self._dsize, interpolation=cv2.INTER_AREA)
         self._episode_reward, self._episode_length = 0.0, 0
 
-    def _observation(self) -> np.ndarray:
-        # A copy, so the caller's array never changes under it when the Game steps again.
-        if self.options.channels_last:
-            return np.ascontiguousarray(self._stack.transpose(1, 2, 0))
-        return self._stack.copy()
+    def _observation(self, out: np.ndarray | None = None) -> np.ndarray:
+        # A copy (a fresh array, or `out` overwritten), so the caller's array never changes under it when the
+        # Game steps again.
+        stack = self._stack.transpose(1, 2, 0) if self.options.channels_last else self._stack
+        if out is None:
+            return stack.copy()  # C order, also for the channels-last view
+        out[...] = stack
+        return out
 
     def _check_action(self, action: Any) -> int:
-        # Validate before acting, so a bad action leaves the game exactly as it was.
-        valid = f"an integer in [0, {self.n_actions}) for {self.name} ({', '.join(self.action_meanings)})"
+        # Validate before acting, so a bad action leaves the game exactly as it was; the messages are built
+        # only for a bad action, as this runs every step.
         if isinstance(action, (bool, np.bool_)):
-            raise TypeError(f"action must be {valid}, got the bool {action!r}")
+            raise TypeError(f"action must be {self._valid_actions()}, got the bool {action!r}")
         try:
             index = operator.index(action)
         except TypeError:
             shape = f" of shape {np.shape(action)}" if isinstance(action, np.ndarray) else ""
-            raise TypeError(f"action must be {valid}, got {type(action).__name__}{shape} {action!r}") from None
+            got = f"{type(action).__name__}{shape} {action!r}"
+            raise TypeError(f"action must be {self._valid_actions()}, got {got}") from None
         if not 0 <= index < self.n_actions:
-            raise ValueError(f"action must be {valid}, got {index}")
+            raise ValueError(f"action must be {self._valid_actions()}, got {index}")
         return index
+
+    def _valid_actions(self) -> str:
+        return f"an integer in [0, {self.n_actions}) for {self.name} ({', '.join(self.action_meanings)})"
 
     def __repr__(self) -> str:
         return f"Game({self.name!r}, seed={self.options.seed})"

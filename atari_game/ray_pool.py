@@ -73,9 +73,11 @@ class GameActor:
         if command == "step":
             self.arrays["actions"][rows] = actions
         answer = self.block.run(command, data)
-        names = ["obs", "rewards", "terminations", "truncations", "lives"]
-        if answer[0] == "ok" and answer[2] and not self.block.next_step_autoreset:
-            names.append("final_obs")  # only same-step autoreset writes the ended episodes' last observations
+        names = ["obs", "rewards", "terminations", "truncations", "lives", "ended", "game_ended"]
+        if answer[0] == "ok" and answer[2]:  # episodes ended: their statistics
+            names += ["episode_return", "episode_length", "game_return", "game_length"]
+            if not self.block.next_step_autoreset:
+                names.append("final_obs")  # only same-step autoreset writes the ended episodes' last observations
         return answer, {name: self.arrays[name][rows] for name in names}, self.location
 
 
