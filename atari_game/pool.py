@@ -2,11 +2,11 @@
 
 The tutorial design pickles every observation through a pipe, one process per game. Here each worker
 process hosts a block of `Game`s and writes their observations, rewards, flags and episode statistics
-straight into one shared-memory segment. A step costs one byte each way per worker and nothing per game:
+straight into one shared-memory segment. A step costs a few bytes each way per worker and nothing per game:
 the parent writes the actions into the segment and one byte into each worker's pipe; each worker answers
-with its first env's id, four bytes into one answer pipe that all workers share, so the parent waits on
-a single pipe and reads many answers with one call. Rare commands (reset, close) and errors go as pickled
-messages through the workers' own pipes.
+with its first env's id, four bytes into one answer socket that all workers share, so the parent sleeps
+once until every answer it waits for is in and reads them all with one call. Rare commands (reset, close)
+and errors go as pickled messages through the workers' own pipes.
 
     with GamePool(16, "Breakout", noop_max=30) as pool:
         obs, info = pool.reset(seed=0)                  # uint8 (16, 4, 84, 84)
@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import select
+import socket
 import struct
 import traceback
 import weakref
@@ -37,7 +37,8 @@ AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 # The byte that wakes a worker: step all its envs with the actions in the segment, or read a pickled
 # command from the pipe.
 STEP_ALL, MESSAGE = b"s", b"m"
-# How long the parent waits for answers before it checks that the workers it waits for are alive.
+# How long the parent waits for answers before it checks that the workers it waits for are alive (a dead
+# worker is reported within this, plus the second `end_process`-style join allows).
 LIVENESS_CHECK_SECONDS = 0.1
 
 
@@ -200,7 +201,7 @@ def pool_worker(
     Each command starts with a byte on `remote`: `STEP_ALL` (step every env with the actions in the
     segment) or `MESSAGE`, followed by a pickled ``(command, data)`` as `GameBlock.run` takes it, or
     ``("close", None)``. Every command is answered, once its results are in the segment, with the first
-    env's id as a native int32 on the shared `answers` pipe; a failed one with ``-1 - id`` after its
+    env's id as a native int32 on the shared `answers` socket; a failed one with ``-1 - id`` after its
     traceback on `remote`. The worker stops on "close" or when the parent's end of `remote` closes.
     """
     prepare_worker_process()
@@ -209,7 +210,7 @@ def pool_worker(
     rows = slice(env_ids[0], env_ids[-1] + 1)  # a worker's envs are one contiguous block
     block = GameBlock(env_ids, seeds, next_step_autoreset, options, {name: shared[name][rows] for name in shared})
     command_fd, answers_fd = remote.fileno(), answers.fileno()
-    # One write of at most PIPE_BUF bytes is atomic, so answers of several workers never interleave.
+    # A send of four bytes on a Unix stream socket is queued whole, so answers of several workers never interleave.
     done, failed = struct.pack("=i", env_ids[0]), struct.pack("=i", -1 - env_ids[0])
     try:
         while True:
@@ -254,9 +255,9 @@ def _send_message(worker: _Worker, command: str, data: Any) -> None:
 
 
 def _shut_down(
-    workers: list[_Worker], segment: shared_memory.SharedMemory, answers: tuple[connection.Connection, ...]
+    workers: list[_Worker], segment: shared_memory.SharedMemory, answers: tuple[socket.socket, connection.Connection]
 ) -> None:
-    """Stop every worker, delete the segment and close the answer pipe; a plain function, so
+    """Stop every worker, delete the segment and close the answer socket; a plain function, so
     `weakref.finalize` can hold it."""
     for worker in workers:  # ask all first, so they stop in parallel
         _send_message(worker, "close", None)
@@ -378,17 +379,17 @@ class GamePool(gymnasium.vector.VectorEnv):
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
     def _open(self) -> dict[str, np.ndarray]:
-        """Create the shared segment, the answer pipe and the finalizer that deletes them with the workers;
+        """Create the shared segment, the answer socket and the finalizer that deletes them with the workers;
         return the segment's arrays."""
         size = sum(_padded(shape, dtype) for shape, dtype in self._layout.values())
         self._segment = shared_memory.SharedMemory(create=True, size=size)
-        self._answers = self._context.Pipe(duplex=False)  # (read end, write end): every worker gets the write end
+        parent_end, child_end = socket.socketpair()  # every worker gets the child's end
+        self._answers = (parent_end, connection.Connection(child_end.detach()))
         self._finalizer = weakref.finalize(self, _shut_down, self._workers, self._segment, self._answers)
-        # The parent reads whatever answers are there without blocking, and waits with poll() when none are.
-        os.set_blocking(self._answers[0].fileno(), False)
-        self._answer_poll = select.poll()
-        self._answer_poll.register(self._answers[0].fileno(), select.POLLIN)
-        self._unread: list[int] = []  # answers read from the pipe, not yet taken in
+        # The parent's reads give up after LIVENESS_CHECK_SECONDS, so that it can check the workers it waits for.
+        timeout = struct.pack("ll", 0, int(LIVENESS_CHECK_SECONDS * 1e6))  # struct timeval
+        parent_end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
+        self._unread: list[int] = []  # answers read from the socket, not yet taken in
         return _arrays(self._segment.buf, self._layout)
 
     def _start_worker(self, env_ids: list[int]) -> _Worker:
@@ -413,25 +414,24 @@ class GamePool(gymnasium.vector.VectorEnv):
         else:
             _send_message(worker, command, data)
 
-    def _next_answer(self, busy: set[_Worker]) -> tuple[_Worker, tuple[str, list[int], Any]]:
+    def _next_answer(self, busy: set[_Worker], everything: bool) -> tuple[_Worker, tuple[str, list[int], Any]]:
         """Wait for the next answer of any of the `busy` workers: ``(status, the envs it sent, None or a
         traceback)`` as `GameBlock.run` answers, or ``("died", [], why)``.
 
-        The answer pipe is read without blocking; only when it is empty does the parent wait, in poll(), and
-        every `LIVENESS_CHECK_SECONDS` of waiting it checks that the workers it waits for are alive. The
-        pipe's write() and read() order the memory: what a worker wrote to the segment before answering is
-        what the parent reads after.
+        With `everything`, one read sleeps until the answers to every command in flight are in (one wake-up
+        per step, not one per worker), else until the first. A read gives up after `LIVENESS_CHECK_SECONDS`
+        and the parent checks that the workers it waits for are alive. The socket's send() and recv() order
+        the memory: what a worker wrote to the segment before answering is what the parent reads after.
         """
         while not self._unread:
+            wanted = sum(len(worker.in_flight) for worker in busy) if everything else 1
             try:
-                answers = os.read(self._answers[0].fileno(), 1 << 16)
-            except BlockingIOError:
-                if not self._answer_poll.poll(LIVENESS_CHECK_SECONDS * 1000):
-                    dead = next((worker for worker in busy if not worker.process.is_alive()), None)
-                    # An answer it wrote before it died may have come in meanwhile: take that first.
-                    if dead is not None and not self._answer_poll.poll(0):
-                        dead.process.join(timeout=1)
-                        return dead, ("died", [], f"exit code {dead.process.exitcode}")
+                answers = self._answers[0].recv(4 * wanted, socket.MSG_WAITALL)  # what came, if it gave up
+            except BlockingIOError:  # nothing came
+                dead = next((worker for worker in busy if not worker.process.is_alive()), None)
+                if dead is not None and not self._answer_waiting():  # (take an answer it sent before it died)
+                    dead.process.join(timeout=1)
+                    return dead, ("died", [], f"exit code {dead.process.exitcode}")
                 continue
             self._unread += memoryview(answers).cast("i").tolist()
         first = self._unread.pop(0)
@@ -442,6 +442,12 @@ class GamePool(gymnasium.vector.VectorEnv):
             return worker, ("error", worker.in_flight[0], worker.pipe.recv())
         except EOFError:
             return worker, ("died", [], "it died while reporting an error")
+
+    def _answer_waiting(self) -> bool:
+        try:
+            return bool(self._answers[0].recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except BlockingIOError:
+            return False
 
     # --- the VectorEnv API ------------------------------------------------------------------------------
 
@@ -542,7 +548,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         failure = None
         while self._busy:
             try:
-                self._collect()
+                self._collect(everything=True)
             except PoolError as error:
                 if self._broken:
                     raise
@@ -550,10 +556,10 @@ class GamePool(gymnasium.vector.VectorEnv):
         if failure:
             raise failure
 
-    def _collect(self) -> None:
+    def _collect(self, everything: bool = False) -> None:
         """Wait for the next answer from any busy worker and take it in (one: a dead worker's replacement
         is waited for in here too, which may take other answers, so a list of ready pipes would go stale)."""
-        worker, (status, ids, payload) = self._next_answer(self._busy)
+        worker, (status, ids, payload) = self._next_answer(self._busy, everything)
         if status == "died":
             return self._worker_died(worker, payload)
         worker.in_flight.pop(0)

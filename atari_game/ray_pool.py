@@ -213,7 +213,8 @@ class RayGamePool(GamePool):
         actions = self._shared["actions"][ids] if command == "step" else None
         worker.calls.append(worker.actor.run.remote(command, ids if command == "step" else data, actions))
 
-    def _next_answer(self, busy: list[_Actor]) -> tuple[_Actor, tuple[str, list[int], Any]]:
+    def _next_answer(self, busy: set[_Actor], everything: bool) -> tuple[_Actor, tuple[str, list[int], Any]]:
+        # The first call to finish, whether or not the pool waits for `everything`.
         ray = _ray()
         first_calls = {worker.calls[0]: worker for worker in busy}
         [done], _ = ray.wait(list(first_calls), num_returns=1)
