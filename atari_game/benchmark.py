@@ -7,7 +7,15 @@ interpolation), stack 4, noop_max 30, no sticky actions, no reward clipping, the
 over, random actions. For each N the systems are built once, then measured in turn for `--rounds` rounds,
 the order rotating each round so that drift on a noisy machine hits all of them alike. The table gives
 mean agent steps/s, the CPU time (all processes and threads) per agent step, and ratios; `--json` keeps
-every measurement. Absolute numbers belong to the machine they were measured on: compare ratios.
+every measurement. Absolute numbers belong to the machine they were measured on: compare ratios. The async
+systems (GamePool and EnvPool with send/recv and batch_size N/2) each take the first N/2 envs to finish
+and send them straight back.
+
+    atari-game bench --parent-grid --workers 2 8 16 32 64 --envs 64 128 256
+
+measures instead the parent's own CPU per batch step of a copy=False GamePool over workers x envs (N >= W;
+more workers than cores is fine, as only the parent's CPU time counts), fits it as per-step + per-worker x W
++ per-env x N by least squares, and prints the env steps/s one parent could feed (its ceiling).
 """
 
 from __future__ import annotations
@@ -49,6 +57,20 @@ def build_ours(n: int) -> tuple[Callable, Callable]:
     return (lambda actions: pool.step(actions)), pool.close
 
 
+def build_ours_async(n: int) -> tuple[Callable, Callable]:
+    batch = max(n // 2, 1)
+    pool = GamePool(n, batch_size=batch, **OUR_GAME)
+    pool.reset(seed=0)
+    pool.send(np.zeros(n, np.int64))
+
+    def step(actions: np.ndarray) -> None:
+        # EnvPool's async loop, twice (n agent steps): take the first n/2 envs to finish, send them straight back.
+        for half in (actions[:batch], actions[batch : 2 * batch]):
+            pool.send(half, pool.recv()[4]["env_id"])
+
+    return step, pool.close
+
+
 def build_ours_on_ray(n: int) -> tuple[Callable, Callable]:
     from atari_game.ray_pool import RayGamePool
 
@@ -85,14 +107,14 @@ def build_ale_vector(n: int) -> tuple[Callable, Callable]:
     return (lambda actions: env.step(actions)), env.close
 
 
-def build_envpool(n: int) -> tuple[Callable, Callable]:
+def _envpool(n: int, batch_size: int) -> Any:
     import envpool
 
-    env = envpool.make(
+    return envpool.make(
         "Breakout-v5",
         env_type="gymnasium",
         num_envs=n,
-        batch_size=n,
+        batch_size=batch_size,
         num_threads=CORES,
         seed=0,
         frame_skip=FRAME_SKIP,
@@ -110,8 +132,25 @@ def build_envpool(n: int) -> tuple[Callable, Callable]:
         full_action_space=False,
         max_episode_steps=MAX_FRAMES // FRAME_SKIP,
     )
+
+
+def build_envpool(n: int) -> tuple[Callable, Callable]:
+    env = _envpool(n, n)
     env.reset()
     return (lambda actions: env.step(actions)), env.close
+
+
+def build_envpool_async(n: int) -> tuple[Callable, Callable]:
+    batch = max(n // 2, 1)
+    env = _envpool(n, batch)
+    env.async_reset()
+
+    def step(actions: np.ndarray) -> None:
+        # The same loop as build_ours_async: twice, the first n/2 envs to finish, sent straight back.
+        for half in (actions[:batch], actions[batch : 2 * batch]):
+            env.send(half, env.recv()[4]["env_id"])
+
+    return step, env.close
 
 
 def _gymnasium_env() -> Any:
@@ -155,12 +194,16 @@ SYSTEMS: dict[str, Callable[[int], tuple[Callable, Callable]]] = {
     "atari_game GamePool": build_ours,
     "ale-py AtariVectorEnv": build_ale_vector,
     "EnvPool (sync)": build_envpool,
+    "atari_game GamePool async": build_ours_async,
+    "EnvPool async": build_envpool_async,
     "Gymnasium AsyncVectorEnv": build_gymnasium_async,
     "tutorial Worker per game": build_tutorial,
     "atari_game RayGamePool": build_ours_on_ray,
 }
 # Measured unless --systems says otherwise; the Ray backend has a benchmark of its own, benchmarks/ray_pool.py.
 DEFAULT_SYSTEMS = [name for name in SYSTEMS if name != "atari_game RayGamePool"]
+# The two async systems, compared with each other.
+ASYNC = ("atari_game GamePool async", "EnvPool async")
 # The extra that installs each system's package, for the message when it is missing.
 EXTRAS = {"atari_game RayGamePool": "ray"}
 
@@ -344,6 +387,9 @@ def print_table(n: int, ceiling: float, runs: dict[str, list[dict]], skipped: di
         print(f"{name:28} {mean:9,.0f} {np.std(rates):7,.0f} {cpu:12,.0f} {share:9.0f}% {ours / mean:9.2f}x")
     for name, reason in skipped.items():
         print(f"{name:28} skipped: {reason}")
+    if all(name in runs for name in ASYNC):
+        ours_async, theirs = (np.mean([run["steps_per_s"] for run in runs[name]]) for name in ASYNC)
+        print(f"async (send/recv, batch_size N/2): GamePool / EnvPool = {ours_async / theirs:.2f}x")
 
 
 if __name__ == "__main__":
