@@ -39,7 +39,7 @@ AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 STEP_ALL, MESSAGE = b"s", b"m"
 # How long the parent waits for answers before it checks that the workers it waits for are alive (a dead
 # worker is reported within this, plus the second `end_process`-style join allows).
-LIVENESS_CHECK_SECONDS = 0.1
+LIVENESS_CHECK_SECONDS = 0.5
 
 
 class PoolError(RuntimeError):
@@ -427,11 +427,13 @@ class GamePool(gymnasium.vector.VectorEnv):
             wanted = sum(len(worker.in_flight) for worker in busy) if everything else 1
             try:
                 answers = self._answers[0].recv(4 * wanted, socket.MSG_WAITALL)  # what came, if it gave up
-            except BlockingIOError:  # nothing came
-                dead = next((worker for worker in busy if not worker.process.is_alive()), None)
-                if dead is not None and not self._answer_waiting():  # (take an answer it sent before it died)
-                    dead.process.join(timeout=1)
-                    return dead, ("died", [], f"exit code {dead.process.exitcode}")
+            except BlockingIOError:  # nothing came: a dead worker's sentinel is readable
+                by_sentinel = {worker.process.sentinel: worker for worker in busy}
+                dead = connection.wait(list(by_sentinel), timeout=0)
+                if dead and not self._answer_waiting():  # (first take an answer it sent before it died)
+                    worker = by_sentinel[dead[0]]
+                    worker.process.join(timeout=1)
+                    return worker, ("died", [], f"exit code {worker.process.exitcode}")
                 continue
             self._unread += memoryview(answers).cast("i").tolist()
         first = self._unread.pop(0)

@@ -277,9 +277,10 @@ def test_a_killed_worker_is_reported_within_two_seconds_and_close_still_works():
 def test_a_worker_killed_while_the_parent_waits_in_recv_is_reported_within_two_seconds(pool_factory):
     pool = pool_factory(4, n_workers=2, batch_size=4, **OPTIONS)
     pool.reset()
-    pool.send([0, 0, 0, 0])
     dead = worker_pids(pool)[0]
     os.kill(dead, signal.SIGKILL)
+    assert all_gone([dead])
+    pool.send([0, 0, 0, 0])  # recv() now waits for an answer that never comes
     start = time.monotonic()
     with pytest.raises(PoolError, match=rf"pool worker \(pid {dead}, envs 0-1\) died \(exit code -9\)"):
         pool.recv()
