@@ -206,6 +206,8 @@ class Game:
       ``{"reward": unclipped episode return, "length": agent steps, "truncated": bool}``; when
       ``life_loss`` is not ``"reset"`` and the whole game ended, it also holds ``"game_reward"`` and
       ``"game_length"`` (the full game across lives: the number papers report).
+    * ``play(action, out) -> (reward, done, episode_info)`` is `step` for pools: no action check (they
+      check a whole batch at once), and the observation written into `out` instead of a fresh array.
 
     After a done step, ``final_observation`` holds the last observation of the episode that ended (what
     Gymnasium's vector envs report as the final observation): its newest frame is the screen the episode
