@@ -7,7 +7,15 @@ interpolation), stack 4, noop_max 30, no sticky actions, no reward clipping, the
 over, random actions. For each N the systems are built once, then measured in turn for `--rounds` rounds,
 the order rotating each round so that drift on a noisy machine hits all of them alike. The table gives
 mean agent steps/s, the CPU time (all processes and threads) per agent step, and ratios; `--json` keeps
-every measurement. Absolute numbers belong to the machine they were measured on: compare ratios.
+every measurement. Absolute numbers belong to the machine they were measured on: compare ratios. The async
+systems (GamePool and EnvPool with send/recv and batch_size N/2) each take the first N/2 envs to finish
+and send them straight back.
+
+    atari-game bench --parent-grid --workers 2 8 16 32 64 --envs 64 128 256
+
+measures instead the parent's own CPU per batch step of a copy=False GamePool over workers x envs (N >= W;
+more workers than cores is fine, as only the parent's CPU time counts), fits it as per-step + per-worker x W
++ per-env x N by least squares, and prints the env steps/s one parent could feed (its ceiling).
 """
 
 from __future__ import annotations
@@ -31,6 +39,15 @@ OUR_GAME = {"game": "Breakout", "noop_max": NOOP_MAX, "life_loss": "ignore", "ma
 CORES = len(os.sched_getaffinity(0))
 
 
+def _cpu_model() -> str:
+    with open("/proc/cpuinfo") as info:
+        names = [line.split(":", 1)[1].strip() for line in info if line.startswith("model name")]
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+MACHINE = f"{_cpu_model()}, {CORES} cores"
+
+
 # --- the systems: each builder returns (step(actions), close()) for N envs ------------------------------
 
 
@@ -38,6 +55,20 @@ def build_ours(n: int) -> tuple[Callable, Callable]:
     pool = GamePool(n, **OUR_GAME)
     pool.reset(seed=0)
     return (lambda actions: pool.step(actions)), pool.close
+
+
+def build_ours_async(n: int) -> tuple[Callable, Callable]:
+    batch = max(n // 2, 1)
+    pool = GamePool(n, batch_size=batch, **OUR_GAME)
+    pool.reset(seed=0)
+    pool.send(np.zeros(n, np.int64))
+
+    def step(actions: np.ndarray) -> None:
+        # EnvPool's async loop, twice (n agent steps): take the first n/2 envs to finish, send them straight back.
+        for half in (actions[:batch], actions[batch : 2 * batch]):
+            pool.send(half, pool.recv()[4]["env_id"])
+
+    return step, pool.close
 
 
 def build_ours_on_ray(n: int) -> tuple[Callable, Callable]:
@@ -76,14 +107,14 @@ def build_ale_vector(n: int) -> tuple[Callable, Callable]:
     return (lambda actions: env.step(actions)), env.close
 
 
-def build_envpool(n: int) -> tuple[Callable, Callable]:
+def _envpool(n: int, batch_size: int) -> Any:
     import envpool
 
-    env = envpool.make(
+    return envpool.make(
         "Breakout-v5",
         env_type="gymnasium",
         num_envs=n,
-        batch_size=n,
+        batch_size=batch_size,
         num_threads=CORES,
         seed=0,
         frame_skip=FRAME_SKIP,
@@ -101,8 +132,25 @@ def build_envpool(n: int) -> tuple[Callable, Callable]:
         full_action_space=False,
         max_episode_steps=MAX_FRAMES // FRAME_SKIP,
     )
+
+
+def build_envpool(n: int) -> tuple[Callable, Callable]:
+    env = _envpool(n, n)
     env.reset()
     return (lambda actions: env.step(actions)), env.close
+
+
+def build_envpool_async(n: int) -> tuple[Callable, Callable]:
+    batch = max(n // 2, 1)
+    env = _envpool(n, batch)
+    env.async_reset()
+
+    def step(actions: np.ndarray) -> None:
+        # The same loop as build_ours_async: twice, the first n/2 envs to finish, sent straight back.
+        for half in (actions[:batch], actions[batch : 2 * batch]):
+            env.send(half, env.recv()[4]["env_id"])
+
+    return step, env.close
 
 
 def _gymnasium_env() -> Any:
@@ -146,12 +194,16 @@ SYSTEMS: dict[str, Callable[[int], tuple[Callable, Callable]]] = {
     "atari_game GamePool": build_ours,
     "ale-py AtariVectorEnv": build_ale_vector,
     "EnvPool (sync)": build_envpool,
+    "atari_game GamePool async": build_ours_async,
+    "EnvPool async": build_envpool_async,
     "Gymnasium AsyncVectorEnv": build_gymnasium_async,
     "tutorial Worker per game": build_tutorial,
     "atari_game RayGamePool": build_ours_on_ray,
 }
 # Measured unless --systems says otherwise; the Ray backend has a benchmark of its own, benchmarks/ray_pool.py.
 DEFAULT_SYSTEMS = [name for name in SYSTEMS if name != "atari_game RayGamePool"]
+# The two async systems, compared with each other.
+ASYNC = ("atari_game GamePool async", "EnvPool async")
 # The extra that installs each system's package, for the message when it is missing.
 EXTRAS = {"atari_game RayGamePool": "ray"}
 
@@ -161,19 +213,24 @@ EXTRAS = {"atari_game RayGamePool": "ray"}
 
 def cpu_seconds() -> float:
     """User + system CPU time of this process, its threads and all its descendants, from /proc."""
-    tick, total, pending = os.sysconf("SC_CLK_TCK"), 0, [os.getpid()]
+    total, pending = 0.0, [os.getpid()]
     while pending:
         pid = pending.pop()
         try:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
+            total += _process_cpu(pid)
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as children:
                     pending += [int(child) for child in children.read().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return total / tick
+    return total
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of one process (its threads included), from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(step: Callable, n: int, seconds: float, rng: np.random.Generator) -> dict[str, float]:
@@ -214,18 +271,81 @@ def emulator_ceiling(seconds: float) -> float:
     return frames / emulating * CORES / FRAME_SKIP
 
 
+# --- the parent's share: what one parent can feed ---------------------------------------------------------
+
+
+def parent_cpu(n_envs: int, n_workers: int, steps: int) -> dict[str, float]:
+    """The parent's own CPU µs per batch step of a `copy=False` GamePool (the workers' CPU is not counted),
+    and its workers' CPU µs per agent step."""
+    actions = np.random.default_rng(0).integers(4, size=(steps + 5, n_envs))
+    with GamePool(n_envs, n_workers=n_workers, copy=False, **OUR_GAME) as pool:
+        pool.reset(seed=0)
+        for row in actions[:5]:  # warm-up
+            pool.step(row)
+        pids = [worker.process.pid for worker in pool._workers]
+        workers_start, start = sum(map(_process_cpu, pids)), time.process_time()
+        for row in actions[5:]:
+            pool.step(row)
+        parent, workers = time.process_time() - start, sum(map(_process_cpu, pids)) - workers_start
+    return {"parent_us_per_step": 1e6 * parent / steps, "worker_us_per_agent_step": 1e6 * workers / steps / n_envs}
+
+
+def fit_parent(grid: list[dict[str, float]]) -> tuple[float, float, float]:
+    """Least-squares fit of the parent's CPU per batch step as per-step + per-worker x W + per-env x N (µs)."""
+    design = np.array([[1.0, run["workers"], run["envs"]] for run in grid])
+    cost = np.array([run["parent_us_per_step"] for run in grid])
+    per_step, per_worker, per_env = np.linalg.lstsq(design, cost, rcond=None)[0]
+    return float(per_step), float(per_worker), float(per_env)
+
+
+def ceiling(fit: tuple[float, float, float], n_workers: int, n_envs: int) -> float:
+    """Env steps/s one parent can drive at W workers x N envs, if the workers were infinitely fast."""
+    per_step, per_worker, per_env = fit
+    return n_envs / (per_step + per_worker * n_workers + per_env * n_envs) * 1e6
+
+
+def parent_grid(workers: list[int], envs: list[int], steps: int, json_path: Path) -> None:
+    """Measure the parent's CPU per batch step over W x N (N >= W), fit it and print the ceiling it implies."""
+    grid = []
+    for n_workers in workers:
+        for n_envs in [n for n in envs if n >= n_workers]:
+            run = {"workers": n_workers, "envs": n_envs, **parent_cpu(n_envs, n_workers, steps)}
+            grid.append(run)
+            print(
+                f"W={n_workers:3} N={n_envs:4}: parent {run['parent_us_per_step']:8,.0f} µs per batch step, "
+                f"workers {run['worker_us_per_agent_step']:5,.0f} µs per agent step",
+                flush=True,
+            )
+    fit = fit_parent(grid)
+    print(f"\nparent CPU per batch step ≈ {fit[0]:.1f} µs + {fit[1]:.2f} µs x workers + {fit[2]:.2f} µs x envs")
+    for n_workers, n_envs in ((16, 64), (64, 256), (256, 1024)):
+        rate = ceiling(fit, n_workers, n_envs)
+        print(f"one parent's ceiling at {n_workers} workers x {n_envs} envs: {rate:,.0f} env steps/s")
+    print(f"and at most {1e6 / fit[2]:,.0f} env steps/s however many envs per worker (1 / per-env cost)")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps({"machine": MACHINE, "grid": grid, "fit_us": fit}, indent=1))
+    print(f"\nall measurements: {json_path}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="atari-game bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, nargs="+", default=[4, 8, 16, 32])
+    parser.add_argument("--envs", type=int, nargs="+", help="default: 4 8 16 32 (--parent-grid: 64 128 256)")
+    parser.add_argument(
+        "--parent-grid", action="store_true", help="measure the parent's CPU per batch step over --workers x --envs"
+    )
+    parser.add_argument("--workers", type=int, nargs="+", default=[2, 8, 16, 32, 64], help="for --parent-grid")
+    parser.add_argument("--steps", type=int, default=100, help="batch steps per --parent-grid measurement")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement")
     parser.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=list(SYSTEMS), metavar="SYSTEM")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/throughput.json"))
     args = parser.parse_args(argv)
+    if args.parent_grid:
+        return parent_grid(args.workers, args.envs or [64, 128, 256], args.steps, args.json.with_name("parent.json"))
 
     rng = np.random.default_rng(0)
-    results: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {CORES} cores", "runs": {}}
-    for n in args.envs:
+    results: dict[str, Any] = {"machine": MACHINE, "runs": {}}
+    for n in args.envs or [4, 8, 16, 32]:
         built, skipped = {}, {}
         for name in args.systems:
             try:
@@ -267,6 +387,9 @@ def print_table(n: int, ceiling: float, runs: dict[str, list[dict]], skipped: di
         print(f"{name:28} {mean:9,.0f} {np.std(rates):7,.0f} {cpu:12,.0f} {share:9.0f}% {ours / mean:9.2f}x")
     for name, reason in skipped.items():
         print(f"{name:28} skipped: {reason}")
+    if all(name in runs for name in ASYNC):
+        ours_async, theirs = (np.mean([run["steps_per_s"] for run in runs[name]]) for name in ASYNC)
+        print(f"async (send/recv, batch_size N/2): GamePool / EnvPool = {ours_async / theirs:.2f}x")
 
 
 if __name__ == "__main__":

@@ -359,6 +359,8 @@ class Game:
       ``{"reward": unclipped episode return, "length": agent steps, "truncated": bool}``; when
       ``life_loss`` is not ``"reset"`` and the whole game ended, it also holds ``"game_reward"`` and
       ``"game_length"`` (the full game across lives: the number papers report).
+    * ``play(action, out) -> (reward, done, episode_info)`` is `step` for pools: no action check (they
+      check a whole batch at once), and the observation written into `out` instead of a fresh array.
 
     After a done step, ``final_observation`` holds the last observation of the episode that ended (what
     Gymnasium's vector envs report as the final observation): its newest frame is the screen the episode
@@ -432,6 +434,17 @@ class Game:
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
         """Play one agent step; see the class docstring for what is returned."""
+        reward, done, episode_info = self.play(self._checked_action(action))
+        return self._observation(), reward, done, episode_info
+
+    def play(self, action: Any, out: np.ndarray | None = None) -> tuple[float, bool, dict[str, Any] | None]:
+        """`step` for a pool that checked a whole batch of actions at once: `action` must already be valid (an
+        index in ``[0, n_actions)``, or with `continuous` a float32 ``(radius, angle, fire)`` within the box; not
+        checked here), and the observation is written into `out` (`observation_shape`, of `observation_dtype`)
+        if given instead of into a fresh array.
+
+        Returns ``(reward, done, episode_info)`` as `step` does.
+        """
         if not self._started:
             raise RuntimeError(f"{self!r}: call reset() before the first step()")
         ale_action, strength = self._ale_action(action)
@@ -469,7 +482,9 @@ class Game:
             episode_info = self._end_episode()
         if self.options.clip_rewards:
             reward = float(np.sign(reward))
-        return self._observation(), reward, done, episode_info
+        if out is not None:
+            self._observation(out)
+        return reward, done, episode_info
 
     def _end_episode(self) -> dict[str, Any]:
         """Report the episode that just ended and start the next one, restarting the game if it is over."""
@@ -547,18 +562,24 @@ class Game:
         else:
             target[...] = frames
 
-    def _observation(self) -> np.ndarray:
-        # A fresh array, so the caller's array never changes under it when the Game steps again.
-        out = np.empty(self.observation_shape, self.options.observation_dtype)
+    def _observation(self, out: np.ndarray | None = None) -> np.ndarray:
+        # A copy (a fresh array, or `out` overwritten), so the caller's array never changes under it when the
+        # Game steps again.
+        if out is None:
+            out = np.empty(self.observation_shape, self.options.observation_dtype)
         self._write_observation(out)
         return out
 
+    def _checked_action(self, action: Any) -> Any:
+        """An agent action validated before anything is played: an index, or (continuous) a float32 array (3,)."""
+        return check_continuous_actions(action, (3,)) if self.options.continuous else self._check_action(action)
+
     def _ale_action(self, action: Any) -> tuple[ale_py.Action, float]:
-        """The ALE action and paddle strength of an agent action, validated before anything is played."""
+        """The ALE action and paddle strength of an already checked agent action."""
         if not self.options.continuous:
-            return self._actions[self._check_action(action)], 1.0
+            return self._actions[action], 1.0
         # ale-py's continuous mapping, computed as it computes it (float32).
-        radius, angle, fire = check_continuous_actions(action, (3,))
+        radius, angle, fire = action
         x, y = radius * np.cos(angle), radius * np.sin(angle)
         threshold = self.options.continuous_action_threshold
         vertical = "UP" if y > threshold else "DOWN" if y < -threshold else ""
@@ -572,18 +593,22 @@ class Game:
         return self._rng.integers(self.n_actions)
 
     def _check_action(self, action: Any) -> int:
-        # Validate before acting, so a bad action leaves the game exactly as it was.
-        valid = f"an integer in [0, {self.n_actions}) for {self.name} ({', '.join(self.action_meanings)})"
+        # Validate before acting, so a bad action leaves the game exactly as it was; the messages are built
+        # only for a bad action, as this runs every step.
         if isinstance(action, (bool, np.bool_)):
-            raise TypeError(f"action must be {valid}, got the bool {action!r}")
+            raise TypeError(f"action must be {self._valid_actions()}, got the bool {action!r}")
         try:
             index = operator.index(action)
         except TypeError:
             shape = f" of shape {np.shape(action)}" if isinstance(action, np.ndarray) else ""
-            raise TypeError(f"action must be {valid}, got {type(action).__name__}{shape} {action!r}") from None
+            got = f"{type(action).__name__}{shape} {action!r}"
+            raise TypeError(f"action must be {self._valid_actions()}, got {got}") from None
         if not 0 <= index < self.n_actions:
-            raise ValueError(f"action must be {valid}, got {index}")
+            raise ValueError(f"action must be {self._valid_actions()}, got {index}")
         return index
+
+    def _valid_actions(self) -> str:
+        return f"an integer in [0, {self.n_actions}) for {self.name} ({', '.join(self.action_meanings)})"
 
     def __repr__(self) -> str:
         return f"Game({self.name!r}, seed={self.options.seed})"

@@ -1,8 +1,12 @@
 """GamePool: N games in a few worker processes, observations in shared memory, the Gymnasium VectorEnv API.
 
 The tutorial design pickles every observation through a pipe, one process per game. Here each worker
-process hosts a block of `Game`s and writes their observations, rewards and flags straight into one
-shared-memory segment; a step costs one tiny pipe message each way per worker, not per game.
+process hosts a block of `Game`s and writes their observations, rewards, flags and episode statistics
+straight into one shared-memory segment. A step costs a few bytes each way per worker and nothing per game:
+the parent writes the actions into the segment and one byte into each worker's pipe; each worker answers
+with its first env's id, four bytes into one answer socket that all workers share, so the parent sleeps
+once until every answer it waits for is in and reads them all with one call. Rare commands (reset, close)
+and errors go as pickled messages through the workers' own pipes.
 
     with GamePool(16, "Breakout", noop_max=30) as pool:
         obs, info = pool.reset(seed=0)                  # uint8 (16, 4, 84, 84)
@@ -16,6 +20,8 @@ import dataclasses
 import errno
 import os
 import shutil
+import socket
+import struct
 import traceback
 import weakref
 from collections.abc import Sequence
@@ -31,6 +37,13 @@ from atari_game.spaces import action_space, observation_space
 from atari_game.worker import ParentEnd, check_main_guard, end_process, pipe, prepare_worker_process, start_context
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
+
+# The byte that wakes a worker: step all its envs with the actions in the segment, or read a pickled
+# command from the pipe.
+STEP_ALL, MESSAGE = b"s", b"m"
+# How long the parent waits for answers before it checks that the workers it waits for are alive (a dead
+# worker is reported within this, plus the second `end_process`-style join allows).
+LIVENESS_CHECK_SECONDS = 0.5
 
 
 class PoolError(RuntimeError):
@@ -52,6 +65,13 @@ def _layout(n_envs: int, options: GameOptions) -> dict[str, tuple[tuple[int, ...
         "terminations": ((n_envs,), np.bool_),
         "truncations": ((n_envs,), np.bool_),
         "lives": ((n_envs,), np.int32),
+        # The episode statistics of the step that ended an episode (the Game's episode info).
+        "ended": ((n_envs,), np.bool_),
+        "episode_return": ((n_envs,), np.float64),
+        "episode_length": ((n_envs,), np.int64),
+        "game_ended": ((n_envs,), np.bool_),
+        "game_return": ((n_envs,), np.float64),
+        "game_length": ((n_envs,), np.int64),
     }
 
 
@@ -141,8 +161,8 @@ class GameBlock:
 
         ``("step", ids)`` plays the envs `ids` (None: all of them) with the actions in the arrays;
         ``("reset", (seeds, owed))`` resets all of them, re-seeding those with a seed, and owes the envs in
-        `owed` a next-step reset step. The answer is ``("ok", ids, infos)``: the envs played (none for a
-        reset) and, for those whose episode ended, their `Game` episode info; or ``("error", ids, traceback)``.
+        `owed` a next-step reset step. The answer is ``("ok", ids, ended)``: the envs played (none for a
+        reset) and whether an episode ended (its statistics are in the arrays); or ``("error", ids, traceback)``.
         """
         ids = self.env_ids
         try:
@@ -151,35 +171,46 @@ class GameBlock:
                 return "ok", ids, self.step(ids)
             if command == "reset":
                 self.reset(*data)
-                return "ok", [], {}  # nothing for recv(): reset() reads the arrays itself
+                return "ok", [], False  # nothing for recv(): reset() reads the arrays itself
             raise ValueError(f"unknown command {command!r}; valid commands: 'step', 'reset'")
         except Exception:
             return "error", ids, traceback.format_exc()
 
-    def step(self, ids: list[int]) -> dict[int, dict]:
+    def step(self, ids: list[int]) -> bool:
+        """Play envs `ids`; True if an episode ended (the env's ``ended`` row and statistics say which)."""
         a = self.arrays
-        infos = {}
+        obs, actions, ended_any = a["obs"], a["actions"], False
         for i in ids:
             k = self.row[i]
+            a["ended"][k] = False
             if i in self.owed:
                 # Next-step autoreset's reset step: the action is ignored.
-                a["obs"][k] = self.owed.pop(i)
+                obs[k] = self.owed.pop(i)
                 a["rewards"][k], a["terminations"][k], a["truncations"][k] = 0.0, False, False
                 continue
+            # The parent checked the actions; the Game writes the observation straight into the env's row.
             game = self.games[i]
-            new_obs, a["rewards"][k], done, info = game.step(a["actions"][k])
+            a["rewards"][k], done, info = game.play(actions[k], out=obs[k])
             a["lives"][k] = game.lives
             a["terminations"][k] = done and not info["truncated"]
             a["truncations"][k] = done and info["truncated"]
-            if not done:
-                a["obs"][k] = new_obs
-                continue
-            infos[i] = info
-            if self.next_step_autoreset:
-                a["obs"][k], self.owed[i] = game.final_observation, new_obs
-            else:
-                a["obs"][k], a["final_obs"][k] = new_obs, game.final_observation
-        return infos
+            if done:
+                ended_any = True
+                self._record_episode(k, info)
+                if self.next_step_autoreset:
+                    self.owed[i] = obs[k].copy()
+                    obs[k] = game.final_observation
+                else:
+                    a["final_obs"][k] = game.final_observation
+        return ended_any
+
+    def _record_episode(self, k: int, info: dict[str, Any]) -> None:
+        """Row `k`'s episode statistics, from the Game's episode info."""
+        a = self.arrays
+        a["ended"][k], a["episode_return"][k], a["episode_length"][k] = True, info["reward"], info["length"]
+        a["game_ended"][k] = "game_reward" in info
+        if "game_reward" in info:
+            a["game_return"][k], a["game_length"][k] = info["game_reward"], info["game_length"]
 
     def reset(self, seeds: list[int | None], owed: list[int]) -> None:
         a = self.arrays
@@ -187,6 +218,7 @@ class GameBlock:
             k = self.row[i]
             a["obs"][k], a["lives"][k] = self.games[i].reset(seed=seed), self.games[i].lives
             a["rewards"][k], a["terminations"][k], a["truncations"][k] = 0.0, False, False
+            a["ended"][k] = a["game_ended"][k] = False
             self.owed.pop(i, None)
             if i in owed and self.next_step_autoreset:
                 self.owed[i] = a["obs"][k].copy()
@@ -197,6 +229,7 @@ class GameBlock:
 
 def pool_worker(
     remote: connection.Connection,
+    answers: connection.Connection,
     segment_name: str,
     layout: dict,
     env_ids: list[int],
@@ -206,23 +239,34 @@ def pool_worker(
 ) -> None:
     """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment and run its commands.
 
-    Commands come from `remote` as ``(command, data)``, as `GameBlock.run` takes them, until
-    ``("close", None)`` or the parent's end closes; each is answered with `GameBlock.run`'s answer.
+    Each command starts with a byte on `remote`: `STEP_ALL` (step every env with the actions in the
+    segment) or `MESSAGE`, followed by a pickled ``(command, data)`` as `GameBlock.run` takes it, or
+    ``("close", None)``. Every command is answered, once its results are in the segment, with the first
+    env's id as a native int32 on the shared `answers` socket; a failed one with ``-1 - id`` after its
+    traceback on `remote`. The worker stops on "close" or when the parent's end of `remote` closes.
     """
     prepare_worker_process()
     segment = _attach(segment_name)
     shared = _arrays(segment.buf, layout)
     rows = slice(env_ids[0], env_ids[-1] + 1)  # a worker's envs are one contiguous block
     block = GameBlock(env_ids, seeds, next_step_autoreset, options, {name: shared[name][rows] for name in shared})
+    command_fd, answers_fd = remote.fileno(), answers.fileno()
+    # A send of four bytes on a Unix stream socket is queued whole, so answers of several workers never interleave.
+    done, failed = struct.pack("=i", env_ids[0]), struct.pack("=i", -1 - env_ids[0])
     try:
         while True:
-            try:
-                command, data = remote.recv()
-            except EOFError:  # the parent is gone
+            byte = os.read(command_fd, 1)
+            if not byte:  # the parent is gone
                 return
+            command, data = ("step", None) if byte == STEP_ALL else remote.recv()
             if command == "close":
                 return
-            remote.send(block.run(command, data))
+            status, _, payload = block.run(command, data)
+            if status == "error":
+                remote.send(payload)
+            os.write(answers_fd, failed if status == "error" else done)
+    except (EOFError, OSError):  # the parent is gone (or was killed with unread data in the pipe)
+        return
     finally:
         del block, shared  # the numpy views must go before the segment can be closed
         segment.close()
@@ -244,17 +288,24 @@ class _Worker:
         return f"pool worker (pid {self.process.pid}, envs {self.env_ids[0]}-{self.env_ids[-1]})"
 
 
-def _ask_to_close(worker: _Worker) -> None:
-    with contextlib.suppress(OSError):  # already dead: nothing to ask
-        worker.pipe.send(("close", None))
+def _send_message(worker: _Worker, command: str, data: Any) -> None:
+    """A pickled command for the worker: the `MESSAGE` byte, then the message."""
+    with contextlib.suppress(OSError):  # a dead worker: the parent notices when it waits for the answer
+        os.write(worker.pipe.fileno(), MESSAGE)
+        worker.pipe.send((command, data))
 
 
-def _shut_down(workers: list[_Worker], segment: shared_memory.SharedMemory) -> None:
-    """Stop every worker and delete the segment; a plain function, so `weakref.finalize` can hold it."""
+def _shut_down(
+    workers: list[_Worker], segment: shared_memory.SharedMemory, answers: tuple[socket.socket, connection.Connection]
+) -> None:
+    """Stop every worker, delete the segment and close the answer socket; a plain function, so
+    `weakref.finalize` can hold it."""
     for worker in workers:  # ask all first, so they stop in parallel
-        _ask_to_close(worker)
+        _send_message(worker, "close", None)
     for worker in workers:
         end_process(worker.process, worker.pipe)
+    for end in answers:
+        end.close()
     with contextlib.suppress(BufferError):  # the caller holds a copy=False array: the memory goes with it
         segment.close()
     segment.unlink()  # the name goes now either way
@@ -421,12 +472,14 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._shared = self._open()
         self._restarts = 0  # workers replaced so far: a replacement's games get seeds never used before
         self._ready: list[int] = []  # envs finished by their worker and not yet returned by recv()
-        self._infos: dict[int, dict] = {}  # the episode infos of those envs
+        self._pending = np.zeros(n_envs, bool)  # envs sent and not yet returned by recv()
+        self._busy: set[Any] = set()  # the workers with unanswered commands
         self._restarted: set[int] = set()  # envs restarted with a new worker, not yet reported
         self._broken: str | None = None
         for block in np.array_split(np.arange(n_envs), n_workers):
             self._workers.append(self._start_worker([int(i) for i in block]))
         self._owner = {i: worker for worker in self._workers for i in worker.env_ids}
+        self._all_ids = np.arange(n_envs)
 
     def _seeds(self, env_ids: list[int]) -> list[int | None]:
         """The seeds of envs `env_ids` in new games: a replaced worker's games get seeds never used before."""
@@ -446,16 +499,23 @@ class GamePool(gymnasium.vector.VectorEnv):
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
     def _open(self) -> dict[str, np.ndarray]:
-        """Create the shared segment and the finalizer that deletes it with the workers; return its arrays."""
+        """Create the shared segment (its memory reserved now), the answer socket and the finalizer that deletes
+        them with the workers; return the segment's arrays."""
         check_main_guard(self._context, "a GamePool")
         size = sum(_padded(shape, dtype) for shape, dtype in self._layout.values())
         self._segment = _create(size, self.num_envs)
-        self._finalizer = weakref.finalize(self, _shut_down, self._workers, self._segment)
+        parent_end, child_end = socket.socketpair()  # every worker gets the child's end
+        self._answers = (parent_end, connection.Connection(child_end.detach()))
+        self._finalizer = weakref.finalize(self, _shut_down, self._workers, self._segment, self._answers)
+        # The parent's reads give up after LIVENESS_CHECK_SECONDS, so that it can check the workers it waits for.
+        timeout = struct.pack("ll", 0, int(LIVENESS_CHECK_SECONDS * 1e6))  # struct timeval
+        parent_end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
+        self._unread: list[int] = []  # answers read from the socket, not yet taken in
         return _arrays(self._segment.buf, self._layout)
 
     def _start_worker(self, env_ids: list[int]) -> _Worker:
         parent_end, child_end = pipe()
-        args = (child_end, self._segment.name, self._layout, *self._block_arguments(env_ids))
+        args = (child_end, self._answers[1], self._segment.name, self._layout, *self._block_arguments(env_ids))
         process = self._context.Process(target=pool_worker, args=args, daemon=True)
         process.start()
         child_end.close()  # only the child holds it now, so a dead child reads as EOF
@@ -468,19 +528,49 @@ class GamePool(gymnasium.vector.VectorEnv):
 
     def _post(self, worker: _Worker, command: str, data: Any, ids: list[int]) -> None:
         """Send `GameBlock.run`'s command to the worker; `ids` are the envs a step plays (the worker reads
-        their actions from the shared segment)."""
-        with contextlib.suppress(OSError):  # a dead worker: _collect notices it through the EOF on its pipe
-            worker.pipe.send((command, data))
+        their actions from the shared segment). Stepping all its envs is one byte."""
+        if command == "step" and data is None:
+            with contextlib.suppress(OSError):  # a dead worker: _next_answer notices it
+                os.write(worker.pipe.fileno(), STEP_ALL)
+        else:
+            _send_message(worker, command, data)
 
-    def _next_answer(self, busy: list[_Worker]) -> tuple[_Worker, tuple[str, list[int], Any]]:
-        """Wait for the next answer of any of the `busy` workers: `GameBlock.run`'s, or ("died", [], why)."""
-        ready = connection.wait([worker.pipe for worker in busy])[0]
-        worker = next(worker for worker in busy if worker.pipe is ready)
+    def _next_answer(self, busy: set[_Worker], everything: bool) -> tuple[_Worker, tuple[str, list[int], Any]]:
+        """Wait for the next answer of any of the `busy` workers: ``(status, the envs it sent, None or a
+        traceback)`` as `GameBlock.run` answers, or ``("died", [], why)``.
+
+        With `everything`, one read sleeps until the answers to every command in flight are in (one wake-up
+        per step, not one per worker), else until the first. A read gives up after `LIVENESS_CHECK_SECONDS`
+        and the parent checks that the workers it waits for are alive. The socket's send() and recv() order
+        the memory: what a worker wrote to the segment before answering is what the parent reads after.
+        """
+        while not self._unread:
+            wanted = sum(len(worker.in_flight) for worker in busy) if everything else 1
+            try:
+                answers = self._answers[0].recv(4 * wanted, socket.MSG_WAITALL)  # what came, if it gave up
+            except BlockingIOError:  # nothing came: a dead worker's sentinel is readable
+                by_sentinel = {worker.process.sentinel: worker for worker in busy}
+                dead = connection.wait(list(by_sentinel), timeout=0)
+                if dead and not self._answer_waiting():  # (first take an answer it sent before it died)
+                    worker = by_sentinel[dead[0]]
+                    worker.process.join(timeout=1)
+                    return worker, ("died", [], f"exit code {worker.process.exitcode}")
+                continue
+            self._unread += memoryview(answers).cast("i").tolist()
+        first = self._unread.pop(0)
+        worker = self._owner[first if first >= 0 else -1 - first]
+        if first >= 0:
+            return worker, ("ok", worker.in_flight[0], None)
         try:
-            return worker, worker.pipe.recv()
+            return worker, ("error", worker.in_flight[0], worker.pipe.recv())
         except EOFError:
-            worker.process.join(timeout=1)
-            return worker, ("died", [], f"exit code {worker.process.exitcode}")
+            return worker, ("died", [], "it died while reporting an error")
+
+    def _answer_waiting(self) -> bool:
+        try:
+            return bool(self._answers[0].recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except BlockingIOError:
+            return False
 
     # --- the VectorEnv API ------------------------------------------------------------------------------
 
@@ -503,12 +593,12 @@ class GamePool(gymnasium.vector.VectorEnv):
         answered: list[_Worker] = []
         while unanswered := [worker for worker in self._workers if worker not in answered]:
             for worker in unanswered:
-                self._send(worker, "reset", ([seeds[i] for i in worker.env_ids], []), worker.env_ids)
+                self._send(worker, "reset", ([seeds[i] for i in worker.env_ids], []), [])
             answered += unanswered
             self._finish_in_flight()
         # After a reset nothing is pending, owed or to be reported as restarted.
         self._ready.clear()
-        self._infos.clear()
+        self._pending[:] = False
         self._restarted.clear()
         info = {"lives": self._shared["lives"].copy(), "_lives": np.ones(self.num_envs, bool)}
         info["game_name"], info["_game_name"] = self._game_names, self._every_env
@@ -517,15 +607,14 @@ class GamePool(gymnasium.vector.VectorEnv):
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Play one step of every env; see the class docstring."""
         self._check_usable()
-        if self._ready or self._in_flight():
+        if self._pending.any():
             raise PoolError("step() while send() results are pending: recv() them first")
         self._shared["actions"][:] = self._check_actions(actions, self.num_envs)
         for worker in self._workers:
             self._send(worker, "step", None, worker.env_ids)
         self._finish_in_flight()
-        ids = np.arange(self.num_envs)
         self._ready.clear()
-        return self._results(ids, whole=True)
+        return self._results(self._all_ids, whole=True)
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Start a step of the envs `env_ids` (default: all) with `actions`; collect the results with `recv`."""
@@ -535,25 +624,29 @@ class GamePool(gymnasium.vector.VectorEnv):
             raise ValueError(f"env_ids must be distinct integers, got {env_ids!r}")
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
             raise ValueError(f"env_ids must be in [0, {self.num_envs}), got {env_ids!r}")
-        busy = set(ids.tolist()) & set(self._ready + self._in_flight())
-        if busy:
-            raise ValueError(f"envs {sorted(busy)} were sent and not yet returned by recv()")
+        busy = ids[self._pending[ids]]
+        if busy.size:
+            raise ValueError(f"envs {sorted(busy.tolist())} were sent and not yet returned by recv()")
         self._shared["actions"][ids] = self._check_actions(actions, len(ids))
-        for worker in self._workers:
-            mine = [int(i) for i in ids if self._owner[int(i)] is worker]
-            if mine:
-                self._send(worker, "step", None if mine == worker.env_ids else mine, mine)
+        self._pending[ids] = True
+        # One command per worker with envs among `ids`: one byte if they are all its envs.
+        mine: dict[Any, list[int]] = {}
+        for i in ids.tolist():
+            mine.setdefault(self._owner[i], []).append(i)
+        for worker, envs in mine.items():
+            self._send(worker, "step", None if envs == worker.env_ids else envs, envs)
 
     def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Wait for `batch_size` envs to finish and return them, first finished first, with ``info["env_id"]``."""
         self._check_usable()
-        sent = len(self._ready) + len(self._in_flight())
+        sent = int(np.count_nonzero(self._pending))
         if sent < self.batch_size:
             raise PoolError(f"recv() needs batch_size={self.batch_size} envs sent; only {sent} are")
         while len(self._ready) < self.batch_size:
             self._collect()
         ids = np.array(self._ready[: self.batch_size])
         del self._ready[: self.batch_size]
+        self._pending[ids] = False
         return self._results(ids, whole=False)
 
     def close_extras(self, **kwargs: Any) -> None:
@@ -573,17 +666,14 @@ class GamePool(gymnasium.vector.VectorEnv):
     def _send(self, worker: Any, command: str, data: Any, ids: list[int]) -> None:
         self._post(worker, command, data, ids)
         worker.in_flight.append(ids)
-
-    def _in_flight(self) -> list[int]:
-        """The envs sent to a worker whose answer has not come in yet."""
-        return [i for worker in self._workers for sent in worker.in_flight for i in sent]
+        self._busy.add(worker)
 
     def _finish_in_flight(self) -> None:
         """Wait for every answer; a failed command is raised only after all, so no answer is left unread."""
         failure = None
-        while any(worker.in_flight for worker in self._workers):
+        while self._busy:
             try:
-                self._collect()
+                self._collect(everything=True)
             except PoolError as error:
                 if self._broken:
                     raise
@@ -591,18 +681,18 @@ class GamePool(gymnasium.vector.VectorEnv):
         if failure:
             raise failure
 
-    def _collect(self) -> None:
+    def _collect(self, everything: bool = False) -> None:
         """Wait for the next answer from any busy worker and take it in (one: a dead worker's replacement
         is waited for in here too, which may take other answers, so a list of ready pipes would go stale)."""
-        busy = [worker for worker in self._workers if worker.in_flight]
-        worker, (status, ids, payload) = self._next_answer(busy)
+        worker, (status, ids, payload) = self._next_answer(self._busy, everything)
         if status == "died":
             return self._worker_died(worker, payload)
         worker.in_flight.pop(0)
+        if not worker.in_flight:
+            self._busy.discard(worker)
         if status == "error":
             raise PoolError(f"{worker.describe()} failed on envs {list(ids)}:\n{payload}")
         self._ready.extend(ids)
-        self._infos.update(payload)
 
     def _worker_died(self, worker: Any, cause: str) -> None:
         message = f"{worker.describe()} died ({cause})"
@@ -613,6 +703,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         # their next return.
         owed = [i for sent in worker.in_flight for i in sent]
         self._restarts += 1
+        self._busy.discard(worker)
         replacement = self._replace(worker)
         self._workers[self._workers.index(worker)] = replacement
         self._owner.update(dict.fromkeys(replacement.env_ids, replacement))
@@ -640,26 +731,25 @@ class GamePool(gymnasium.vector.VectorEnv):
             raise ValueError(f"actions must have shape ({count},), one per env, got shape {array.shape}")
         if array.dtype.kind not in "iu":
             raise TypeError(f"actions must be integers in [0, {n_actions}), got dtype {array.dtype}")
-        bad = np.flatnonzero((array < 0) | (array >= n_actions))
-        if bad.size:
+        if count and (array.min() < 0 or array.max() >= n_actions):
+            bad = np.flatnonzero((array < 0) | (array >= n_actions))[0]
             raise ValueError(
                 f"actions must be in [0, {n_actions}) for {_describe_games(self.games)} "
-                f"({', '.join(self.action_meanings)}); "
-                f"entry {bad[0]} is {array[bad[0]]}"
+                f"({', '.join(self.action_meanings)}); entry {bad} is {array[bad]}"
             )
         return array.astype(np.int64, copy=False)
 
     def _results(self, ids: np.ndarray, whole: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """The step results of envs `ids`, read from the shared segment, with their info."""
+        """The step results of envs `ids` (`whole`: every env, in order), read from the shared segment, with
+        their info; every array is a copy, but the observations of a whole step with copy=False."""
         shared = self._shared
-        if whole:  # every env in order: plain copies (or the shared array itself)
-            obs = self._observations()
-            rewards, terminations = shared["rewards"].copy(), shared["terminations"].copy()
-            truncations, lives = shared["truncations"].copy(), shared["lives"].copy()
-        else:
-            obs, rewards, terminations = shared["obs"][ids], shared["rewards"][ids], shared["terminations"][ids]
-            truncations, lives = shared["truncations"][ids], shared["lives"][ids]
-        info: dict[str, Any] = {"lives": lives, "_lives": np.ones(len(ids), bool)}
+        obs = self._observations() if whole else shared["obs"][ids]
+        rewards, terminations, truncations = (
+            shared["rewards"][ids],
+            shared["terminations"][ids],
+            shared["truncations"][ids],
+        )
+        info: dict[str, Any] = {"lives": shared["lives"][ids], "_lives": np.ones(len(ids), bool)}
         if whole:
             info["game_name"], info["_game_name"] = self._game_names, self._every_env
         else:
@@ -669,33 +759,31 @@ class GamePool(gymnasium.vector.VectorEnv):
             self._restarted.difference_update(ids.tolist())
             truncations |= restarted
             info["worker_restarted"], info["_worker_restarted"] = restarted, restarted.copy()
-        ended = {k: self._infos.pop(i) for k, i in enumerate(ids.tolist()) if i in self._infos}
-        if ended:
-            self._add_episode_info(info, ended, len(ids))
+        ended = shared["ended"][ids]
+        if ended.any():
+            self._add_episode_info(info, ids, ended)
             if self.autoreset_mode == AutoresetMode.SAME_STEP:
-                final_obs, mask = np.full(len(ids), None, dtype=object), np.zeros(len(ids), bool)
-                for k in ended:
-                    final_obs[k], mask[k] = shared["final_obs"][ids[k]].copy(), True
-                info["final_obs"], info["_final_obs"] = final_obs, mask
+                final_obs = np.full(len(ids), None, dtype=object)
+                for k in np.flatnonzero(ended):
+                    final_obs[k] = shared["final_obs"][ids[k]].copy()
+                info["final_obs"], info["_final_obs"] = final_obs, ended.copy()
                 info["final_info"] = {key: info[key] for key in ("episode", "_episode", "game", "_game") if key in info}
-                info["_final_info"] = mask.copy()
+                info["_final_info"] = ended.copy()
         return obs, rewards, terminations, truncations, info
 
     def _observations(self) -> np.ndarray:
         # copy=False hands out the shared array itself, valid until the next call.
         return self._shared["obs"].copy() if self.copy else self._shared["obs"]
 
-    @staticmethod
-    def _add_episode_info(info: dict[str, Any], ended: dict[int, dict], count: int) -> None:
-        """``info["episode"]`` (and ``info["game"]``), in the vector RecordEpisodeStatistics layout."""
-        for key, reward, length in (("episode", "reward", "length"), ("game", "game_reward", "game_length")):
-            rows = {k: episode for k, episode in ended.items() if reward in episode}
-            if not rows:
-                continue
-            returns, lengths, mask = np.zeros(count), np.zeros(count, np.int64), np.zeros(count, bool)
-            for k, episode in rows.items():
-                returns[k], lengths[k], mask[k] = episode[reward], episode[length], True
-            info[key], info[f"_{key}"] = {"r": returns, "l": lengths}, mask
+    def _add_episode_info(self, info: dict[str, Any], ids: np.ndarray, ended: np.ndarray) -> None:
+        """``info["episode"]`` (and ``info["game"]``) of envs `ids`, whose episodes `ended` (a mask), in the
+        vector RecordEpisodeStatistics layout; vectorised from the statistics the workers wrote."""
+        shared = self._shared
+        for key, mask in (("episode", ended), ("game", ended & shared["game_ended"][ids])):
+            if mask.any():
+                returns = np.where(mask, shared[f"{key}_return"][ids], 0.0)
+                info[key] = {"r": returns, "l": np.where(mask, shared[f"{key}_length"][ids], 0)}
+                info[f"_{key}"] = mask
 
     def __repr__(self) -> str:
         state = ", closed" if self.closed else ""

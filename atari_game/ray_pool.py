@@ -74,9 +74,11 @@ class GameActor:
         if command == "step":
             self.arrays["actions"][rows] = actions
         answer = self.block.run(command, data)
-        names = ["obs", "rewards", "terminations", "truncations", "lives"]
-        if answer[0] == "ok" and answer[2] and not self.block.next_step_autoreset:
-            names.append("final_obs")  # only same-step autoreset writes the ended episodes' last observations
+        names = ["obs", "rewards", "terminations", "truncations", "lives", "ended", "game_ended"]
+        if answer[0] == "ok" and answer[2]:  # episodes ended: their statistics
+            names += ["episode_return", "episode_length", "game_return", "game_length"]
+            if not self.block.next_step_autoreset:
+                names.append("final_obs")  # only same-step autoreset writes the ended episodes' last observations
         return answer, {name: self.arrays[name][rows] for name in names}, self.location
 
 
@@ -212,7 +214,8 @@ class RayGamePool(GamePool):
         actions = self._shared["actions"][ids] if command == "step" else None
         worker.calls.append(worker.actor.run.remote(command, ids if command == "step" else data, actions))
 
-    def _next_answer(self, busy: list[_Actor]) -> tuple[_Actor, tuple[str, list[int], Any]]:
+    def _next_answer(self, busy: set[_Actor], everything: bool) -> tuple[_Actor, tuple[str, list[int], Any]]:
+        # The first call to finish, whether or not the pool waits for `everything`.
         ray = _ray()
         first_calls = {worker.calls[0]: worker for worker in busy}
         [done], _ = ray.wait(list(first_calls), num_returns=1)

@@ -1,4 +1,5 @@
-"""The PPO benchmark scripts read both trainers' outputs right (the runs themselves are too long for CI)."""
+"""The benchmark scripts read both trainers' outputs right and fit the parent's costs right (the runs themselves
+are too long for CI)."""
 
 import sys
 from pathlib import Path
@@ -33,3 +34,13 @@ def test_learning_report_gives_first_and_last_twenty_and_each_100k(capsys):
     line = capsys.readouterr().out
     assert "30 games; mean of the first 20 10.50, of the last 20 20.50" in line
     assert "per 100k frames: 5.5, 15.5, 25.5" in line and "250 agent steps/s" in line
+
+
+def test_the_parent_fit_recovers_its_costs_and_the_ceiling_follows_from_them():
+    from atari_game.benchmark import ceiling, fit_parent
+
+    grid = [
+        {"workers": w, "envs": n, "parent_us_per_step": 30.0 + 4.0 * w + 0.5 * n} for w in (2, 8, 64) for n in (64, 256)
+    ]
+    assert [round(cost, 9) for cost in fit_parent(grid)] == [30.0, 4.0, 0.5]
+    assert round(ceiling((30.0, 4.0, 0.5), 64, 256), 6) == round(256 / (30 + 256 + 128) * 1e6, 6)

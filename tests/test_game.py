@@ -62,6 +62,23 @@ def test_channels_last_and_size_options():
     assert game.step(0)[0].shape == (2, 100, 80)
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_play_writes_what_step_returns_into_the_array_it_is_given(channels_last):
+    stepped = Game("Breakout", seed=3, fire_reset=True, channels_last=channels_last)
+    played = Game("Breakout", seed=3, fire_reset=True, channels_last=channels_last)
+    out = np.full(played.observation_shape, 7, np.uint8)
+    stepped.reset(), played.reset()
+    ends = 0
+    for action in random_actions(stepped, 300):
+        obs, reward, done, info = stepped.step(action)
+        assert played.play(int(action), out=out) == (reward, done, info)
+        assert np.array_equal(out, obs)
+        if done:
+            assert np.array_equal(played.final_observation, stepped.final_observation)
+            ends += 1
+    assert ends >= 1
+
+
 def test_step_before_reset_is_refused():
     game = Game("Pong")
     with pytest.raises(RuntimeError, match="reset"):

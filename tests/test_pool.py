@@ -256,6 +256,17 @@ def test_pool_plays_the_local_games_with_new_observation_types_and_continuous_ac
     assert ended >= 2
 
 
+def test_commands_queued_for_one_worker_are_answered_in_order(pool_factory):
+    pool = pool_factory(4, n_workers=2, batch_size=1, **OPTIONS)
+    pool.reset()
+    for _ in range(3):  # envs 1 and 0 of worker 0, the second sent before the first is answered, then worker 1's
+        pool.send([1], [1])
+        pool.send([2], [0])
+        pool.send([3, 0], [2, 3])
+        returned = [int(pool.recv()[4]["env_id"][0]) for _ in range(4)]
+        assert [i for i in returned if i < 2] == [1, 0] and [i for i in returned if i >= 2] == [2, 3]
+
+
 # --- bad input --------------------------------------------------------------------------------------
 
 
@@ -356,6 +367,19 @@ def test_a_killed_worker_is_reported_within_two_seconds_and_close_still_works():
     pool.close()
     pool.close()
     assert all_gone(pids) and segment not in shm_segments()
+
+
+def test_a_worker_killed_while_the_parent_waits_in_recv_is_reported_within_two_seconds(pool_factory):
+    pool = pool_factory(4, n_workers=2, batch_size=4, **OPTIONS)
+    pool.reset()
+    dead = worker_pids(pool)[0]
+    os.kill(dead, signal.SIGKILL)
+    assert all_gone([dead])
+    pool.send([0, 0, 0, 0])  # recv() now waits for an answer that never comes
+    start = time.monotonic()
+    with pytest.raises(PoolError, match=rf"pool worker \(pid {dead}, envs 0-1\) died \(exit code -9\)"):
+        pool.recv()
+    assert time.monotonic() - start < 2
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
