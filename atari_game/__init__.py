@@ -4,12 +4,14 @@ from atari_game.env import AtariGameEnv, make_game_pool, register_games
 from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, list_games, resolve_game
 from atari_game.pool import GamePool, PoolError
 from atari_game.ray_pool import RayGamePool
+from atari_game.replay import FrameReplay
 from atari_game.worker import DEFAULT_START_METHOD, Worker, WorkerError, worker_process
 
 __all__ = [
     "DEFAULT_START_METHOD",
     "LIFE_LOSS_MODES",
     "AtariGameEnv",
+    "FrameReplay",
     "Game",
     "GameOptions",
     "GamePool",
