@@ -49,7 +49,7 @@ def games() -> None:
 def play(args: argparse.Namespace) -> None:
     if args.checkpoint:
         try:
-            from atari_game.ppo import trained_policy
+            from atari_game.training import trained_policy
         except ImportError as error:
             missing_extra("play --checkpoint", error, TRAIN_EXTRA)
         policy, options = trained_policy(args.checkpoint, args.game)
