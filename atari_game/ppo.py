@@ -257,8 +257,9 @@ def collect(
         pools[k].send(action.cpu().numpy())
 
     def receive(k: int, step: int) -> None:
-        envs = halves[k]
         obs, reward, terminated, truncated, info = pools[k].recv()
+        # recv returns the envs in the order their workers finished: each row goes back to its env's column.
+        envs = halves[k].start + torch.from_numpy(info["env_id"])
         rollout.rewards[step, envs] = torch.from_numpy(
             bootstrap_truncated(config, agent, device, reward, truncated, info)
         )
