@@ -462,13 +462,19 @@ class FrameReplay:
         first, final = transitions % self.slots, (transitions + last) % self.slots
 
         # The frame positions of obs (from the first transition) and next_obs (from the k-th), each observation's
-        # slot k being frame ``newest - min(stack - 1 - k, depth)``; then one gather each.
+        # slot k being frame ``newest - min(stack - 1 - k, depth)``.
         back = np.arange(self.stack - 1, -1, -1)
         obs_newest = self._newest[envs, first] - self._gap[envs, first]
         obs_positions = obs_newest[:, None] - np.minimum(back, self._obs_depth[envs, first][:, None])
         next_positions = self._newest[envs, final][:, None] - np.minimum(back, self._next_depth[envs, final][:, None])
-        obs = self._as_observations(self._frames[rows, obs_positions % self.frame_slots])
-        next_obs = self._as_observations(self._frames[rows, next_positions % self.frame_slots])
+        # One gather into one new array for both: two separate ~1 MB arrays per batch make glibc give their
+        # memory back to the system after each batch and fault it in again on the next (~2x the time here).
+        positions = np.stack([obs_positions, next_positions]) % self.frame_slots + envs[:, None] * self.frame_slots
+        frames = np.empty((2, len(envs), self.stack, *self.frame_shape), self.dtype)
+        # (The positions are in range: mode="wrap" only spares np.take a buffered bounds check.)
+        flat_frames, flat_out = self._frames.reshape(-1, *self.frame_shape), frames.reshape(-1, *self.frame_shape)
+        np.take(flat_frames, positions.ravel(), axis=0, out=flat_out, mode="wrap")
+        obs, next_obs = self._as_observations(frames[0]), self._as_observations(frames[1])
 
         if self.prioritized:
             # (N P(i))^-beta / max_j (N P(j))^-beta = (p_i / p_min)^-beta, over the sampleable transitions.
