@@ -438,6 +438,10 @@ class FrameReplay:
             raise ValueError(f"indices: transition id {indices[first]} (entry {first}) cannot be sampled now")
         return self._gather(envs, transitions, self.beta)
 
+    def holds(self, indices: np.ndarray) -> np.ndarray:
+        """``bool`` per id of `indices`: the transition can be sampled now (not evicted, ready)."""
+        return self._decode(indices)[3]
+
     def _decode(self, indices: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Transition ids as ``(ids, envs, transitions, held)``: `held` marks those that can be sampled now."""
         indices = np.asarray(indices)
