@@ -232,13 +232,14 @@ class FrameReplay:
         self._ready = np.zeros(self.num_envs, np.int64)
         self._last_end = np.full(self.num_envs, -1, np.int64)
 
-        # Prioritized replay: a sum tree and a min tree over every transition slot (leaf ``e * slots + t %
-        # slots``): sampling walks the sum tree; the min tree gives the largest importance weight.
-        # Slots that cannot be sampled hold 0 in the sum tree and +inf in the min tree.
+        # Prioritized replay: a sum tree and a max tree of reciprocals over every transition slot (leaf ``e *
+        # slots + t % slots``): sampling walks the sum tree; the other's root, 1 / the smallest priority, gives
+        # the largest importance weight. Slots that cannot be sampled hold 0 in both (so np.zeros, resident
+        # only as they fill, where a min tree would start filled with +inf).
         self._leaves = 1 << max(self.num_envs * self.slots - 1, 0).bit_length()
         if self.prioritized:
             self._sum_tree = np.zeros(2 * self._leaves, np.float64)
-            self._min_tree = np.full(2 * self._leaves, np.inf, np.float64)
+            self._inverse_tree = np.zeros(2 * self._leaves, np.float64)
         self._max_priority = 1.0
         self._rng = np.random.default_rng(seed)
 
@@ -266,7 +267,8 @@ class FrameReplay:
                 done: no bootstrap) or by truncation (bootstraps from `next_obs`).
             valid: bool ``(num_envs,)`` or None (all True): the envs whose step is a transition. With a
                 next-step-autoreset pool, the step after an episode end only resets the env: pass
-                ``valid=~(previous_terminations | previous_truncations)``.
+                ``valid=~(previous_terminations | previous_truncations)``. (Skipping any other step joins the
+                transitions around it into one episode for n-step returns.)
 
         Everything is checked before anything is stored: a bad argument raises ValueError/TypeError and
         leaves the buffer as it was. The arrays are copied; the caller may reuse them.
@@ -481,9 +483,10 @@ class FrameReplay:
         obs, next_obs = self._as_observations(frames[0]), self._as_observations(frames[1])
 
         if self.prioritized:
-            # (N P(i))^-beta / max_j (N P(j))^-beta = (p_i / p_min)^-beta, over the sampleable transitions.
+            # (N P(i))^-beta / max_j (N P(j))^-beta = (p_i / p_min)^-beta over the sampleable transitions, where
+            # p = priority**alpha (a leaf) and the reciprocals' tree holds 1 / p_min.
             leaves = self._sum_tree[self._leaves + envs * self.slots + first]
-            weights = (leaves / self._min_tree[1]) ** -beta
+            weights = (leaves * self._inverse_tree[1]) ** -beta
         else:
             weights = np.ones(len(envs))
         return ReplayBatch(
@@ -524,11 +527,11 @@ class FrameReplay:
         nodes = leaves + self._leaves
         values = np.broadcast_to(np.asarray(values, np.float64), nodes.shape)
         self._sum_tree[nodes] = values
-        self._min_tree[nodes] = np.where(values > 0, values, np.inf)
+        self._inverse_tree[nodes] = np.divide(1.0, values, out=np.zeros(nodes.shape), where=values > 0)
         while nodes[0] > 1:  # every node of one level has the same depth
             nodes = np.unique(nodes // 2)
             self._sum_tree[nodes] = self._sum_tree[2 * nodes] + self._sum_tree[2 * nodes + 1]
-            self._min_tree[nodes] = np.minimum(self._min_tree[2 * nodes], self._min_tree[2 * nodes + 1])
+            self._inverse_tree[nodes] = np.maximum(self._inverse_tree[2 * nodes], self._inverse_tree[2 * nodes + 1])
 
     def _find(self, targets: np.ndarray) -> np.ndarray:
         """The leaves where the prefix sums of the sum tree reach `targets` (descending it for all at once)."""

@@ -151,7 +151,7 @@ def test_frame_bytes_per_transition_stay_within_three_percent_of_one_frame():
     bound = capacity * ((1 + FRAME_MARGIN) * frame + metadata) + num_envs * (observation + 5 * 8)
     assert buffer.nbytes <= bound and buffer.nbytes / capacity < 7_300
     prioritized = FrameReplay(capacity, num_envs, shape, prioritized=True)
-    trees = 2 * 2 * 2**20 * 8  # a sum and a min tree over 2^20 leaves, float64
+    trees = 2 * 2 * 2**20 * 8  # two trees over 2^20 leaves, float64
     assert prioritized.nbytes <= bound + trees
 
 
@@ -249,8 +249,11 @@ def test_update_priorities_changes_what_is_sampled_and_evicted_transitions_are_n
     assert not np.isin(draw(buffer, 8), ids).any()
     buffer.update_priorities(ids, np.ones(len(ids)))  # evicted ids are skipped, not revived
     assert not np.isin(draw(buffer, 8), ids).any()
-    # New transitions got the largest priority seen: the 1e6 one's.
-    assert buffer._sum_tree[1] == pytest.approx(len(ids) * (1e6 + buffer.priority_epsilon) ** buffer.alpha)
+    # New transitions got the largest priority seen, the 1e6 one's: against one set to 1, their weights say so.
+    new = buffer.indices()
+    buffer.update_priorities(new[:1], np.array([1.0]))
+    ratio = ((1e6 + buffer.priority_epsilon) / (1 + buffer.priority_epsilon)) ** buffer.alpha
+    np.testing.assert_allclose(buffer.get(new).weights, [1.0] + [ratio**-buffer.beta] * 7, rtol=1e-6)
 
 
 def test_n_step_transitions_not_yet_ready_have_no_priority():
@@ -350,7 +353,8 @@ def test_bad_samples_and_priorities_are_refused_by_name_and_leave_the_buffer_usa
     with pytest.raises(ValueError, match="beta"):
         buffer.sample(2, beta=-0.1)
     ids = buffer.indices()
-    tree = buffer._sum_tree.copy()
+    buffer.update_priorities(ids, np.arange(1.0, 9.0))
+    weights = buffer.get(ids).weights
     for priorities, error in [(np.full(8, np.nan), ValueError), (-np.ones(8), ValueError), (np.ones(7), ValueError)]:
         with pytest.raises(error, match="priorities"):
             buffer.update_priorities(ids, priorities)
@@ -358,7 +362,9 @@ def test_bad_samples_and_priorities_are_refused_by_name_and_leave_the_buffer_usa
         buffer.update_priorities(ids.astype(float), np.ones(8))
     with pytest.raises(ValueError, match="cannot be sampled now"):
         buffer.get(np.array([ids.max() + 2]))
-    assert np.array_equal(buffer._sum_tree, tree)
+    assert np.array_equal(buffer.get(ids).weights, weights)  # the priorities are as they were
+    buffer.update_priorities(ids[-1:], np.array([0.5]))  # ...and a good update is taken: now the smallest
+    assert buffer.get(ids[-1:]).weights[0] == 1 and (buffer.get(ids[:-1]).weights < 1).all()
     with pytest.raises(ValueError, match="prioritized=True"):
         filled(prioritized=False).update_priorities(ids, np.ones(8))
     assert buffer.sample(8).obs.shape == (8, 2, 2, 2)
