@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from atari_game.game import _check_bool, _check_int
+
 # Extra frame slots per env, as a share of its transition slots: they hold the frames of segment starts.
 FRAME_MARGIN = 0.03
 
@@ -77,11 +79,9 @@ class ReplayBatch:
 # --- argument checks: each names the argument and what is valid --------------------------------------------
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= {low}, got {type(value).__name__} {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value}")
+def _integer(name: str, value: Any, low: int) -> int:
+    """`value` as an int, checked as the Game checks its options (TypeError or ValueError naming `name`)."""
+    _check_int(name, value, low)
     return int(value)
 
 
@@ -164,18 +164,17 @@ class FrameReplay:
         seed: int | None = None,
     ) -> None:
         # Validate everything before allocating anything.
-        self.num_envs = _check_int("num_envs", num_envs, 1)
-        self.capacity = _check_int("capacity", capacity, 1)
+        self.num_envs = _integer("num_envs", num_envs, 1)
+        self.capacity = _integer("capacity", capacity, 1)
         if self.capacity < self.num_envs:
             raise ValueError(f"capacity must be at least num_envs ({self.num_envs}): one slot per env, got {capacity}")
         if not isinstance(observation_shape, (tuple, list)) or not observation_shape:
             raise TypeError(f"observation_shape must be a tuple of positive integers, got {observation_shape!r}")
-        self.observation_shape = tuple(_check_int("observation_shape", side, 1) for side in observation_shape)
-        if not isinstance(channels_last, (bool, np.bool_)):
-            raise TypeError(f"channels_last must be True or False, got {channels_last!r}")
+        self.observation_shape = tuple(_integer("observation_shape", side, 1) for side in observation_shape)
+        _check_bool("channels_last", channels_last)
         self.channels_last = bool(channels_last)
         depth = self.observation_shape[-1 if channels_last else 0]  # the stack axis's length
-        self.stack = depth if stack is None else _check_int("stack", stack, 1)
+        self.stack = depth if stack is None else _integer("stack", stack, 1)
         if depth % self.stack:
             raise ValueError(
                 f"stack must divide the stack axis of observation_shape {self.observation_shape} (length {depth}), "
@@ -187,10 +186,9 @@ class FrameReplay:
             raise TypeError(f"dtype must be a numpy dtype such as np.uint8 or np.float32, got {dtype!r}") from error
         if self.dtype.kind not in "biuf":
             raise TypeError(f"dtype must be a boolean, integer or float dtype, got {self.dtype}")
-        self.n_step = _check_int("n_step", n_step, 1)
+        self.n_step = _integer("n_step", n_step, 1)
         self.gamma = _check_float("gamma", gamma, 0.0, 1.0)
-        if not isinstance(prioritized, (bool, np.bool_)):
-            raise TypeError(f"prioritized must be True or False, got {prioritized!r}")
+        _check_bool("prioritized", prioritized)
         self.prioritized = bool(prioritized)
         self.alpha = _check_float("alpha", alpha, 0.0, math.inf)
         self.beta = _check_float("beta", beta, 0.0, 1.0)
@@ -406,7 +404,7 @@ class FrameReplay:
         `beta` overrides the constructor's importance-sampling exponent for this batch (prioritized only).
         Raises ValueError when `batch_size` is not in ``[1, len(self)]`` (an empty buffer cannot be sampled).
         """
-        batch_size = _check_int("batch_size", batch_size, 1)
+        batch_size = _integer("batch_size", batch_size, 1)
         if batch_size > len(self):
             raise ValueError(
                 f"batch_size must be at most the {len(self)} transitions that can be sampled now, got {batch_size}"
