@@ -362,10 +362,14 @@ class FrameReplay:
         # n-step: a transition is ready once its n steps are all added, or its episode ended within them.
         self._ready = np.maximum(np.maximum(self._added - self.n_step + 1, self._last_end + 1), self._oldest)
         if self.prioritized:
-            rows, evicted = _ranges(oldest, self._oldest)
-            self._set_leaves(rows * self.slots + evicted % self.slots, 0.0)
-            rows, new = _ranges(np.maximum(ready, self._oldest), self._ready)
-            self._set_leaves(rows * self.slots + new % self.slots, self._max_priority**self.alpha)
+            # In one tree update: evicted transitions get 0, newly ready ones the largest priority so far (a new
+            # transition may reuse an evicted one's slot: numpy does not say which of two writes to one index wins).
+            evicted_rows, evicted = _ranges(oldest, self._oldest)
+            new_rows, new = _ranges(np.maximum(ready, self._oldest), self._ready)
+            emptied, filled = evicted_rows * self.slots + evicted % self.slots, new_rows * self.slots + new % self.slots
+            emptied = emptied[~np.isin(emptied, filled)]
+            values = np.repeat([0.0, self._max_priority**self.alpha], [len(emptied), len(filled)])
+            self._set_leaves(np.concatenate([emptied, filled]), values)
 
     def _as_frames(self, observations: np.ndarray) -> np.ndarray:
         """A view of observations ``(n, *observation_shape)`` as their frames ``(n, stack, *frame_shape)``."""
@@ -504,8 +508,9 @@ class FrameReplay:
         """Set the priorities of transitions `indices` (``ReplayBatch.indices``), e.g. to ``abs(td_errors)``.
 
         `priorities` are finite and >= 0, one per index; a transition's sampling weight becomes
-        ``(priority + priority_epsilon) ** alpha``. Ids evicted since they were sampled are skipped.
-        Raises ValueError/TypeError on bad input, leaving the priorities unchanged.
+        ``(priority + priority_epsilon) ** alpha``. Ids evicted since they were sampled are skipped; an id given
+        twice (a batch draws with replacement) gets its last priority. Raises ValueError/TypeError on bad input,
+        leaving the priorities unchanged.
         """
         if not self.prioritized:
             raise ValueError("update_priorities needs a FrameReplay built with prioritized=True")
@@ -516,14 +521,16 @@ class FrameReplay:
         priorities = priorities[held].astype(np.float64) + self.priority_epsilon
         if priorities.size:
             self._max_priority = max(self._max_priority, float(priorities.max()))
-            self._set_leaves(envs[held] * self.slots + transitions[held] % self.slots, priorities**self.alpha)
+            leaves = envs[held] * self.slots + transitions[held] % self.slots
+            # Each leaf once, with its last priority (numpy does not say which of two writes to one index wins).
+            leaves, last = np.unique(leaves[::-1], return_index=True)
+            self._set_leaves(leaves, priorities[::-1][last] ** self.alpha)
 
-    def _set_leaves(self, leaves: np.ndarray, values: np.ndarray | float) -> None:
-        """Set tree leaves and recompute their ancestors, level by level (vectorised over the leaves)."""
+    def _set_leaves(self, leaves: np.ndarray, values: np.ndarray) -> None:
+        """Set tree leaves (each once) and recompute their ancestors, level by level (vectorised over the leaves)."""
         if not len(leaves):
             return
         nodes = leaves + self._leaves
-        values = np.broadcast_to(np.asarray(values, np.float64), nodes.shape)
         self._sum_tree[nodes] = values
         self._inverse_tree[nodes] = np.divide(1.0, values, out=np.zeros(nodes.shape), where=values > 0)
         while nodes[0] > 1:  # every node of one level has the same depth

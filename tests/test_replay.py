@@ -242,7 +242,7 @@ def test_prioritized_weights_are_the_normalised_importance_weights():
 def test_update_priorities_changes_what_is_sampled_and_evicted_transitions_are_never_sampled():
     buffer = filled()
     ids = buffer.indices()
-    buffer.update_priorities(ids[:1], np.array([1e6]))  # one transition dominates
+    buffer.update_priorities(ids[[0, 0]], np.array([3.0, 1e6]))  # one transition dominates (its last priority)
     assert (draw(buffer, 8) == ids[0]).mean() > 0.95
     slide(buffer, np.random.default_rng(6), 4)  # every slot is overwritten: the old priorities must be gone
     assert not np.isin(buffer.indices(), ids).any()
