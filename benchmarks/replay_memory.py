@@ -13,7 +13,8 @@ pip install -e ".[sb3]" && python benchmarks/replay_memory.py [--fill 1000000]
    conversion, SB3's own numpy indexing alone. Ratios are SB3's time over FrameReplay's. Torch runs on one
    thread (``--torch-threads``): with two, its copy of a batch into a tensor busy-waits for a second thread,
    which on a loaded machine costs SB3's sample ~8 ms of CPU for a 0.9 MB copy.
-3. ``--fill N``: a FrameReplay of N transitions filled to the brim, its ``nbytes`` and the process's peak RSS.
+3. ``--fill N``: a FrameReplay of N transitions filled to the brim: its ``nbytes``, the process's resident memory
+   before and after (the difference is the buffer's) and its peak RSS (which includes the speed test's buffers).
 
 The transitions come from a few thousand steps of a real GamePool (Breakout, life-loss episodes, 30 NOOPs and
 FIRE, random actions), replayed cyclically: each env's frames go on from where its stack stands, with the
@@ -150,18 +151,25 @@ def speed_table(envs: int, transitions: int, record: RecordedPlay, rounds: int, 
         print(f"  {name:40s} {median:8.0f} µs   SB3 sample / this: {sb3_time / median:6.2f}x")
 
 
+def resident_bytes() -> int:
+    """This process's resident memory now (Linux)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
+
+
 def fill(transitions: int, envs: int, record: RecordedPlay) -> None:
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    before = resident_bytes()
     buffer = FrameReplay(transitions, envs, SHAPE, seed=0)
     start = time.process_time()
     for step in record.transitions(transitions // envs):
         buffer.add(*step)
     seconds = time.process_time() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    after, peak = resident_bytes(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(
         f"\n--fill {transitions:,}: {len(buffer):,} transitions held, nbytes {buffer.nbytes / 1e9:.3f} GB "
-        f"({buffer.nbytes / len(buffer):,.0f} B per transition); peak RSS {peak / 1e9:.3f} GB "
-        f"({before / 1e9:.3f} GB before the buffer); {transitions / seconds:,.0f} transitions/s added (CPU time)"
+        f"({buffer.nbytes / len(buffer):,.0f} B per transition held); resident memory {before / 1e9:.3f} GB before "
+        f"the buffer, {after / 1e9:.3f} GB filled (+{(after - before) / 1e9:.3f} GB), peak RSS {peak / 1e9:.3f} GB; "
+        f"{transitions / seconds:,.0f} transitions/s added (CPU time)"
     )
     batch = buffer.sample(32)
     assert batch.obs.shape == (32, *SHAPE)
