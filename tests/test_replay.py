@@ -96,6 +96,7 @@ def test_a_worker_killed_and_restarted_mid_run_keeps_samples_exact():
     with GamePool(4, "Breakout", seed=2, n_workers=2, restart_workers=True, autoreset_mode="SameStep") as pool:
         buffer, plain = FrameReplay(400, 4, (4, 84, 84)), PlainReplay(4)
         play(pool, buffer, plain, 60, kill_at=30)
+    assert [plain.transitions[30 * 4 + env][5] for env in range(4)] == [True, True, False, False]  # restarted
     check_exact(buffer, plain)
 
 
