@@ -102,7 +102,7 @@ def read_progress(path: Path, learning_starts: int) -> Run:
 def cleanrl(python: str, script: str, options: dict, work_dir: Path) -> Run:
     """CleanRL's dqn_atari.py with `options`, run in `work_dir` (its runs/ folder goes there)."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    command = [python, "-c", CLEANRL_LAUNCH, script]
+    command = [python, "-u", "-c", CLEANRL_LAUNCH, script]  # -u: its output unbuffered, readable as it runs
     for name, value in options.items():
         command += [f"--{name}", str(value)]
     peak = run_child(command, work_dir / "out.txt", cwd=work_dir)
