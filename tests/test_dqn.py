@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 import torch
+from test_ppo import video_frames
 
 from atari_game import dqn
 from atari_game.replay import FrameReplay
@@ -34,14 +34,6 @@ def run(*args):
 def update_rows(run_dir):
     with (run_dir / "progress.csv").open() as file:
         return [row for row in csv.DictReader(file) if row["epsilon"]]
-
-
-def video_frames(path):
-    capture = cv2.VideoCapture(str(path))
-    frames = 0
-    while capture.read()[0]:
-        frames += 1
-    return frames
 
 
 def test_gradient_steps_and_target_updates_count_transitions_of_all_envs():
