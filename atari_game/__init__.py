@@ -14,6 +14,7 @@ from atari_game.game import (
 )
 from atari_game.pool import GamePool, PoolError
 from atari_game.ray_pool import RayGamePool
+from atari_game.replay import FrameReplay
 from atari_game.worker import DEFAULT_START_METHOD, Worker, WorkerError, worker_process
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "LIFE_LOSS_MODES",
     "OBS_TYPES",
     "AtariGameEnv",
+    "FrameReplay",
     "Game",
     "GameOptions",
     "GamePool",

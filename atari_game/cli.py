@@ -5,11 +5,13 @@ atari-game play Breakout --record breakout.mp4          # a random agent plays o
 atari-game play Breakout --checkpoint runs/Breakout-1/checkpoint.pt --record agent.mp4
 atari-game bench --envs 16                              # GamePool against the other Atari vector envs
 atari-game train --game Pong --total-frames 2000000     # the PPO example (atari-game train --help)
+atari-game train --algo dqn --game Pong                 # the DQN example (atari-game train --algo dqn --help)
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -19,6 +21,7 @@ import numpy as np
 from atari_game.game import Game, action_meanings, list_games, resolve_game
 from atari_game.play import play_game
 
+TRAINERS = ("ppo", "dqn")  # atari_game.ppo and atari_game.dqn
 TRAIN_EXTRA = 'pip install torch==2.13.0 && pip install "atari_game[train]"'
 
 
@@ -49,7 +52,7 @@ def games() -> None:
 def play(args: argparse.Namespace) -> None:
     if args.checkpoint:
         try:
-            from atari_game.ppo import trained_policy
+            from atari_game.training import trained_policy
         except ImportError as error:
             missing_extra("play --checkpoint", error, TRAIN_EXTRA)
         policy, options = trained_policy(args.checkpoint, args.game)
@@ -72,15 +75,21 @@ def bench(arguments: list[str]) -> None:
 
 
 def train(arguments: list[str]) -> None:
+    # --algo picks the trainer (PPO unless told); every other option is the trainer's own.
+    chooser = argparse.ArgumentParser(prog="atari-game train", add_help=False, allow_abbrev=False)
+    chooser.add_argument("--algo", choices=TRAINERS, default="ppo")
+    choice, options = chooser.parse_known_args(arguments)
     try:
-        from atari_game.ppo import main as run_training
+        trainer = importlib.import_module(f"atari_game.{choice.algo}")
     except ImportError as error:
         missing_extra("train", error, TRAIN_EXTRA)
-    run_training(arguments)
+    if "-h" in options or "--help" in options:
+        print(f"atari-game train [--algo {{{','.join(TRAINERS)}}}] (default: ppo), then {choice.algo}'s options:\n")
+    trainer.main(options)
 
 
 # These commands have their own options (and --help): everything after the command name goes to them.
-FORWARDED = {"bench": (bench, "the throughput benchmark"), "train": (train, "train the PPO example")}
+FORWARDED = {"bench": (bench, "the throughput benchmark"), "train": (train, "train the PPO (default) or DQN example")}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,8 +13,6 @@ learning-rate schedule and frame count), ``learning_curve.png`` and ``agent.mp4`
 
 from __future__ import annotations
 
-import argparse
-import csv
 import dataclasses
 import os
 import time
@@ -25,10 +23,21 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 from torch import nn
-from tqdm import tqdm
 
-from atari_game import Game, GamePool, action_meanings, resolve_game
-from atari_game.play import play_game
+from atari_game.game import action_meanings
+from atari_game.pool import GamePool
+from atari_game.training import (
+    NatureCNN,
+    RunLog,
+    game_options,
+    on_device,
+    pick_device,
+    plot_learning_curve,
+    progress_bar,
+    record_game,
+    save_checkpoint,
+)
+from atari_game.training import parse_config as parse_config_of
 
 
 @dataclasses.dataclass
@@ -74,18 +83,13 @@ class Config:
 
 def parse_config(argv: list[str] | None = None) -> Config:
     """A `Config` from the command line: ``--field-name value`` for every field, ``--[no-]flag`` for booleans."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Config):
-        flag = "--" + field.name.replace("_", "-")
-        if field.type == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=field.default)
-        else:
-            kind = {"int": int, "float": float, "str": str}[field.type]
-            parser.add_argument(flag, type=kind, default=field.default, metavar=field.type.upper())
-    config = Config(**vars(parser.parse_args(argv)))
+    return parse_config_of(Config, argv, __doc__, check_config)
+
+
+def check_config(config: Config) -> str:
     if config.batch_size % config.n_minibatches or (config.async_envs and config.n_envs % 2):
-        parser.error("n_envs * n_steps must divide into n_minibatches, and async_envs needs an even n_envs")
-    return config
+        return "n_envs * n_steps must divide into n_minibatches, and async_envs needs an even n_envs"
+    return ""
 
 
 # --- the agent ------------------------------------------------------------------------------------------
@@ -103,35 +107,18 @@ class Agent(nn.Module):
 
     def __init__(self, n_actions: int) -> None:
         super().__init__()
-        self.trunk = nn.Sequential(
-            layer(nn.Conv2d(4, 32, 8, stride=4)),
-            nn.ReLU(),
-            layer(nn.Conv2d(32, 64, 4, stride=2)),
-            nn.ReLU(),
-            layer(nn.Conv2d(64, 64, 3, stride=1)),
-            nn.ReLU(),
-            nn.Flatten(),
-            layer(nn.Linear(64 * 7 * 7, 512)),
-            nn.ReLU(),
-        )
+        self.trunk = NatureCNN(init=layer)
         self.actor = layer(nn.Linear(512, n_actions), std=0.01)
         self.critic = layer(nn.Linear(512, 1), std=1.0)
 
-    def features(self, obs: torch.Tensor) -> torch.Tensor:
-        # Observations arrive as uint8 and are scaled here, on the device; channels-last is faster for CPU convs.
-        # Reordered while still uint8 (4x less memory to move; nothing to do for the learner's minibatches, which
-        # are channels-last already), then converted and scaled in place.
-        x = obs.contiguous(memory_format=torch.channels_last).float().div_(255.0)
-        return self.trunk(x)
-
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(self.features(obs)).squeeze(-1)
+        return self.critic(self.trunk(obs)).squeeze(-1)
 
     def act(
         self, obs: torch.Tensor, action: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample an action (or score the given one): action, its log-probability, the entropy, the value."""
-        hidden = self.features(obs)
+        hidden = self.trunk(obs)
         # Without argument checks: the logits come from the network, and the checks cost ~0.1 ms a call.
         distribution = torch.distributions.Categorical(logits=self.actor(hidden), validate_args=False)
         if action is None:
@@ -141,90 +128,26 @@ class Agent(nn.Module):
 
 # --- logging --------------------------------------------------------------------------------------------
 
-
-class RunLog:
-    """progress.csv (and TensorBoard when it is installed), plus the whole games finished so far."""
-
-    FIELDS = (
-        "frames",
-        "seconds",
-        "game_return",
-        "game_length",
-        "policy_loss",
-        "value_loss",
-        "entropy",
-        "approx_kl",
-        "clip_fraction",
-        "frames_per_second",
-        "rollout_seconds",
-        "learn_seconds",
-    )
-
-    def __init__(self, run_dir: Path, resume: bool) -> None:
-        self.path = run_dir / "progress.csv"
-        self.games: list[tuple[int, float, int]] = []  # (frames, whole-game return, length in agent steps)
-        if resume and self.path.exists():
-            with self.path.open() as file:
-                rows = [row for row in csv.DictReader(file) if row["game_return"]]
-            self.games = [(int(row["frames"]), float(row["game_return"]), int(row["game_length"])) for row in rows]
-        self.file = self.path.open("a" if resume else "w", newline="")
-        self.writer = csv.DictWriter(self.file, fieldnames=self.FIELDS)
-        if not resume or self.file.tell() == 0:
-            self.writer.writeheader()
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.tensorboard = SummaryWriter(str(run_dir))
-        except ImportError:
-            self.tensorboard = None
-
-    def game_ended(self, frames: int, game_return: float, length: int) -> None:
-        self.games.append((frames, game_return, length))
-        # One CSV row per whole game, so the curve has every game; the update rows leave these columns empty.
-        self.writer.writerow({"frames": frames, "game_return": game_return, "game_length": length})
-        if self.tensorboard:
-            self.tensorboard.add_scalar("charts/game_return", game_return, frames)
-
-    def update(self, frames: int, seconds: float, stats: dict[str, float]) -> None:
-        self.writer.writerow({"frames": frames, "seconds": f"{seconds:.1f}", **stats})
-        self.file.flush()
-        if self.tensorboard:
-            for name, value in stats.items():
-                self.tensorboard.add_scalar(f"losses/{name}", value, frames)
-
-    def recent_return(self, games: int = 20) -> float:
-        return float(np.mean([r for _, r, _ in self.games[-games:]])) if self.games else float("nan")
-
-    def close(self) -> None:
-        self.file.close()
-        if self.tensorboard:
-            self.tensorboard.close()
+# What progress.csv holds for each update, besides frames and seconds.
+UPDATE_FIELDS = (
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "frames_per_second",
+    "rollout_seconds",
+    "learn_seconds",
+)
 
 
 # --- training -------------------------------------------------------------------------------------------
 
 
-def game_options(config: Config) -> dict:
-    # FIRE only for games that have it (Breakout waits for it; Freeway has no FIRE button).
-    return {
-        "game": config.game,
-        "life_loss": config.life_loss,
-        "clip_rewards": config.clip_rewards,
-        "noop_max": config.noop_max,
-        "fire_reset": config.fire_reset and "FIRE" in action_meanings(config.game),
-    }
-
-
-def pick_device(config: Config) -> torch.device:
-    if config.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(config.device)
-
-
 def train(config: Config) -> Path:
     run_dir = Path(config.run_dir or f"runs/{config.game}-{config.seed}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    device = pick_device(config)
+    device = pick_device(config.device)
     cores = len(os.sched_getaffinity(0))
     torch.manual_seed(config.seed)
 
@@ -252,13 +175,13 @@ def train(config: Config) -> Path:
         optimizer.load_state_dict(saved["optimizer"])
         first_update, frames = saved["update"], saved["frames"]
         torch.set_rng_state(saved["torch_rng"])
-    log = RunLog(run_dir, resume=config.resume)
+    log = RunLog(run_dir, resume=config.resume, update_fields=UPDATE_FIELDS)
 
     rollout = Rollout(config, pools[0].single_observation_space.shape)
     for k, pool in enumerate(pools):
         rollout.next_obs[k * pool.num_envs : (k + 1) * pool.num_envs] = torch.from_numpy(pool.reset()[0])
     start, start_frames = time.perf_counter(), frames
-    progress = tqdm(total=config.total_frames, initial=frames, unit="frame", unit_scale=True, dynamic_ncols=True)
+    progress = progress_bar(config.total_frames, frames)
     try:
         for update in range(first_update, n_updates):
             # Anneal the learning rate linearly to zero over the whole run (a resumed run continues the schedule).
@@ -282,15 +205,15 @@ def train(config: Config) -> Path:
             progress.update(4 * config.batch_size)
             progress.set_postfix(game_return=f"{log.recent_return():.1f}", fps=f"{stats['frames_per_second']:.0f}")
             if (update + 1) % config.checkpoint_every == 0 or update + 1 == n_updates:
-                save_checkpoint(checkpoint_path, agent, optimizer, update + 1, frames, config)
+                save_checkpoint(checkpoint_path, checkpoint_state(agent, optimizer, update + 1, frames, config))
     finally:
         progress.close()
         for pool in pools:
             pool.close()
         log.close()
-    plot_learning_curve(log.games, run_dir / "learning_curve.png", config.game)
+    plot_learning_curve(log.games, run_dir / "learning_curve.png", f"PPO on {config.game}")
     if config.video:
-        record_game(agent, config, device, run_dir / "agent.mp4")
+        record_game(agent_policy(agent, device), config, run_dir / "agent.mp4")
     return run_dir
 
 
@@ -334,14 +257,15 @@ def collect(
         pools[k].send(action.cpu().numpy())
 
     def receive(k: int, step: int) -> None:
-        envs = halves[k]
         obs, reward, terminated, truncated, info = pools[k].recv()
+        # recv returns the envs in the order their workers finished: each row goes back to its env's column.
+        envs = halves[k].start + torch.from_numpy(info["env_id"])
         rollout.rewards[step, envs] = torch.from_numpy(
             bootstrap_truncated(config, agent, device, reward, truncated, info)
         )
         rollout.next_obs[envs] = torch.from_numpy(obs)
         rollout.next_done[envs] = torch.from_numpy(terminated | truncated).float()
-        record_games(log, info, frames + 4 * config.n_envs * (step + 1))
+        log.record_games(info, frames + 4 * config.n_envs * (step + 1))
 
     if len(pools) == 1:
         for step in range(config.n_steps):
@@ -367,13 +291,6 @@ def bootstrap_truncated(
         with torch.inference_mode():
             reward[truncated] += config.gamma * agent.value(final.to(device)).cpu().numpy()
     return reward
-
-
-def record_games(log: RunLog, info: dict, frames: int) -> None:
-    # Whole games (across lives), unclipped: the number papers report.
-    if "game" in info:
-        for k in np.flatnonzero(info["_game"]):
-            log.game_ended(frames, float(info["game"]["r"][k]), int(info["game"]["l"][k]))
 
 
 def learn(
@@ -438,8 +355,10 @@ def learn(
     }
 
 
-def save_checkpoint(path: Path, agent: Agent, optimizer, update: int, frames: int, config: Config) -> None:
-    saved = {
+def checkpoint_state(agent: Agent, optimizer: torch.optim.Optimizer, update: int, frames: int, config: Config) -> dict:
+    """What checkpoint.pt holds: everything --resume needs to continue exactly, and the config for --eval."""
+    return {
+        "algo": "ppo",
         "agent": agent.state_dict(),
         "optimizer": optimizer.state_dict(),
         "update": update,
@@ -447,32 +366,9 @@ def save_checkpoint(path: Path, agent: Agent, optimizer, update: int, frames: in
         "torch_rng": torch.get_rng_state(),
         "config": dataclasses.asdict(config),
     }
-    torch.save(saved, path.with_suffix(".tmp"))
-    path.with_suffix(".tmp").replace(path)  # never a half-written checkpoint
 
 
-# --- results: the learning curve and a video of one game ------------------------------------------------
-
-
-def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, game: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(8, 4.5))
-    if games:
-        frames, returns = np.array([g[0] for g in games]), np.array([g[1] for g in games])
-        axes.plot(frames, returns, ".", alpha=0.3, label="one game")
-        window = max(1, min(20, len(returns) // 5))
-        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        axes.plot(frames[window - 1 :], smooth, label=f"mean of {window} games")
-        axes.legend()
-    axes.set(xlabel="emulator frames", ylabel="whole-game return (unclipped)", title=f"PPO on {game}")
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+# --- results: a trained agent's policy ------------------------------------------------------------------
 
 
 def agent_policy(agent: Agent, device: torch.device) -> Callable[[np.ndarray], int]:
@@ -485,16 +381,8 @@ def agent_policy(agent: Agent, device: torch.device) -> Callable[[np.ndarray], i
     return policy
 
 
-def record_game(agent: Agent, config: Config, device: torch.device, path: Path) -> float:
-    """Play one whole game with the agent, write it as a colour .mp4, and return its (unclipped) score."""
-    torch.set_num_threads(len(os.sched_getaffinity(0)))
-    game = Game(seed=config.seed + 10_000, **game_options(config))
-    return play_game(game, agent_policy(agent, device), path)[0]
-
-
 def build_agent(game: str, device: torch.device) -> Agent:
-    # channels-last weights to match the channels-last activations of Agent.features.
-    return Agent(len(action_meanings(game))).to(device).to(memory_format=torch.channels_last)
+    return on_device(Agent(len(action_meanings(game))), device)
 
 
 def load_agent(checkpoint: str | Path, device: torch.device) -> tuple[Agent, Config]:
@@ -506,19 +394,17 @@ def load_agent(checkpoint: str | Path, device: torch.device) -> tuple[Agent, Con
     return agent, config
 
 
-def trained_policy(checkpoint: str | Path, game: str) -> tuple[Callable[[np.ndarray], int], dict]:
-    """For `atari-game play`: the checkpoint's policy, and the game options it was trained with."""
+def checkpoint_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], int], Config]:
+    """For `atari-game play --checkpoint`: the checkpoint's policy on the CPU, and the config it was trained with."""
     agent, config = load_agent(checkpoint, torch.device("cpu"))
-    if resolve_game(game) != resolve_game(config.game):
-        raise SystemExit(f"{checkpoint} was trained on {config.game}, not {game}")
-    return agent_policy(agent, torch.device("cpu")), game_options(config)
+    return agent_policy(agent, torch.device("cpu")), config
 
 
 def evaluate(config: Config) -> None:
-    device = pick_device(config)
+    device = pick_device(config.device)
     agent, trained = load_agent(config.eval, device)
     path = Path(config.eval).with_name("eval.mp4")
-    score = record_game(agent, dataclasses.replace(trained, seed=config.seed), device, path)
+    score = record_game(agent_policy(agent, device), dataclasses.replace(trained, seed=config.seed), path)
     print(f"{trained.game}: one game scored {score:g} (unclipped); video: {path}")
 
 

@@ -1,4 +1,5 @@
-"""GamePoolVecEnv: a `GamePool` as a Stable-Baselines3 `VecEnv`, so SB3's algorithms train on it directly.
+"""GamePoolVecEnv: a `GamePool` as a Stable-Baselines3 `VecEnv`, so SB3's algorithms train on it directly;
+FrameReplayBuffer: `FrameReplay` as SB3's replay buffer, so SB3's DQN stores each frame once.
 
     from stable_baselines3 import PPO
     from atari_game.sb3 import GamePoolVecEnv
@@ -19,13 +20,17 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from atari_game.pool import GamePool
+from atari_game.replay import FrameReplay
 
 try:
+    from stable_baselines3.common.buffers import BaseBuffer, ReplayBuffer
     from stable_baselines3.common.monitor import Monitor
-    from stable_baselines3.common.vec_env import VecEnv
+    from stable_baselines3.common.type_aliases import ReplayBufferSamples
+    from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 except ImportError as error:  # SB3 missing, or torch (which SB3 imports) missing
     raise ImportError(
         "atari_game.sb3 needs Stable-Baselines3 and torch: install torch first, exactly as "
@@ -196,3 +201,105 @@ class GamePoolVecEnv(VecEnv):
 
     def __repr__(self) -> str:
         return f"GamePoolVecEnv({self.pool!r})"
+
+
+class FrameReplayBuffer(ReplayBuffer):
+    """`FrameReplay` behind SB3's `ReplayBuffer` API: ``DQN(..., replay_buffer_class=FrameReplayBuffer)``.
+
+    A 1M-transition buffer of ``(4, 84, 84)`` observations then takes ~7.3 GB instead of SB3's 28 GB (with
+    ``optimize_memory_usage``) or 56 GB, and every sample is the same as SB3's own buffer would give: the same
+    draws from numpy's global generator (so SB3's seeding reproduces runs), the same transitions, bit-identical
+    observations and the same tensors.
+
+    SB3 builds it as ``cls(buffer_size, observation_space, action_space, device=..., n_envs=...,
+    optimize_memory_usage=..., handle_timeout_termination=..., **replay_buffer_kwargs)``. Args beyond SB3's:
+        n_steps, gamma: n-step returns, as SB3's ``NStepReplayBuffer`` takes them
+            (``replay_buffer_kwargs={"n_steps": 3, "gamma": 0.99}``); samples then carry ``discounts``, which
+            SB3's DQN uses in its target. A transition whose n steps are not all stored yet is not drawn (SB3's
+            buffer would cut it short at the newest step instead).
+        **options: more `FrameReplay` options (``stack``, ``channels_last``).
+
+    ``optimize_memory_usage`` is accepted and changes nothing (each frame is stored once either way);
+    ``handle_timeout_termination`` (default True) makes ``infos[i]["TimeLimit.truncated"]`` a truncation that
+    bootstraps, as in SB3. Observations must be a ``Box`` and actions ``Discrete``. The `FrameReplay` is
+    ``.replay`` (its ``nbytes``, ``len``). Not supported: SB3's ``reset`` semantics beyond emptying the buffer.
+
+    When episodes are so short that `FrameReplay`'s frames run out before its slots (see `FrameReplay`), a draw
+    that lands on an evicted transition is replaced by a uniform draw among the stored ones.
+    """
+
+    def __init__(
+        self,
+        buffer_size: int,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        device: Any = "auto",
+        n_envs: int = 1,
+        optimize_memory_usage: bool = False,
+        handle_timeout_termination: bool = True,
+        n_steps: int = 1,
+        gamma: float = 0.99,
+        **options: Any,
+    ) -> None:
+        if not isinstance(observation_space, spaces.Box):
+            raise TypeError(f"observation_space must be a gymnasium Box, got {observation_space!r}")
+        if not isinstance(action_space, spaces.Discrete):
+            raise TypeError(f"action_space must be Discrete (FrameReplay stores integer actions), got {action_space!r}")
+        # BaseBuffer's constructor, not ReplayBuffer's: that one would allocate SB3's own observation arrays.
+        BaseBuffer.__init__(self, buffer_size, observation_space, action_space, device, n_envs=n_envs)
+        self.buffer_size = max(buffer_size // n_envs, 1)  # per env, as in SB3
+        self.optimize_memory_usage = optimize_memory_usage
+        self.handle_timeout_termination = handle_timeout_termination
+        self._options = {"n_step": n_steps, "gamma": gamma, "dtype": observation_space.dtype, **options}
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty the buffer."""
+        super().reset()
+        self.replay = FrameReplay(self.buffer_size * self.n_envs, self.n_envs, self.obs_shape, **self._options)
+        self._added = 0  # steps added (every env adds one transition per step)
+
+    def add(
+        self,
+        obs: np.ndarray,
+        next_obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        done: np.ndarray,
+        infos: list[dict[str, Any]],
+    ) -> None:
+        """Store one step of every env, as SB3 calls it (`next_obs` holds the terminal observation on done steps)."""
+        done = np.asarray(done).astype(bool)
+        timeouts = np.zeros(self.n_envs, bool)
+        if self.handle_timeout_termination:
+            timeouts = np.array([info.get("TimeLimit.truncated", False) for info in infos], bool)
+        action = np.asarray(action).reshape(self.n_envs)
+        self.replay.add(obs, action, reward, next_obs, done & ~timeouts, done & timeouts)
+        self._added += 1
+        self.pos += 1
+        if self.pos == self.buffer_size:
+            self.full, self.pos = True, 0
+
+    def _get_samples(self, batch_inds: np.ndarray, env: VecNormalize | None = None) -> ReplayBufferSamples:
+        """The transitions in SB3's slots `batch_inds` of envs drawn as SB3 draws them, as SB3's tensors."""
+        env_indices = np.random.randint(0, high=self.n_envs, size=(len(batch_inds),))
+        # SB3's slot p of an env holds the latest of its transitions t with t % buffer_size == p.
+        transitions = self._added - 1 - (self._added - 1 - batch_inds) % self.buffer_size
+        ids = transitions * self.n_envs + env_indices
+        missing = ~self.replay.holds(ids)
+        if missing.any():  # evicted early (frames ran out) or its n steps not all stored yet: draw another
+            stored = self.replay.indices()
+            ids[missing] = stored[np.random.randint(0, len(stored), size=int(missing.sum()))]
+        batch = self.replay.get(ids)
+        column = (-1, 1)
+        samples = [
+            self._normalize_obs(batch.obs, env),
+            batch.actions.reshape(column),
+            self._normalize_obs(batch.next_obs, env),
+            batch.dones.astype(np.float32).reshape(column),
+            self._normalize_reward(batch.rewards.reshape(column), env),
+        ]
+        if self.replay.n_step > 1:
+            samples.append(batch.discounts.reshape(column))
+        # The arrays are fresh: tensors may share their memory.
+        return ReplayBufferSamples(*(self.to_torch(array, copy=False) for array in samples))

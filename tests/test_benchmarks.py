@@ -6,8 +6,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
+import dqn_learning
+import dqn_speed
 import ppo_learning
 import ppo_speed
+import pytest
 
 # What CleanRL's ppo_atari.py prints: one line per finished game (its return is an array), SPS every update.
 FAKE_CLEANRL = """
@@ -44,3 +47,53 @@ def test_the_parent_fit_recovers_its_costs_and_the_ceiling_follows_from_them():
     ]
     assert [round(cost, 9) for cost in fit_parent(grid)] == [30.0, 4.0, 0.5]
     assert round(ceiling((30.0, 4.0, 0.5), 64, 256), 6) == round(256 / (30 + 256 + 128) * 1e6, 6)
+
+
+# What CleanRL's dqn_atari.py prints: a line per whole game, and past learning_starts "SPS" every 100 steps.
+FAKE_CLEANRL_DQN = """
+import sys
+expected = ["--seed", "3", "--total-timesteps", "1000", "--buffer-size", "1000", "--learning-starts", "200",
+            "--exploration-fraction", "0.4"]
+assert sys.argv[1:] == expected, sys.argv
+print("global_step=150, episodic_return=[1.]")
+print("SPS: 300")  # global_step 300: 1 s
+print("SPS: 200")  # global_step 400: 2 s
+print("global_step=420, episodic_return=[4.]")
+print("SPS: 125")  # global_step 500: 4 s
+"""
+
+
+def test_cleanrl_dqn_is_launched_with_the_settings_and_read_from_its_output(tmp_path):
+    script = tmp_path / "cleanrl" / "dqn_atari.py"
+    script.parent.mkdir()
+    script.write_text(FAKE_CLEANRL_DQN)
+    options = dqn_speed.dqn_options(1_000, 200, 1_000, 0.4, seed=3)
+    run = dqn_speed.cleanrl(sys.executable, str(script), options, tmp_path / "work")
+    # The last SPS is end to end; from learning starts on, 200 steps (300 to 500) took 3 s. Frames: 4 a step.
+    assert (run.steps_per_s, run.learning_steps_per_s) == (125.0, pytest.approx(200 / 3))
+    assert run.games == [(600, 1.0), (1680, 4.0)] and run.peak_rss_mb > 0
+
+
+def test_our_dqn_run_is_read_from_its_progress_csv(tmp_path):
+    rows = [
+        "frames,seconds,game_return,game_length,epsilon,frames_per_second,act_seconds,env_seconds,store_seconds,learn_seconds",
+        "400,1.0,,,0.5,400,0.25,0.25,0.125,0.5",
+        "440,,3.0,120,,,,,,",
+        "800,3.0,,,0.01,266.7,0.125,0.125,0.125,1.75",
+        "1200,5.0,,,0.01,240,0.125,0.125,0.125,1.75",
+    ]
+    (tmp_path / "progress.csv").write_text("\n".join(rows) + "\n")
+    run = dqn_speed.read_progress(tmp_path / "progress.csv", learning_starts=200)  # 800 frames on: 100 steps in 2 s
+    assert run == dqn_speed.Run(
+        60.0, 50.0, [(440, 3.0)], seconds={"act": 0.5, "env": 0.5, "store": 0.375, "learn": 4.0}
+    )
+    assert dqn_speed.where_the_time_went([run]) == "act 9 %, env 9 %, store 7 %, learn 74 %"
+
+
+def test_dqn_learning_report_adds_speed_and_memory(capsys):
+    games = [(10_000 * k, float(k)) for k in range(1, 31)]
+    dqn_learning.report("x", dqn_speed.Run(150.0, 120.0, games, peak_rss_mb=2_345.6), frames=300_000)
+    out = capsys.readouterr().out
+    assert "30 games; mean of the first 20 10.50, of the last 20 20.50" in out and "150 agent steps/s" in out
+    assert "x: 120 agent steps/s from learning starts on; peak RSS 2,346 MB" in out
+    assert dqn_speed.cleanrl_peak_rss("\tMaximum resident set size (kbytes): 2048000\n") == 2000.0

@@ -48,6 +48,16 @@ def test_forwarded_commands_have_their_own_help():
         assert result.returncode == 0 and option in result.stdout
 
 
+def test_train_runs_ppo_unless_told_dqn():
+    # Each trainer's own options: PPO's clip coefficient, DQN's replay memory.
+    ppo, dqn = atari_game("train", "--help"), atari_game("train", "--algo", "dqn", "--help")
+    assert ppo.returncode == dqn.returncode == 0
+    assert "--clip-coef" in ppo.stdout and "--buffer-size" not in ppo.stdout
+    assert "--buffer-size" in dqn.stdout and "--double" in dqn.stdout and "--clip-coef" not in dqn.stdout
+    bad = atari_game("train", "--algo", "sarsa")
+    assert bad.returncode == 2 and "invalid choice: 'sarsa' (choose from 'ppo', 'dqn')" in bad.stderr
+
+
 def test_a_missing_extra_names_what_to_install():
     # torch made unimportable, as on a machine without the train extra.
     code = "import sys; sys.modules['torch'] = None; from atari_game.cli import main; main(['train'])"

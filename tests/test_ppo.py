@@ -8,11 +8,9 @@ from pathlib import Path
 
 import cv2
 
-from atari_game.ppo import RunLog
+from atari_game.ppo import UPDATE_FIELDS
 
 PPO = Path(__file__).parent.parent / "examples" / "ppo.py"
-# What every update logs: the losses, entropy, approx-KL, clip fraction, frames/s and where the time went.
-UPDATE_FIELDS = [name for name in RunLog.FIELDS if name not in ("frames", "seconds", "game_return", "game_length")]
 TINY = ["--n-envs", "4", "--n-steps", "16", "--n-minibatches", "2", "--n-epochs", "2", "--checkpoint-every", "2"]
 
 
@@ -40,6 +38,7 @@ def test_train_resume_and_eval(tmp_path):
     run("--total-frames", "1024", "--run-dir", str(run_dir), *TINY)  # 4 updates of 4 envs x 16 steps x 4 frames
     rows = update_rows(run_dir)
     assert [int(row["frames"]) for row in rows] == [256, 512, 768, 1024]
+    # What every update logs: the losses, entropy, approx-KL, clip fraction, frames/s and where the time went.
     for row in rows:
         for name in UPDATE_FIELDS:
             assert math.isfinite(float(row[name])), (name, row)

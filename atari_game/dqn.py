@@ -1,0 +1,451 @@
+"""DQN on Atari with atari_game: the algorithm of CleanRL's dqn_atari.py, on a GamePool and a FrameReplay.
+
+    python examples/dqn.py --game Breakout --total-frames 10000000    # train (or: atari-game train --algo dqn ...)
+    python examples/dqn.py --eval runs/Breakout-1-dqn/checkpoint.pt     # play one game with a trained agent
+
+Standard DQN (Mnih et al. 2015): the Nature-DQN CNN as Q-network, Adam (lr 1e-4), the mean squared TD error,
+a target network copied every 1,000 transitions, epsilon-greedy exploration with epsilon falling linearly
+from 1 to 0.01 over the first 10 % of the run, learning from the 80,000th transition on with one gradient
+step of a batch of 32 per 4 transitions, gamma 0.99, a replay memory of 1M transitions; life-loss episodes,
+clipped rewards, 1..30 NOOPs and FIRE. ``--double`` (Double DQN's target), ``--n-step N`` (n-step returns)
+and ``--prioritized`` (proportional prioritized replay, beta annealed to 1) give the Rainbow-lite variants.
+Every field of `Config` is a command-line flag (``--n-envs 4``, ``--no-clip-rewards``).
+
+Counting, as CleanRL does: a *transition* is one agent step of one env (4 emulator frames). CleanRL's
+``--total-timesteps T`` is ``--total-frames 4T`` here; ``--buffer-size``, ``--learning-starts``,
+``--target-network-frequency`` and ``--train-frequency`` count transitions of all envs together, as CleanRL's
+do, so that the number of envs does not change the learning per frame: with 8 envs, every pool step adds 8
+transitions and takes 2 gradient steps.
+
+A run writes into ``--run-dir``: ``progress.csv``, ``checkpoint.pt`` (every ``--checkpoint-every`` frames and at
+the end), ``learning_curve.png`` and ``agent.mp4`` (one whole game, in colour, played epsilon-greedy with
+``--eval-epsilon``). ``--resume`` continues from the checkpoint: weights, target network, optimizer, exploration
+schedule, random generators and frame count. The replay memory is not saved (1M transitions are 7 GB): a resumed
+run refills it, playing on with the schedule's epsilon for ``--learning-starts`` transitions (counted in the
+frame budget, as all play is) before it takes gradient steps and target updates again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from torch import nn
+
+from atari_game.game import action_meanings
+from atari_game.pool import GamePool
+from atari_game.replay import FrameReplay
+from atari_game.training import (
+    NatureCNN,
+    RunLog,
+    game_options,
+    on_device,
+    pick_device,
+    plot_learning_curve,
+    progress_bar,
+    record_game,
+    save_checkpoint,
+)
+from atari_game.training import parse_config as parse_config_of
+
+
+@dataclasses.dataclass
+class Config:
+    """All hyperparameters and settings of a run: the defaults are CleanRL's dqn_atari.py ones."""
+
+    game: str = "Breakout"
+    seed: int = 1
+    total_frames: int = 10_000_000  # emulator frames (4 per transition)
+    n_envs: int = 8
+    learning_rate: float = 1e-4
+    buffer_size: int = 1_000_000  # transitions
+    gamma: float = 0.99
+    target_network_frequency: int = 1_000  # transitions between copies of the Q-network into the target network
+    batch_size: int = 32
+    start_e: float = 1.0
+    end_e: float = 0.01
+    exploration_fraction: float = 0.1  # the share of the run's transitions over which epsilon falls to end_e
+    learning_starts: int = 80_000  # transitions played before the first gradient step
+    train_frequency: int = 4  # transitions (of all envs together) per gradient step
+    # The Rainbow-lite variants: Double DQN's target, n-step returns, proportional prioritized replay.
+    double: bool = False
+    n_step: int = 1
+    prioritized: bool = False
+    alpha: float = 0.6
+    beta: float = 0.4  # annealed linearly to 1 over the run
+    # The environment, as DeepMind and CleanRL train: an episode ends with a lost life (the game goes on),
+    # rewards are clipped to their sign, 1..30 NOOPs and FIRE start each game. Reported returns are unclipped
+    # whole games.
+    life_loss: str = "terminal"
+    clip_rewards: bool = True
+    noop_max: int = 30
+    fire_reset: bool = True
+    # Torch's threads, for inference and learning alike. One, because the gradient steps overlap the env worker
+    # processes' steps: on 2 cores, 2 OpenMP threads beside busy processes spin-wait for each other (measured:
+    # 9x the CPU time per gradient step on this shared 2-core machine).
+    torch_threads: int = 1
+    device: str = "auto"  # "auto": CUDA when present, else the CPU
+    run_dir: str = ""  # default: runs/<game>-<seed>-dqn
+    log_every: int = 40_000  # frames between progress.csv rows
+    checkpoint_every: int = 1_000_000  # frames
+    resume: bool = False
+    eval: str = ""  # a checkpoint: play and record one game with it, no training
+    eval_epsilon: float = 0.01  # the epsilon of agent.mp4 and --eval (a greedy agent can get stuck forever)
+    video: bool = True
+
+    @property
+    def total_transitions(self) -> int:
+        """The run's transitions: whole pool steps of n_envs transitions, 4 frames each."""
+        return self.total_frames // (4 * self.n_envs) * self.n_envs
+
+
+def check_config(config: Config) -> str:
+    # A gradient step samples from what was stored before its pool step (see train) and n-step transitions
+    # become sampleable n_step - 1 steps late: learning_starts must leave a batch's worth in the memory.
+    if config.learning_starts < config.batch_size + config.n_envs * config.n_step:
+        return "learning_starts must be at least batch_size + n_envs * n_step"
+    if config.buffer_size < config.learning_starts:
+        return "buffer_size must be at least learning_starts"
+    if not 0 <= config.end_e <= config.start_e <= 1 or not 0 < config.exploration_fraction <= 1:
+        return "epsilon needs 0 <= end_e <= start_e <= 1 and 0 < exploration_fraction <= 1"
+    if min(config.n_envs, config.n_step, config.train_frequency, config.target_network_frequency) < 1:
+        return "n_envs, n_step, train_frequency and target_network_frequency must be at least 1"
+    if config.torch_threads < 1:
+        return "torch_threads must be at least 1"
+    return ""
+
+
+def parse_config(argv: list[str] | None = None) -> Config:
+    """A `Config` from the command line: ``--field-name value`` for every field, ``--[no-]flag`` for booleans."""
+    return parse_config_of(Config, argv, __doc__, check_config)
+
+
+# --- the agent ------------------------------------------------------------------------------------------
+
+
+class QNetwork(nn.Module):
+    """The Nature-DQN CNN with one Q-value per action; PyTorch's default initialisation, as CleanRL's."""
+
+    def __init__(self, n_actions: int) -> None:
+        super().__init__()
+        self.trunk = NatureCNN()
+        self.head = nn.Linear(512, n_actions)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """``uint8`` observations ``(batch, 4, 84, 84)`` in, float Q-values ``(batch, n_actions)`` out."""
+        return self.head(self.trunk(obs))
+
+
+def build_q_network(game: str, device: torch.device) -> QNetwork:
+    return on_device(QNetwork(len(action_meanings(game))), device)
+
+
+def epsilon(config: Config, transition: int | np.ndarray) -> float | np.ndarray:
+    """Epsilon for the action of `transition` (0-based, counted over all envs): linear from start_e to end_e over
+    the first exploration_fraction of the run's transitions, then end_e (CleanRL's linear_schedule)."""
+    duration = config.exploration_fraction * config.total_transitions
+    return np.maximum(config.start_e + (config.end_e - config.start_e) * transition / duration, config.end_e)
+
+
+def choose_actions(
+    q_network: QNetwork, obs: np.ndarray, epsilons: np.ndarray, rng: np.random.Generator, device: torch.device
+) -> np.ndarray:
+    """Epsilon-greedy actions (``int64``, one per row of `obs`), env k exploring with probability `epsilons[k]`.
+
+    One batched forward pass for the greedy envs (none while every env explores). The generator draws the
+    same numbers whatever the network says, so a run's exploration depends only on its seed.
+    """
+    n_actions = q_network.head.out_features
+    explore = rng.random(len(obs)) < epsilons
+    actions = rng.integers(n_actions, size=len(obs))
+    if not explore.all():
+        with torch.inference_mode():
+            q_values = q_network(torch.from_numpy(obs[~explore]).to(device))
+        actions[~explore] = q_values.argmax(1).cpu().numpy()
+    return actions
+
+
+# --- the counting: gradient steps and target updates, in transitions -----------------------------------
+
+
+def learning_events(config: Config, first: int, stop: int, learning_after: int) -> list[tuple[int, str]]:
+    """The gradient steps ("learn") and target-network updates ("target") due for the transitions `first` to
+    ``stop - 1`` (0-based, counted over all envs), in order, as (transition, event). CleanRL's conditions on its
+    global_step, which is this count with one env: a gradient step when ``t % train_frequency == 0``, a target
+    update when ``t % target_network_frequency == 0``, both once t is past `learning_after`. So how the
+    transitions are grouped into pool steps (the number of envs) changes nothing: with 8 envs and a
+    train_frequency of 4, each pool step takes 2 gradient steps."""
+    events = []
+    for t in range(max(first, learning_after + 1), stop):
+        if t % config.train_frequency == 0:
+            events.append((t, "learn"))
+        if t % config.target_network_frequency == 0:
+            events.append((t, "target"))
+    return events
+
+
+def passed_multiple(before: int, after: int, every: int) -> bool:
+    """Whether a multiple of `every` lies in ``before + 1 .. after``: a pool step reached a log or checkpoint point."""
+    return after // every > before // every
+
+
+# --- logging --------------------------------------------------------------------------------------------
+
+# What progress.csv holds every log_every frames, besides frames and seconds. The losses are means over the
+# gradient steps since the previous row (empty before learning starts); the *_seconds say where the wall time
+# of those frames went: choosing actions (inference), waiting for the envs (what the gradient steps did not
+# hide), storing transitions, and learning (sampling the memory and the gradient steps).
+UPDATE_FIELDS = (
+    "td_loss",
+    "q_values",
+    "epsilon",
+    "gradient_steps",
+    "frames_per_second",
+    "act_seconds",
+    "env_seconds",
+    "store_seconds",
+    "learn_seconds",
+)
+
+
+# --- training -------------------------------------------------------------------------------------------
+
+
+def train(config: Config) -> Path:
+    run_dir = Path(config.run_dir or f"runs/{config.game}-{config.seed}-dqn")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    device = pick_device(config.device)
+    torch.set_num_threads(config.torch_threads)
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)  # exploration: which envs explore, and their random actions
+
+    # The envs: same-step autoreset, so the true final observation of an episode is there to store.
+    pool = GamePool(config.n_envs, seed=config.seed, autoreset_mode=AutoresetMode.SAME_STEP, **game_options(config))
+    q_network = build_q_network(config.game, device)
+    target_network = build_q_network(config.game, device)
+    target_network.load_state_dict(q_network.state_dict())
+    # Adam as CleanRL's, in its fused implementation: the same update in one kernel (about a fifth less CPU time per
+    # gradient step here than the default loop over the parameters).
+    optimizer = torch.optim.Adam(q_network.parameters(), lr=config.learning_rate, fused=True)
+    steps = 0  # transitions played, over all envs
+    checkpoint_path = run_dir / "checkpoint.pt"
+    if config.resume:
+        saved = torch.load(checkpoint_path, map_location=device)
+        q_network.load_state_dict(saved["q_network"])
+        target_network.load_state_dict(saved["target_network"])
+        optimizer.load_state_dict(saved["optimizer"])
+        steps = saved["steps"]
+        torch.set_rng_state(saved["torch_rng"])
+        rng.bit_generator.state = saved["numpy_rng"]
+    # Learning waits for learning_starts transitions in the memory: from the start, and again after a resume,
+    # whose memory starts empty.
+    learning_after = steps + config.learning_starts
+    buffer = FrameReplay(
+        config.buffer_size,
+        config.n_envs,
+        pool.single_observation_space.shape,
+        n_step=config.n_step,
+        gamma=config.gamma,
+        prioritized=config.prioritized,
+        alpha=config.alpha,
+        beta=config.beta,
+        seed=config.seed + steps,
+    )
+    log = RunLog(run_dir, resume=config.resume, update_fields=UPDATE_FIELDS)
+
+    obs = pool.reset()[0]
+    losses: list[tuple[float, float]] = []  # (TD loss, mean Q) of each gradient step since the last row
+    seconds = dict.fromkeys(("act", "env", "store", "learn"), 0.0)
+    start, start_steps = time.perf_counter(), steps
+    progress = progress_bar(4 * config.total_transitions, 4 * steps)
+    try:
+        while steps < config.total_transitions:
+            # Act on what the envs show, with the network as it is (CleanRL's order: act, step, then learn).
+            clock = time.perf_counter()
+            epsilons = epsilon(config, steps + np.arange(config.n_envs))
+            actions = choose_actions(q_network, obs, epsilons, rng, device)
+            pool.send(actions)
+
+            # While the envs step, learn: the gradient steps and target updates due for the transitions now
+            # being played. The behaviour policy lags exactly as in CleanRL (these actions came from the network
+            # before these gradient steps); what changes is that the gradient steps sample the memory without
+            # the n_envs transitions in flight, which enter it after recv, one pool step later than in CleanRL.
+            learn_start = time.perf_counter()
+            seconds["act"] += learn_start - clock
+            for t, event in learning_events(config, steps, steps + config.n_envs, learning_after):
+                if event == "learn":
+                    losses.append(gradient_step(config, q_network, target_network, optimizer, buffer, device, t))
+                else:
+                    target_network.load_state_dict(q_network.state_dict())
+            recv_start = time.perf_counter()
+            seconds["learn"] += recv_start - learn_start
+
+            next_obs, rewards, terminations, truncations, real_next_obs, info = receive(pool)
+            store_start = time.perf_counter()
+            seconds["env"] += store_start - recv_start
+            buffer.add(obs, actions, rewards, real_next_obs, terminations, truncations)
+            obs = next_obs
+            steps += config.n_envs
+            log.record_games(info, 4 * steps)
+            seconds["store"] += time.perf_counter() - store_start
+
+            frames = 4 * steps
+            if passed_multiple(frames - 4 * config.n_envs, frames, config.log_every):
+                elapsed = time.perf_counter() - start
+                stats = {
+                    "epsilon": float(epsilon(config, steps)),
+                    "gradient_steps": len(losses),
+                    "frames_per_second": 4 * (steps - start_steps) / elapsed,
+                    **{f"{name}_seconds": value for name, value in seconds.items()},
+                }
+                if losses:
+                    stats["td_loss"], stats["q_values"] = np.mean(losses, axis=0).tolist()
+                log.update(frames, elapsed, stats)
+                losses.clear()
+                seconds = dict.fromkeys(seconds, 0.0)
+                progress.set_postfix(game_return=f"{log.recent_return():.1f}", fps=f"{stats['frames_per_second']:.0f}")
+            progress.update(4 * config.n_envs)
+            done = steps >= config.total_transitions
+            if passed_multiple(frames - 4 * config.n_envs, frames, config.checkpoint_every) or done:
+                saved = checkpoint_state(q_network, target_network, optimizer, rng, steps, config)
+                save_checkpoint(checkpoint_path, saved)
+    finally:
+        progress.close()
+        pool.close()
+        log.close()
+    plot_learning_curve(log.games, run_dir / "learning_curve.png", f"DQN on {config.game}")
+    if config.video:
+        record_game(agent_policy(q_network, device, config.eval_epsilon, config.seed), config, run_dir / "agent.mp4")
+    return run_dir
+
+
+def receive(pool: GamePool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+    """The results of the step sent to every env: obs, rewards, terminations, truncations, the true next
+    observations (where an episode ended, its final observation, ``info["final_obs"]``; else obs) and info,
+    the arrays in env order (`recv` returns the envs in the order their workers finished)."""
+    obs, rewards, terminations, truncations, info = pool.recv()
+    real_next_obs = obs.copy()
+    if "_final_obs" in info:
+        for k in np.flatnonzero(info["_final_obs"]):
+            real_next_obs[k] = info["final_obs"][k]
+    order = np.argsort(info["env_id"])
+    return obs[order], rewards[order], terminations[order], truncations[order], real_next_obs[order], info
+
+
+def gradient_step(
+    config: Config,
+    q_network: QNetwork,
+    target_network: QNetwork,
+    optimizer: torch.optim.Optimizer,
+    buffer: FrameReplay,
+    device: torch.device,
+    transition: int,
+) -> tuple[float, float]:
+    """One gradient step on a batch from the memory (due at `transition`); returns its TD loss and mean Q."""
+    # Prioritized replay's importance-sampling exponent: annealed linearly from beta to 1 over the run.
+    beta = config.beta + (1.0 - config.beta) * min(1.0, transition / config.total_transitions)
+    batch = buffer.sample(config.batch_size, beta=beta)
+    obs, next_obs = torch.from_numpy(batch.obs).to(device), torch.from_numpy(batch.next_obs).to(device)
+    actions = torch.from_numpy(batch.actions).to(device)
+    rewards, discounts, weights, dones = (
+        torch.from_numpy(array).to(device).float()
+        for array in (batch.rewards, batch.discounts, batch.weights, batch.dones)
+    )
+    # The TD target: the n-step return plus the discounted value of next_obs, where the episode goes on. Double
+    # DQN picks the next action with the online network and values it with the target network.
+    with torch.no_grad():
+        next_q = target_network(next_obs)
+        if config.double:
+            next_value = next_q.gather(1, q_network(next_obs).argmax(1, keepdim=True)).squeeze(1)
+        else:
+            next_value = next_q.max(1).values
+        td_target = rewards + discounts * next_value * (1.0 - dones)
+    q_value = q_network(obs).gather(1, actions.unsqueeze(1)).squeeze(1)
+    td_error = td_target - q_value
+    # The mean squared TD error; each sample weighted by its importance weight (all ones without priorities).
+    loss = (weights * td_error**2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if config.prioritized:
+        buffer.update_priorities(batch.indices, td_error.detach().abs().cpu().numpy())
+    return loss.item(), q_value.mean().item()
+
+
+def checkpoint_state(
+    q_network: QNetwork,
+    target_network: QNetwork,
+    optimizer: torch.optim.Optimizer,
+    rng: np.random.Generator,
+    steps: int,
+    config: Config,
+) -> dict:
+    """What checkpoint.pt holds: everything --resume needs but the replay memory, and the config for --eval."""
+    return {
+        "algo": "dqn",
+        "q_network": q_network.state_dict(),
+        "target_network": target_network.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "steps": steps,
+        "frames": 4 * steps,
+        "torch_rng": torch.get_rng_state(),
+        "numpy_rng": rng.bit_generator.state,
+        "config": dataclasses.asdict(config),
+    }
+
+
+# --- results: a trained agent's policy ------------------------------------------------------------------
+
+
+def agent_policy(
+    q_network: QNetwork, device: torch.device, eval_epsilon: float, seed: int
+) -> Callable[[np.ndarray], int]:
+    """The Q-network as a policy for one game: an observation in, an epsilon-greedy action out."""
+    rng = np.random.default_rng(seed)
+
+    def policy(obs: np.ndarray) -> int:
+        return int(choose_actions(q_network, obs[None], np.array([eval_epsilon]), rng, device)[0])
+
+    return policy
+
+
+def load_q_network(checkpoint: str | Path, device: torch.device) -> tuple[QNetwork, Config]:
+    """The Q-network saved in a checkpoint, and the config it was trained with."""
+    saved = torch.load(checkpoint, map_location=device)
+    config = Config(**saved["config"])
+    q_network = build_q_network(config.game, device)
+    q_network.load_state_dict(saved["q_network"])
+    return q_network, config
+
+
+def checkpoint_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], int], Config]:
+    """For `atari-game play --checkpoint`: the checkpoint's policy on the CPU (its eval_epsilon), and its config."""
+    q_network, config = load_q_network(checkpoint, torch.device("cpu"))
+    return agent_policy(q_network, torch.device("cpu"), config.eval_epsilon, config.seed), config
+
+
+def evaluate(config: Config) -> None:
+    device = pick_device(config.device)
+    q_network, trained = load_q_network(config.eval, device)
+    path = Path(config.eval).with_name("eval.mp4")
+    policy = agent_policy(q_network, device, config.eval_epsilon, config.seed)
+    score = record_game(policy, dataclasses.replace(trained, seed=config.seed), path)
+    print(f"{trained.game}: one game scored {score:g} (unclipped, epsilon {config.eval_epsilon:g}); video: {path}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    config = parse_config(argv)
+    if config.eval:
+        evaluate(config)
+        return
+    run_dir = train(config)
+    print(f"done: {run_dir}/progress.csv, learning_curve.png, agent.mp4, checkpoint.pt")
+
+
+if __name__ == "__main__":
+    main()

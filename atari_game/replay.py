@@ -1,0 +1,557 @@
+"""FrameReplay: a replay memory for stacked-frame observations that stores each frame once, every sample exact.
+
+A DQN replay memory of 1M ``(4, 84, 84)`` observations takes 28 GB when each observation is stored once
+(SB3's ``optimize_memory_usage``), 56 GB when ``obs`` and ``next_obs`` are stored apart. Yet consecutive
+observations of one env share ``stack - 1`` of their frames: here each env keeps a ring of single frames,
+one new frame per transition (the newest frame of ``next_obs``), and every observation is rebuilt from the
+`stack` frames ending at its newest one. That is ~7 KB per transition instead of 28 KB.
+
+    buffer = FrameReplay(capacity=1_000_000, num_envs=8, observation_shape=(4, 84, 84))
+    buffer.add(obs, actions, rewards, next_obs, terminations, truncations)  # one pool step, arrays over the envs
+    batch = buffer.sample(32)  # batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.dones, ...
+
+**Exact for any input.** Nothing is assumed about where the data comes from. Each `add` checks, per env,
+that ``obs`` equals the env's previous ``next_obs`` and that ``next_obs`` is ``obs`` shifted by one frame;
+where either check fails (the first add, an episode start, a restarted worker, arbitrary arrays) the
+observation's frames are stored as a new *segment*. A segment is a run of frames of one env; an observation
+is the `stack` frames ending at its newest frame, with the slots before the segment's start holding the
+segment's first frame. That is exactly how an episode starts in a `Game` (every slot holds the first frame),
+so an episode start costs one frame; an observation whose leading slots are not equal costs all its frames.
+So every sampled ``obs`` and ``next_obs`` is bit-identical to the array that was added.
+
+**Memory.** Each env has ``capacity // num_envs`` transition slots and 3 % more frame slots (at least
+``2 * stack`` more): the extra frames pay for segment starts. When episodes are so short that the frames run
+out first, the env's oldest transitions are evicted early: a transition whose frames were overwritten is
+never sampled. Every array is allocated with `np.zeros`, so its memory becomes resident only as it fills.
+
+**Episodes.** ``dones`` are the terminations: a truncated step bootstraps from its ``next_obs``, which must
+be the true final observation of the episode (CleanRL's ``real_next_obs``; a `GamePool`'s
+``info["final_obs"]`` in same-step autoreset mode). In next-step autoreset mode the step after an episode
+end only resets the env and is not a transition: pass ``valid=~(previous terminations | truncations)`` to
+`add` so that those envs are skipped (see `add`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from atari_game.game import _check_bool, _check_int
+
+# Extra frame slots per env, as a share of its transition slots: they hold the frames of segment starts.
+FRAME_MARGIN = 0.03
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayBatch:
+    """A batch of `B` transitions, numpy arrays.
+
+    Attributes:
+        obs: ``(B, *observation_shape)`` of the buffer's dtype, the observations the actions were taken in.
+        actions: ``int64 (B,)``.
+        rewards: ``float32 (B,)``: the reward, or with ``n_step > 1`` the discounted sum of the ``k`` rewards
+            from this transition on, ``sum(gamma**j * r[t + j] for j < k)``.
+        next_obs: ``(B, *observation_shape)``: the observation ``k`` steps on, or the final observation of the
+            episode when it ended within them.
+        dones: ``bool (B,)``: the episode terminated within the ``k`` steps (no bootstrap). A truncation is not
+            a done: its ``next_obs`` is the final observation to bootstrap from.
+        discounts: ``float32 (B,)``: ``gamma**k``, the discount of the bootstrap value in the TD target
+            ``rewards + discounts * (1 - dones) * max_a Q(next_obs, a)``. ``k`` is `n_step`, or fewer steps when
+            the episode ended earlier.
+        weights: ``float32 (B,)``: importance-sampling weights with ``prioritized=True``, ones otherwise, so a
+            learner can always multiply its per-sample losses by them.
+        indices: ``int64 (B,)``: the transitions' ids, for `FrameReplay.update_priorities` and `FrameReplay.get`.
+    """
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    dones: np.ndarray
+    discounts: np.ndarray
+    weights: np.ndarray
+    indices: np.ndarray
+
+
+# --- argument checks: each names the argument and what is valid --------------------------------------------
+
+
+def _integer(name: str, value: Any, low: int) -> int:
+    """`value` as an int, checked as the Game checks its options (TypeError or ValueError naming `name`)."""
+    _check_int(name, value, low)
+    return int(value)
+
+
+def _check_float(name: str, value: Any, low: float, high: float) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number in [{low}, {high}], got {type(value).__name__} {value!r}")
+    if not low <= value <= high:  # also refuses NaN
+        raise ValueError(f"{name} must be a number in [{low}, {high}], got {value}")
+    return float(value)
+
+
+def _check_array(name: str, value: Any, shape: tuple[int, ...], kinds: str, what: str) -> np.ndarray:
+    """`value` as an array of `shape` whose dtype kind is one of `kinds` (numpy's letters), else an error."""
+    array = np.asarray(value)
+    if array.shape != shape:
+        raise ValueError(f"{name} must have shape {shape} ({what}), got shape {array.shape}")
+    if array.dtype.kind not in kinds:
+        raise TypeError(f"{name} must be {what}, got dtype {array.dtype}")
+    return array
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    # Compare observations bit for bit: as floats, -0.0 == 0.0 and NaN != NaN would break exactness.
+    return array.view(f"u{array.dtype.itemsize}") if array.dtype.itemsize in (1, 2, 4, 8) else array
+
+
+def _ranges(starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All ``(row, value)`` with ``starts[row] <= value < stops[row]``, as two flat arrays (no Python loop)."""
+    lengths = np.maximum(stops - starts, 0)
+    rows = np.repeat(np.arange(len(starts)), lengths)
+    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return rows, starts[rows] + offsets
+
+
+class FrameReplay:
+    """A replay memory for `num_envs` envs' stacked-frame observations that stores each frame once.
+
+    Args:
+        capacity: how many transitions it holds (each env holds ``capacity // num_envs``; at least 1).
+        num_envs: how many envs `add` takes a step of at a time.
+        observation_shape: one observation's shape, ``(stack, h, w)`` (``(h, w, stack)`` with
+            `channels_last`); the stack axis may hold several channels per frame (see `stack`).
+        stack: frames per observation; the stack axis holds ``stack`` frames of equal channel counts, oldest
+            first: frame ``k`` of a ``(stack * 3, h, w)`` RGB observation is channels ``3k .. 3k + 2``.
+            Default: the stack axis's length (one channel per frame, as a `Game`'s observations).
+        channels_last: the stack axis is the last axis (a `Game` with ``channels_last=True``), not the first.
+        dtype: the observations' dtype (default ``uint8``; ``float32`` works too); `add` refuses any other.
+        n_step: transitions sample ``n_step``-step returns (see `ReplayBatch`); a transition is sampled only
+            once its ``n_step`` steps are all in the buffer or its episode ended within them.
+        gamma: the discount of the ``n_step`` returns and of ``ReplayBatch.discounts``.
+        prioritized: proportional prioritized replay (Schaul et al. 2016): a transition is sampled with
+            probability ``p**alpha / sum(p**alpha)``; new transitions get the largest priority given so far
+            (1 at first); `update_priorities` sets them.
+        alpha: how much the priorities count (0: uniform).
+        beta: the importance-sampling exponent of ``ReplayBatch.weights``, ``(p_min / p) ** (beta * alpha)``
+            over the buffer's sampleable transitions; `sample` can override it (to anneal it to 1).
+        priority_epsilon: added to every priority given to `update_priorities`, so that no transition becomes
+            unsampleable.
+        seed: seeds the sampling generator (None: fresh entropy); the same seed and adds give the same batches.
+
+    `len(buffer)` is the number of transitions that can be sampled, `buffer.nbytes` the bytes of its arrays.
+    Not thread-safe: do not `add` and `sample` from two threads at once.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        num_envs: int,
+        observation_shape: tuple[int, ...],
+        *,
+        stack: int | None = None,
+        channels_last: bool = False,
+        dtype: Any = np.uint8,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        priority_epsilon: float = 1e-6,
+        seed: int | None = None,
+    ) -> None:
+        # Validate everything before allocating anything.
+        self.num_envs = _integer("num_envs", num_envs, 1)
+        self.capacity = _integer("capacity", capacity, 1)
+        if self.capacity < self.num_envs:
+            raise ValueError(f"capacity must be at least num_envs ({self.num_envs}): one slot per env, got {capacity}")
+        if not isinstance(observation_shape, (tuple, list)) or not observation_shape:
+            raise TypeError(f"observation_shape must be a tuple of positive integers, got {observation_shape!r}")
+        self.observation_shape = tuple(_integer("observation_shape", side, 1) for side in observation_shape)
+        _check_bool("channels_last", channels_last)
+        self.channels_last = bool(channels_last)
+        depth = self.observation_shape[-1 if channels_last else 0]  # the stack axis's length
+        self.stack = depth if stack is None else _integer("stack", stack, 1)
+        if depth % self.stack:
+            raise ValueError(
+                f"stack must divide the stack axis of observation_shape {self.observation_shape} (length {depth}), "
+                f"got {stack}"
+            )
+        try:
+            self.dtype = np.dtype(dtype)
+        except TypeError as error:
+            raise TypeError(f"dtype must be a numpy dtype such as np.uint8 or np.float32, got {dtype!r}") from error
+        if self.dtype.kind not in "biuf":
+            raise TypeError(f"dtype must be a boolean, integer or float dtype, got {self.dtype}")
+        self.n_step = _integer("n_step", n_step, 1)
+        self.gamma = _check_float("gamma", gamma, 0.0, 1.0)
+        _check_bool("prioritized", prioritized)
+        self.prioritized = bool(prioritized)
+        self.alpha = _check_float("alpha", alpha, 0.0, math.inf)
+        self.beta = _check_float("beta", beta, 0.0, 1.0)
+        self.priority_epsilon = _check_float("priority_epsilon", priority_epsilon, 0.0, math.inf)
+        if seed is not None:
+            _check_int("seed", seed, 0)
+
+        # One frame: the stack axis's `channels` channels of one time step, laid out as in the observation.
+        channels = depth // self.stack
+        rest = self.observation_shape[:-1] if channels_last else self.observation_shape[1:]
+        self.frame_shape = (*rest, channels) if channels_last else (channels, *rest)
+        self.slots = self.capacity // self.num_envs  # transition slots per env
+        self.frame_slots = self.slots + max(2 * self.stack, math.ceil(FRAME_MARGIN * self.slots))
+        # Offsets and depths (at most `stack`) fit the smallest unsigned type.
+        small = np.min_scalar_type(self.stack)
+        shape = (self.num_envs, self.slots)
+
+        # The frames, and per transition slot where its observations' frames are: `newest` is the frame
+        # position (counted from the env's first frame, never wrapping) of next_obs's newest frame, `gap` how
+        # far before it obs's newest frame is, and each observation's `depth` how many older frames of its
+        # segment it uses (at most stack - 1): its slot k holds frame ``newest - min(stack - 1 - k, depth)``.
+        self._frames = np.zeros((self.num_envs, self.frame_slots, *self.frame_shape), self.dtype)
+        self._newest = np.zeros(shape, np.int64)
+        self._gap = np.zeros(shape, small)
+        self._obs_depth = np.zeros(shape, small)
+        self._next_depth = np.zeros(shape, small)
+        self._actions = np.zeros(shape, np.int32)
+        self._rewards = np.zeros(shape, np.float32)
+        self._terminated = np.zeros(shape, np.bool_)
+        self._truncated = np.zeros(shape, np.bool_)
+        # Each env's previous next_obs, to check that the next obs continues it.
+        self._last_next = np.zeros((self.num_envs, *self.observation_shape), self.dtype)
+
+        # Per env, counted from its first add, never wrapping: transitions added, frames written, the oldest
+        # transition still held, the first transition not yet sampleable (n-step) and the last episode end.
+        self._added = np.zeros(self.num_envs, np.int64)
+        self._written = np.zeros(self.num_envs, np.int64)
+        self._oldest = np.zeros(self.num_envs, np.int64)
+        self._ready = np.zeros(self.num_envs, np.int64)
+        self._last_end = np.full(self.num_envs, -1, np.int64)
+
+        # Prioritized replay: a sum tree and a max tree of reciprocals over every transition slot (leaf ``e *
+        # slots + t % slots``): sampling walks the sum tree; the other's root, 1 / the smallest priority, gives
+        # the largest importance weight. Slots that cannot be sampled hold 0 in both (so np.zeros, resident
+        # only as they fill, where a min tree would start filled with +inf).
+        self._leaves = 1 << max(self.num_envs * self.slots - 1, 0).bit_length()
+        if self.prioritized:
+            self._sum_tree = np.zeros(2 * self._leaves, np.float64)
+            self._inverse_tree = np.zeros(2 * self._leaves, np.float64)
+        self._max_priority = 1.0
+        self._rng = np.random.default_rng(seed)
+
+    # --- adding ------------------------------------------------------------------------------------------
+
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminations: np.ndarray,
+        truncations: np.ndarray,
+        valid: np.ndarray | None = None,
+    ) -> None:
+        """Store one step of every env (or of the envs where `valid` is True).
+
+        Args:
+            obs: ``(num_envs, *observation_shape)`` of the buffer's dtype: the observations acted in.
+            actions: integers ``(num_envs,)`` (stored as int32).
+            rewards: finite numbers ``(num_envs,)`` (stored as float32).
+            next_obs: ``(num_envs, *observation_shape)``: the true next observations; on a step that ended an
+                episode, its final observation (not the next episode's first one).
+            terminations, truncations: bool ``(num_envs,)``: the step ended the episode by termination (a
+                done: no bootstrap) or by truncation (bootstraps from `next_obs`).
+            valid: bool ``(num_envs,)`` or None (all True): the envs whose step is a transition. With a
+                next-step-autoreset pool, the step after an episode end only resets the env: pass
+                ``valid=~(previous_terminations | previous_truncations)``. (Skipping any other step joins the
+                transitions around it into one episode for n-step returns.)
+
+        Everything is checked before anything is stored: a bad argument raises ValueError/TypeError and
+        leaves the buffer as it was. The arrays are copied; the caller may reuse them.
+        """
+        count, shape = self.num_envs, (self.num_envs, *self.observation_shape)
+        what = f"{self.dtype} observations (stored exactly, never converted)"
+        obs = _check_array("obs", obs, shape, self.dtype.kind, what)
+        next_obs = _check_array("next_obs", next_obs, shape, self.dtype.kind, what)
+        for name, array in (("obs", obs), ("next_obs", next_obs)):
+            if array.dtype != self.dtype:
+                raise TypeError(f"{name} must be {what}, got dtype {array.dtype}")
+        actions = _check_array("actions", actions, (count,), "iu", "integer actions, one per env")
+        if actions.size and (actions.min() < np.iinfo(np.int32).min or actions.max() > np.iinfo(np.int32).max):
+            raise ValueError(f"actions must fit in int32, got values in [{actions.min()}, {actions.max()}]")
+        rewards = _check_array("rewards", rewards, (count,), "biuf", "numbers, one per env")
+        if not np.isfinite(rewards).all():
+            raise ValueError(f"rewards must be finite, got {rewards}")
+        terminations = _check_array("terminations", terminations, (count,), "b", "bools, one per env")
+        truncations = _check_array("truncations", truncations, (count,), "b", "bools, one per env")
+        if valid is None:
+            envs = np.arange(count)
+        else:
+            envs = np.flatnonzero(_check_array("valid", valid, (count,), "b", "bools, one per env"))
+            obs, next_obs = obs[envs], next_obs[envs]
+        if not envs.size:
+            return
+
+        # Which envs continue their previous next_obs, and which next_obs are their obs shifted by one frame.
+        obs_frames, next_frames = self._as_frames(obs), self._as_frames(next_obs)
+        flat = (len(envs), -1)
+        same = (_bits(obs) == _bits(self._last_next[envs])).reshape(flat).all(1)
+        continues = (self._added[envs] > 0) & same
+        shifted = (_bits(next_frames[:, :-1]) == _bits(obs_frames[:, 1:])).reshape(flat).all(1)
+
+        # obs: where it continues, its frames are the previous next_obs's; elsewhere a new segment.
+        last = (self._added[envs] - 1) % self.slots
+        obs_newest = np.where(continues, self._newest[envs, last], 0)
+        obs_depth = np.where(continues, self._next_depth[envs, last], 0)
+        for k in np.flatnonzero(~continues):
+            obs_newest[k], obs_depth[k] = self._write_segment(envs[k], obs_frames[k])
+        # next_obs: one new frame where it is obs shifted, elsewhere a segment of its own.
+        next_newest = obs_newest + 1
+        next_depth = np.minimum(obs_depth + 1, self.stack - 1)
+        moving = envs[shifted]
+        self._frames[moving, self._written[moving] % self.frame_slots] = next_frames[shifted, -1]
+        self._written[moving] += 1
+        for k in np.flatnonzero(~shifted):
+            next_newest[k], next_depth[k] = self._write_segment(envs[k], next_frames[k])
+
+        # The transition's slot.
+        slot = self._added[envs] % self.slots
+        self._newest[envs, slot] = next_newest
+        self._gap[envs, slot] = next_newest - obs_newest
+        self._obs_depth[envs, slot] = obs_depth
+        self._next_depth[envs, slot] = next_depth
+        self._actions[envs, slot] = actions[envs]
+        self._rewards[envs, slot] = rewards[envs]
+        self._terminated[envs, slot] = terminations[envs]
+        self._truncated[envs, slot] = truncations[envs]
+        self._last_next[envs] = next_obs
+        self._added[envs] += 1
+        ended = envs[terminations[envs] | truncations[envs]]
+        self._last_end[ended] = self._added[ended] - 1
+        self._update_ranges()
+
+    def _write_segment(self, env: int, frames: np.ndarray) -> tuple[int, int]:
+        """Store one observation's `frames` ``(stack, *frame_shape)`` as a new segment of `env`.
+
+        Its leading slots that equal each other are one frame (a `Game`'s first observation of an episode
+        is one frame in every slot). Returns the observation's newest frame position and its depth.
+        """
+        equal = (_bits(frames[1:]) == _bits(frames[:-1])).reshape(self.stack - 1, math.prod(self.frame_shape)).all(1)
+        first = int(np.argmin(equal)) if not equal.all() else self.stack - 1  # the last of the equal leading slots
+        kept = self.stack - first
+        positions = (self._written[env] + np.arange(kept)) % self.frame_slots
+        self._frames[env, positions] = frames[first:]
+        self._written[env] += kept
+        return int(self._written[env] - 1), kept - 1
+
+    def _update_ranges(self) -> None:
+        """Move each env's oldest held and first unready transitions on, and the priorities with them."""
+        oldest, ready = self._oldest.copy(), self._ready.copy()
+        # Evict the transitions whose slot was reused, then those whose oldest frame was overwritten.
+        self._oldest = np.maximum(self._oldest, self._added - self.slots)
+        envs = np.arange(self.num_envs)
+        while True:
+            slot = self._oldest % self.slots
+            lowest = self._newest[envs, slot] - self._gap[envs, slot] - self._obs_depth[envs, slot]
+            gone = (self._oldest < self._added) & (lowest < self._written - self.frame_slots)
+            if not gone.any():
+                break
+            self._oldest[gone] += 1
+        # n-step: a transition is ready once its n steps are all added, or its episode ended within them.
+        self._ready = np.maximum(np.maximum(self._added - self.n_step + 1, self._last_end + 1), self._oldest)
+        if self.prioritized:
+            # In one tree update: evicted transitions get 0, newly ready ones the largest priority so far (a new
+            # transition may reuse an evicted one's slot: numpy does not say which of two writes to one index wins).
+            evicted_rows, evicted = _ranges(oldest, self._oldest)
+            new_rows, new = _ranges(np.maximum(ready, self._oldest), self._ready)
+            emptied, filled = evicted_rows * self.slots + evicted % self.slots, new_rows * self.slots + new % self.slots
+            emptied = emptied[~np.isin(emptied, filled)]
+            values = np.repeat([0.0, self._max_priority**self.alpha], [len(emptied), len(filled)])
+            self._set_leaves(np.concatenate([emptied, filled]), values)
+
+    def _as_frames(self, observations: np.ndarray) -> np.ndarray:
+        """A view of observations ``(n, *observation_shape)`` as their frames ``(n, stack, *frame_shape)``."""
+        n = len(observations)
+        if not self.channels_last:
+            return observations.reshape(n, self.stack, *self.frame_shape)
+        split = observations.reshape(n, *self.frame_shape[:-1], self.stack, self.frame_shape[-1])
+        return np.moveaxis(split, -2, 1)
+
+    def _as_observations(self, frames: np.ndarray) -> np.ndarray:
+        """Observations ``(n, *observation_shape)`` from their gathered frames ``(n, stack, *frame_shape)``."""
+        if self.channels_last:
+            frames = np.moveaxis(frames, 1, -2)
+        return frames.reshape(len(frames), *self.observation_shape)
+
+    # --- sampling ----------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """How many transitions can be sampled now."""
+        return int((self._ready - self._oldest).sum())
+
+    def indices(self) -> np.ndarray:
+        """The ids (``int64``) of every transition that can be sampled now, env by env, oldest first."""
+        envs, transitions = _ranges(self._oldest, self._ready)
+        return transitions * self.num_envs + envs
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the buffer's arrays (resident as they fill: allocated with np.zeros)."""
+        arrays = [value for value in vars(self).values() if isinstance(value, np.ndarray)]
+        return sum(array.nbytes for array in arrays)
+
+    def sample(self, batch_size: int, beta: float | None = None) -> ReplayBatch:
+        """`batch_size` transitions drawn with replacement: uniformly, or by priority with `prioritized`.
+
+        `beta` overrides the constructor's importance-sampling exponent for this batch (prioritized only).
+        Raises ValueError when `batch_size` is not in ``[1, len(self)]`` (an empty buffer cannot be sampled).
+        """
+        batch_size = _integer("batch_size", batch_size, 1)
+        if batch_size > len(self):
+            raise ValueError(
+                f"batch_size must be at most the {len(self)} transitions that can be sampled now, got {batch_size}"
+                + (" (add transitions before sampling)" if not len(self) else "")
+            )
+        beta = self.beta if beta is None else _check_float("beta", beta, 0.0, 1.0)
+        if self.prioritized:
+            # Stratified, as in Schaul et al.: one draw in each of batch_size equal parts of the total priority.
+            total = self._sum_tree[1]
+            targets = (np.arange(batch_size) + self._rng.random(batch_size)) * (total / batch_size)
+            leaves = self._find(targets)
+            envs, ring = np.divmod(leaves, self.slots)
+            oldest = self._oldest[envs]
+            transitions = oldest + (ring - oldest) % self.slots
+        else:
+            sizes = self._ready - self._oldest
+            ends = np.cumsum(sizes)
+            draws = self._rng.integers(0, ends[-1], batch_size)
+            envs = np.searchsorted(ends, draws, side="right")
+            transitions = self._oldest[envs] + draws - (ends[envs] - sizes[envs])
+        return self._gather(envs, transitions, beta)
+
+    def get(self, indices: np.ndarray) -> ReplayBatch:
+        """The transitions of ids `indices` (``ReplayBatch.indices`` of an earlier batch), if still sampleable.
+
+        Raises ValueError naming the first id that cannot be sampled now (evicted, or not yet ready).
+        """
+        indices, envs, transitions, held = self._decode(indices)
+        if not held.all():
+            first = int(np.argmin(held))
+            raise ValueError(f"indices: transition id {indices[first]} (entry {first}) cannot be sampled now")
+        return self._gather(envs, transitions, self.beta)
+
+    def holds(self, indices: np.ndarray) -> np.ndarray:
+        """``bool`` per id of `indices`: the transition can be sampled now (not evicted, ready)."""
+        return self._decode(indices)[3]
+
+    def _decode(self, indices: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Transition ids as ``(ids, envs, transitions, held)``: `held` marks those that can be sampled now."""
+        indices = np.asarray(indices)
+        if indices.ndim != 1 or indices.dtype.kind not in "iu":
+            raise TypeError(
+                f"indices must be a 1-D integer array of transition ids, got {indices.dtype} {indices.shape}"
+            )
+        transitions, envs = np.divmod(indices.astype(np.int64), self.num_envs)  # envs in range even for ids < 0
+        return indices, envs, transitions, (transitions >= self._oldest[envs]) & (transitions < self._ready[envs])
+
+    def _gather(self, envs: np.ndarray, transitions: np.ndarray, beta: float) -> ReplayBatch:
+        """The batch of transitions `transitions` of envs `envs` (sampleable ones)."""
+        # n-step: the k steps from each transition on, k < n where its episode ends first.
+        steps = np.arange(self.n_step)
+        later = transitions[:, None] + steps  # (B, n)
+        later_slots = later % self.slots
+        rows = envs[:, None]
+        ends = (self._terminated[rows, later_slots] | self._truncated[rows, later_slots]) & (later < self._added[rows])
+        last = np.where(ends.any(1), ends.argmax(1), self.n_step - 1)  # k - 1
+        summed = steps <= last[:, None]
+        rewards = (self._rewards[rows, later_slots] * self.gamma**steps * summed).sum(1, dtype=np.float64)
+        first, final = transitions % self.slots, (transitions + last) % self.slots
+
+        # The frame positions of obs (from the first transition) and next_obs (from the k-th), each observation's
+        # slot k being frame ``newest - min(stack - 1 - k, depth)``.
+        back = np.arange(self.stack - 1, -1, -1)
+        obs_newest = self._newest[envs, first] - self._gap[envs, first]
+        obs_positions = obs_newest[:, None] - np.minimum(back, self._obs_depth[envs, first][:, None])
+        next_positions = self._newest[envs, final][:, None] - np.minimum(back, self._next_depth[envs, final][:, None])
+        # One gather into one new array for both: two separate ~1 MB arrays per batch make glibc give their
+        # memory back to the system after each batch and fault it in again on the next (~2x the time here).
+        positions = np.stack([obs_positions, next_positions]) % self.frame_slots + envs[:, None] * self.frame_slots
+        frames = np.empty((2, len(envs), self.stack, *self.frame_shape), self.dtype)
+        # (The positions are in range: mode="wrap" only spares np.take a buffered bounds check.)
+        flat_frames, flat_out = self._frames.reshape(-1, *self.frame_shape), frames.reshape(-1, *self.frame_shape)
+        np.take(flat_frames, positions.ravel(), axis=0, out=flat_out, mode="wrap")
+        obs, next_obs = self._as_observations(frames[0]), self._as_observations(frames[1])
+
+        if self.prioritized:
+            # (N P(i))^-beta / max_j (N P(j))^-beta = (p_i / p_min)^-beta over the sampleable transitions, where
+            # p = priority**alpha (a leaf) and the reciprocals' tree holds 1 / p_min.
+            leaves = self._sum_tree[self._leaves + envs * self.slots + first]
+            weights = (leaves * self._inverse_tree[1]) ** -beta
+        else:
+            weights = np.ones(len(envs))
+        return ReplayBatch(
+            obs=obs,
+            actions=self._actions[envs, first].astype(np.int64),
+            rewards=rewards.astype(np.float32),
+            next_obs=next_obs,
+            dones=self._terminated[envs, final],
+            discounts=(self.gamma ** (last + 1)).astype(np.float32),
+            weights=weights.astype(np.float32),
+            indices=transitions * self.num_envs + envs,
+        )
+
+    # --- prioritized replay ------------------------------------------------------------------------------
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        """Set the priorities of transitions `indices` (``ReplayBatch.indices``), e.g. to ``abs(td_errors)``.
+
+        `priorities` are finite and >= 0, one per index; a transition's sampling weight becomes
+        ``(priority + priority_epsilon) ** alpha``. Ids evicted since they were sampled are skipped; an id given
+        twice (a batch draws with replacement) gets its last priority. Raises ValueError/TypeError on bad input,
+        leaving the priorities unchanged.
+        """
+        if not self.prioritized:
+            raise ValueError("update_priorities needs a FrameReplay built with prioritized=True")
+        _, envs, transitions, held = self._decode(indices)
+        priorities = _check_array("priorities", priorities, held.shape, "iuf", "numbers, one per index")
+        if not (np.isfinite(priorities) & (priorities >= 0)).all():
+            raise ValueError(f"priorities must be finite and >= 0 (pass abs(td_errors)), got {priorities}")
+        priorities = priorities[held].astype(np.float64) + self.priority_epsilon
+        if priorities.size:
+            self._max_priority = max(self._max_priority, float(priorities.max()))
+            leaves = envs[held] * self.slots + transitions[held] % self.slots
+            # Each leaf once, with its last priority (numpy does not say which of two writes to one index wins).
+            leaves, last = np.unique(leaves[::-1], return_index=True)
+            self._set_leaves(leaves, priorities[::-1][last] ** self.alpha)
+
+    def _set_leaves(self, leaves: np.ndarray, values: np.ndarray) -> None:
+        """Set tree leaves (each once) and recompute their ancestors, level by level (vectorised over the leaves)."""
+        if not len(leaves):
+            return
+        nodes = leaves + self._leaves
+        self._sum_tree[nodes] = values
+        self._inverse_tree[nodes] = np.divide(1.0, values, out=np.zeros(nodes.shape), where=values > 0)
+        while nodes[0] > 1:  # every node of one level has the same depth
+            nodes = np.unique(nodes // 2)
+            self._sum_tree[nodes] = self._sum_tree[2 * nodes] + self._sum_tree[2 * nodes + 1]
+            self._inverse_tree[nodes] = np.maximum(self._inverse_tree[2 * nodes], self._inverse_tree[2 * nodes + 1])
+
+    def _find(self, targets: np.ndarray) -> np.ndarray:
+        """The leaves where the prefix sums of the sum tree reach `targets` (descending it for all at once)."""
+        nodes = np.ones(len(targets), np.int64)
+        while nodes[0] < self._leaves:
+            left = 2 * nodes
+            left_sum, right_sum = self._sum_tree[left], self._sum_tree[left + 1]
+            # Never step into an empty subtree, even when rounding puts a target past its node's sum.
+            right = (targets >= left_sum) & (right_sum > 0)
+            targets = np.where(right, targets - left_sum, targets)
+            nodes = left + right
+        return nodes - self._leaves
+
+    def __repr__(self) -> str:
+        return (
+            f"FrameReplay({len(self)}/{self.capacity} transitions, {self.num_envs} envs, "
+            f"observations {self.observation_shape} {self.dtype}, n_step={self.n_step}, prioritized={self.prioritized})"
+        )

@@ -1,0 +1,216 @@
+"""What the trainers (atari_game/ppo.py, atari_game/dqn.py) share: the Nature-DQN CNN, flags from a config
+dataclass, the run log, the device, checkpoints, the learning curve and the video of one game.
+
+Each trainer keeps its algorithm to itself; this module holds only the furniture around it, so that a run of
+either writes the same files (progress.csv, checkpoint.pt, learning_curve.png, agent.mp4) the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import importlib
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from atari_game.game import Game, action_meanings, resolve_game
+from atari_game.play import play_game
+
+# --- the network ----------------------------------------------------------------------------------------
+
+
+class NatureCNN(nn.Sequential):
+    """The Nature-DQN convolutional trunk (Mnih et al. 2015): ``uint8`` ``(batch, 4, 84, 84)`` in, ``(batch, 512)``
+    float features out.
+
+    `init` is applied to each layer as it is built, in order (PPO's orthogonal initialisation; the default keeps
+    PyTorch's). Observations arrive as ``uint8`` and are scaled here, on the device: reordered to channels-last
+    while still ``uint8`` (4x less memory to move; free for input that is channels-last already), then converted
+    and scaled in place. Channels-last is the faster layout for CPU convolutions: build the network with
+    `on_device`, which puts the weights in it too.
+    """
+
+    def __init__(self, init: Callable[[nn.Module], nn.Module] = lambda module: module) -> None:
+        super().__init__(
+            init(nn.Conv2d(4, 32, 8, stride=4)),
+            nn.ReLU(),
+            init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            init(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        )
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.contiguous(memory_format=torch.channels_last).float().div_(255.0)
+        return super().forward(x)
+
+
+def on_device(network: nn.Module, device: torch.device) -> nn.Module:
+    # channels-last weights to match NatureCNN's channels-last activations.
+    return network.to(device).to(memory_format=torch.channels_last)
+
+
+def pick_device(name: str) -> torch.device:
+    """``"auto"``: CUDA when present, else the CPU; anything else as torch names it (``"cpu"``, ``"cuda:1"``)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+# --- the command line -----------------------------------------------------------------------------------
+
+
+def parse_config(config_class: type, argv: list[str] | None, doc: str, check: Callable[[Any], str]) -> Any:
+    """An instance of the dataclass `config_class` from the command line: ``--field-name value`` for every field,
+    ``--[no-]flag`` for booleans; `doc`'s first line describes the command. `check(config)` returns what is wrong
+    with a config ("" if nothing is), reported as a usage error (exit status 2)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for field in dataclasses.fields(config_class):
+        flag = "--" + field.name.replace("_", "-")
+        if field.type == "bool":
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=field.default)
+        else:
+            kind = {"int": int, "float": float, "str": str}[field.type]
+            parser.add_argument(flag, type=kind, default=field.default, metavar=field.type.upper())
+    config = config_class(**vars(parser.parse_args(argv)))
+    problem = check(config)
+    if problem:
+        parser.error(problem)
+    return config
+
+
+def game_options(config: Any) -> dict:
+    """The `Game` options of a trainer's config (its fields game, life_loss, clip_rewards, noop_max, fire_reset)."""
+    # FIRE only for games that have it (Breakout waits for it; Freeway has no FIRE button).
+    return {
+        "game": config.game,
+        "life_loss": config.life_loss,
+        "clip_rewards": config.clip_rewards,
+        "noop_max": config.noop_max,
+        "fire_reset": config.fire_reset and "FIRE" in action_meanings(config.game),
+    }
+
+
+def progress_bar(total_frames: int, frames: int) -> tqdm:
+    """The bar a run shows: emulator frames done out of `total_frames`, starting at `frames` (a resumed run)."""
+    return tqdm(total=total_frames, initial=frames, unit="frame", unit_scale=True, dynamic_ncols=True)
+
+
+# --- logging --------------------------------------------------------------------------------------------
+
+
+class RunLog:
+    """progress.csv (and TensorBoard when it is installed), plus the whole games finished so far.
+
+    The columns are ``frames``, ``seconds``, ``game_return``, ``game_length`` and the trainer's own
+    `update_fields`. A game's row fills only frames, game_return and game_length; an update's row the others.
+    """
+
+    GAME_FIELDS = ("frames", "seconds", "game_return", "game_length")
+
+    def __init__(self, run_dir: Path, resume: bool, update_fields: Sequence[str]) -> None:
+        self.path = run_dir / "progress.csv"
+        self.fields = (*self.GAME_FIELDS, *update_fields)
+        self.games: list[tuple[int, float, int]] = []  # (frames, whole-game return, length in agent steps)
+        if resume and self.path.exists():
+            with self.path.open() as file:
+                rows = [row for row in csv.DictReader(file) if row["game_return"]]
+            self.games = [(int(row["frames"]), float(row["game_return"]), int(row["game_length"])) for row in rows]
+        self.file = self.path.open("a" if resume else "w", newline="")
+        self.writer = csv.DictWriter(self.file, fieldnames=self.fields)
+        if not resume or self.file.tell() == 0:
+            self.writer.writeheader()
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tensorboard = SummaryWriter(str(run_dir))
+        except ImportError:
+            self.tensorboard = None
+
+    def game_ended(self, frames: int, game_return: float, length: int) -> None:
+        self.games.append((frames, game_return, length))
+        # One CSV row per whole game, so the curve has every game; the update rows leave these columns empty.
+        self.writer.writerow({"frames": frames, "game_return": game_return, "game_length": length})
+        if self.tensorboard:
+            self.tensorboard.add_scalar("charts/game_return", game_return, frames)
+
+    def record_games(self, info: dict, frames: int) -> None:
+        """Log the whole games (across lives, unclipped: the number papers report) a pool step's `info` ended."""
+        if "game" in info:
+            for k in np.flatnonzero(info["_game"]):
+                self.game_ended(frames, float(info["game"]["r"][k]), int(info["game"]["l"][k]))
+
+    def update(self, frames: int, seconds: float, stats: dict[str, float]) -> None:
+        self.writer.writerow({"frames": frames, "seconds": f"{seconds:.1f}", **stats})
+        self.file.flush()
+        if self.tensorboard:
+            for name, value in stats.items():
+                self.tensorboard.add_scalar(f"losses/{name}", value, frames)
+
+    def recent_return(self, games: int = 20) -> float:
+        return float(np.mean([r for _, r, _ in self.games[-games:]])) if self.games else float("nan")
+
+    def close(self) -> None:
+        self.file.close()
+        if self.tensorboard:
+            self.tensorboard.close()
+
+
+def save_checkpoint(path: Path, saved: dict) -> None:
+    """`torch.save` `saved` to `path` atomically: a crash mid-write never leaves a half-written checkpoint."""
+    torch.save(saved, path.with_suffix(".tmp"))
+    path.with_suffix(".tmp").replace(path)
+
+
+# --- results: the learning curve and a video of one game ------------------------------------------------
+
+
+def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, title: str) -> None:
+    """Every whole game's return against emulator frames, with a moving mean, saved as a PNG titled `title`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    if games:
+        frames, returns = np.array([g[0] for g in games]), np.array([g[1] for g in games])
+        axes.plot(frames, returns, ".", alpha=0.3, label="one game")
+        window = max(1, min(20, len(returns) // 5))
+        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
+        axes.plot(frames[window - 1 :], smooth, label=f"mean of {window} games")
+        axes.legend()
+    axes.set(xlabel="emulator frames", ylabel="whole-game return (unclipped)", title=title)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def record_game(policy: Callable[[np.ndarray], int], config: Any, path: Path) -> float:
+    """Play one whole game with `policy` (the game options of `config`, seeded ``config.seed + 10_000``, a game
+    not trained on), write it as a colour .mp4 at `path`, and return its (unclipped) score."""
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    game = Game(seed=config.seed + 10_000, **game_options(config))
+    return play_game(game, policy, path)[0]
+
+
+def trained_policy(checkpoint: str | Path, game: str) -> tuple[Callable[[np.ndarray], int], dict]:
+    """For `atari-game play --checkpoint`: the policy saved in a checkpoint of either trainer (on the CPU), and the
+    game options it was trained with. The checkpoint names its trainer (``"algo"``; PPO's first ones did not)."""
+    algo = torch.load(checkpoint, map_location="cpu").get("algo", "ppo")
+    policy, config = importlib.import_module(f"atari_game.{algo}").checkpoint_policy(checkpoint)
+    if resolve_game(game) != resolve_game(config.game):
+        raise SystemExit(f"{checkpoint} was trained on {config.game}, not {game}")
+    return policy, game_options(config)

@@ -1,0 +1,11 @@
+"""DQN on Atari with atari_game: the trainer lives in atari_game/dqn.py (so `atari-game train --algo dqn` runs it).
+
+python examples/dqn.py --game Breakout --total-frames 10000000
+python examples/dqn.py --double --n-step 3 --prioritized    # the Rainbow-lite variants
+python examples/dqn.py --help
+"""
+
+from atari_game.dqn import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""The DQN example: its counting in transitions, its TD targets, and a tiny run end to end (outputs, resume, eval)."""
+
+import copy
+import csv
+import dataclasses
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_ppo import video_frames
+
+from atari_game import dqn
+from atari_game.replay import FrameReplay
+from atari_game.training import save_checkpoint
+
+DQN = Path(__file__).parent.parent / "examples" / "dqn.py"
+# 4 envs, batches of 8; learning from the 100th transition on, a target update every 50, a row every 400 frames
+# (100 transitions), epsilon falling over the whole run.
+TINY = ["--n-envs", "4", "--batch-size", "8", "--buffer-size", "1000", "--learning-starts", "100"]
+TINY += ["--target-network-frequency", "50", "--log-every", "400", "--checkpoint-every", "800"]
+TINY += ["--exploration-fraction", "1"]
+
+
+def run(*args):
+    result = subprocess.run([sys.executable, str(DQN), *args], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def update_rows(run_dir):
+    with (run_dir / "progress.csv").open() as file:
+        return [row for row in csv.DictReader(file) if row["epsilon"]]
+
+
+def test_gradient_steps_and_target_updates_count_transitions_of_all_envs():
+    config = dqn.Config(learning_starts=5_000, train_frequency=4, target_network_frequency=1_000)
+    # CleanRL's conditions on its global_step (one env): the reference every grouping must reproduce.
+    learn = {t for t in range(20_000) if t > 5_000 and t % 4 == 0}
+    target = {t for t in range(20_000) if t > 5_000 and t % 1_000 == 0}
+    for n_envs in (1, 8, 24):
+        events = [dqn.learning_events(config, t, t + n_envs, 5_000) for t in range(0, 20_000 - 20_000 % n_envs, n_envs)]
+        done = 20_000 - 20_000 % n_envs
+        assert {t for step in events for t, event in step if event == "learn"} == {t for t in learn if t < done}
+        assert {t for step in events for t, event in step if event == "target"} == {t for t in target if t < done}
+        # Each learn event is one gradient step, so after learning starts n_envs / 4 of them per pool step.
+        if n_envs == 8:
+            assert {sum(event == "learn" for _, event in step) for step in events[700:]} == {2}
+    # A resumed run learns again only past learning_starts more transitions (its memory starts empty).
+    assert dqn.learning_events(config, 12_000, 12_008, 12_000 + 5_000) == []
+
+
+def filled_buffer(config, seed):
+    rng = np.random.default_rng(0)
+    buffer = FrameReplay(256, 2, (4, 84, 84), n_step=config.n_step, prioritized=config.prioritized, seed=seed)
+    obs = rng.integers(0, 255, (2, 4, 84, 84), dtype=np.uint8)
+    for step in range(60):
+        next_obs = np.concatenate([obs[:, 1:], rng.integers(0, 255, (2, 1, 84, 84), dtype=np.uint8)], axis=1)
+        terminated, truncated = np.array([step % 17 == 16, step % 23 == 22]), np.zeros(2, bool)
+        buffer.add(obs, rng.integers(0, 4, 2), rng.choice([-1.0, 0.0, 1.0], 2), next_obs, terminated, truncated)
+        obs = next_obs
+    return buffer
+
+
+@pytest.mark.parametrize(
+    "variant", [{}, {"double": True}, {"n_step": 3}, {"prioritized": True}, {"double": True, "n_step": 3}]
+)
+def test_gradient_step_minimises_the_td_error_of_each_variant(variant):
+    torch.manual_seed(0)
+    config = dataclasses.replace(dqn.Config(total_frames=4_000, batch_size=8), **variant)
+    q_network, target_network = dqn.QNetwork(4), dqn.QNetwork(4)
+    # The reference: the same batch (same seed, same adds), the TD target written out from the papers.
+    before, frozen_target = copy.deepcopy(q_network), copy.deepcopy(target_network)
+    batch = filled_buffer(config, seed=5).sample(8, beta=config.beta + (1 - config.beta) * 100 / 1_000)
+    with torch.no_grad():
+        next_q = frozen_target(torch.from_numpy(batch.next_obs))
+        # Double DQN: the online network picks the next action, the target network values it.
+        picker = before(torch.from_numpy(batch.next_obs)) if config.double else next_q
+        chosen = picker.argmax(1)
+        bootstrap = next_q[torch.arange(8), chosen] * torch.from_numpy(~batch.dones).float()
+        target = torch.from_numpy(batch.rewards) + torch.from_numpy(batch.discounts) * bootstrap
+        q_taken = before(torch.from_numpy(batch.obs))[torch.arange(8), torch.from_numpy(batch.actions)]
+        expected = (torch.from_numpy(batch.weights) * (target - q_taken) ** 2).mean().item()
+    if config.n_step == 3:
+        assert (batch.discounts < 0.99).any()  # some 3-step returns: discounts gamma**2 or gamma**3
+
+    buffer = filled_buffer(config, seed=5)
+    optimizer = torch.optim.Adam(q_network.parameters(), lr=config.learning_rate)
+    loss, _ = dqn.gradient_step(config, q_network, target_network, optimizer, buffer, torch.device("cpu"), 100)
+    assert loss == pytest.approx(expected, rel=1e-5)
+    assert any(not torch.equal(a, b) for a, b in zip(q_network.parameters(), before.parameters(), strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(target_network.parameters(), frozen_target.parameters(), strict=True))
+    if config.prioritized:  # the TD errors became the sampled transitions' priorities: the weights differ now
+        assert len(np.unique(buffer.sample(64).weights)) > 2
+
+
+def test_train_resume_and_eval(tmp_path):
+    run_dir = tmp_path / "run"
+    run("--total-frames", "1600", "--run-dir", str(run_dir), *TINY)  # 400 transitions of 4 envs
+    rows = update_rows(run_dir)
+    assert [int(row["frames"]) for row in rows] == [400, 800, 1200, 1600]
+    # Learning starts after transition 100 (0-based, as CleanRL's global_step): 104, 108, ... then 25 per row.
+    assert [int(row["gradient_steps"]) for row in rows] == [0, 24, 25, 25]
+    assert rows[0]["td_loss"] == ""
+    for row in rows[1:]:
+        for name in dqn.UPDATE_FIELDS:
+            assert math.isfinite(float(row[name])), (name, row)
+    # Epsilon falls linearly from 1 to 0.01 over the run's 400 transitions.
+    assert [float(row["epsilon"]) for row in rows] == pytest.approx([1 - 0.99 * t / 400 for t in (100, 200, 300, 400)])
+    saved = torch.load(run_dir / "checkpoint.pt")
+    assert saved["algo"] == "dqn" and saved["steps"] == 400 and saved["frames"] == 1600
+    assert (run_dir / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert video_frames(run_dir / "agent.mp4") > 10  # one whole game, one frame per agent step
+
+    # --resume continues the frame count and the epsilon schedule (over the new budget's 600 transitions), and
+    # learns again once the emptied memory holds learning_starts transitions.
+    run("--total-frames", "2400", "--run-dir", str(run_dir), "--resume", "--no-video", *TINY)
+    rows = update_rows(run_dir)
+    assert [int(row["frames"]) for row in rows] == [400, 800, 1200, 1600, 2000, 2400]
+    assert [int(row["gradient_steps"]) for row in rows[4:]] == [0, 24]
+    assert [float(row["epsilon"]) for row in rows[4:]] == pytest.approx([1 - 0.99 * t / 600 for t in (500, 600)])
+
+    result = run("--eval", str(run_dir / "checkpoint.pt"))
+    assert "Breakout: one game scored" in result.stdout
+    assert video_frames(run_dir / "eval.mp4") > 10
+
+
+def test_the_variants_run_and_bad_arguments_are_usage_errors(tmp_path):
+    run("--total-frames", "800", "--run-dir", str(tmp_path), "--double", "--n-step", "3", "--prioritized", *TINY)
+    assert [int(row["gradient_steps"]) for row in update_rows(tmp_path)] == [0, 24]
+    bad = subprocess.run([sys.executable, str(DQN), "--learning-starts", "10"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "learning_starts must be at least batch_size + n_envs * n_step" in bad.stderr
+
+
+def test_play_a_dqn_checkpoint(tmp_path):
+    # An untrained agent's checkpoint, as the trainer writes it.
+    q_network = dqn.QNetwork(4)
+    optimizer, rng = torch.optim.Adam(q_network.parameters()), np.random.default_rng(0)
+    save_checkpoint(
+        tmp_path / "checkpoint.pt", dqn.checkpoint_state(q_network, q_network, optimizer, rng, 0, dqn.Config())
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "atari_game", "play", "Breakout", "--checkpoint", str(tmp_path / "checkpoint.pt")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Breakout, trained agent: one game scored")

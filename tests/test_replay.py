@@ -1,0 +1,371 @@
+"""FrameReplay: every sample exact against a plain buffer of whole stacks, on real GamePools; n-step, priorities."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from atari_game import FrameReplay, GamePool
+from atari_game.replay import FRAME_MARGIN
+
+
+class PlainReplay:
+    """The reference: every transition's whole obs and next_obs, by transition id (``t * num_envs + env``)."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.num_envs, self.added, self.transitions = num_envs, np.zeros(num_envs, np.int64), {}
+
+    def add(self, obs, actions, rewards, next_obs, terminations, truncations, valid=None):
+        for env in np.flatnonzero(np.ones(self.num_envs, bool) if valid is None else valid):
+            transition = (obs[env].copy(), actions[env], rewards[env], next_obs[env].copy())
+            self.transitions[self.added[env] * self.num_envs + env] = (*transition, terminations[env], truncations[env])
+            self.added[env] += 1
+
+
+def check_exact(buffer: FrameReplay, plain: PlainReplay) -> np.ndarray:
+    """Every sampleable transition equals the reference's; returns the sampleable ids."""
+    ids = buffer.indices()
+    assert len(ids) == len(buffer) and len(np.unique(ids)) == len(ids)
+    # Only the last `slots` transitions of each env can be held: an overwritten slot is never sampled.
+    transitions, envs = np.divmod(ids, buffer.num_envs)
+    assert (transitions >= plain.added[envs] - buffer.slots).all() and (transitions < plain.added[envs]).all()
+    batch = buffer.get(ids)
+    assert np.array_equal(batch.indices, ids)
+    for k, i in enumerate(ids.tolist()):
+        obs, action, reward, next_obs, terminated, _ = plain.transitions[i]
+        assert batch.obs[k].dtype == obs.dtype and batch.obs[k].tobytes() == obs.tobytes(), i
+        assert batch.next_obs[k].tobytes() == next_obs.tobytes(), i
+        assert (batch.actions[k], batch.rewards[k], batch.dones[k]) == (action, np.float32(reward), terminated)
+    assert (batch.weights == 1).all() and (batch.discounts == np.float32(buffer.gamma)).all()
+    # And sample draws from exactly those transitions.
+    assert np.isin(buffer.sample(len(ids)).indices, ids).all()
+    return ids
+
+
+def play(pool: GamePool, buffer: FrameReplay, plain: PlainReplay, steps: int, seed: int = 0, kill_at=None) -> int:
+    """Random play into both buffers, one pool step at a time; returns how many episodes ended."""
+    rng = np.random.default_rng(seed)
+    obs, _ = pool.reset(seed=seed)
+    same_step = pool.autoreset_mode.value == "SameStep"
+    valid, episodes = np.ones(pool.num_envs, bool), 0
+    for step in range(steps):
+        if step == kill_at:
+            os.kill(pool._workers[0].process.pid, signal.SIGKILL)
+        actions = rng.integers(0, pool.single_action_space.n, pool.num_envs)
+        new_obs, rewards, terminations, truncations, info = pool.step(actions)
+        next_obs = new_obs.copy()
+        if same_step and "final_obs" in info:  # the true final observation, CleanRL's real_next_obs
+            for env in np.flatnonzero(info["_final_obs"]):
+                next_obs[env] = info["final_obs"][env]
+        # Next-step autoreset: the step after an episode end is the reset step, not a transition.
+        args = (obs, actions, rewards, next_obs, terminations, truncations, None if same_step else valid)
+        buffer.add(*args)
+        plain.add(*args)
+        episodes += int((terminations | truncations).sum())
+        obs, valid = new_obs, same_step | ~(terminations | truncations)
+    return episodes
+
+
+POOLS = {
+    "breakout-terminal-samestep": ("Breakout", "SameStep", {"life_loss": "terminal"}),
+    "breakout-reset-nextstep-truncation": ("Breakout", "NextStep", {"max_episode_frames": 120}),
+    "pong-channels-last-truncation": ("Pong", "SameStep", {"channels_last": True, "max_episode_frames": 200}),
+    "pong-stack2-size42-nextstep": ("Pong", "NextStep", {"stack": 2, "size": (42, 42), "max_episode_frames": 160}),
+    "mspacman-terminal-nextstep": ("MsPacman", "NextStep", {"life_loss": "terminal", "noop_max": 30}),
+}
+
+
+@pytest.mark.parametrize("name", POOLS)
+def test_samples_equal_the_added_transitions_on_real_pools(name):
+    game, mode, options = POOLS[name]
+    with GamePool(3, game, seed=1, n_workers=1, autoreset_mode=mode, **options) as pool:
+        shape = pool.single_observation_space.shape
+        # 150 transitions in 3 envs: the buffer wraps around several times over 300 steps.
+        buffer = FrameReplay(150, 3, shape, channels_last=options.get("channels_last", False), seed=0)
+        plain = PlainReplay(3)
+        episodes = play(pool, buffer, plain, 300)
+    assert episodes > 0, "the run must cross episode ends"
+    assert plain.added.min() > buffer.slots, "the run must wrap the buffer around"
+    check_exact(buffer, plain)
+    # The Game's episodes start with one frame in every slot: its frames never run out, nothing is evicted early.
+    assert len(buffer) == 150
+
+
+def test_a_worker_killed_and_restarted_mid_run_keeps_samples_exact():
+    with GamePool(4, "Breakout", seed=2, n_workers=2, restart_workers=True, autoreset_mode="SameStep") as pool:
+        buffer, plain = FrameReplay(400, 4, (4, 84, 84)), PlainReplay(4)
+        play(pool, buffer, plain, 60, kill_at=30)
+    assert [plain.transitions[30 * 4 + env][5] for env in range(4)] == [True, True, False, False]  # restarted
+    check_exact(buffer, plain)
+
+
+def test_arbitrary_data_with_no_shared_frames_is_exact_and_evicted_early_when_frames_run_out():
+    rng = np.random.default_rng(0)
+    shape, num_envs = (4, 6, 5), 2
+    buffer, plain = FrameReplay(200, num_envs, shape), PlainReplay(num_envs)
+    for _ in range(150):
+        obs, next_obs = (rng.integers(0, 3, (num_envs, *shape), dtype=np.uint8) for _ in range(2))
+        dones = rng.random((2, num_envs)) < 0.1
+        args = (obs, rng.integers(0, 4, num_envs), rng.normal(size=num_envs), next_obs, *dones)
+        buffer.add(*args)
+        plain.add(*args)
+        check_exact(buffer, plain)
+    # Each transition needs up to 2 * stack frames here: the frames run out long before the 100 slots per env.
+    assert 0 < len(buffer) < 100 * num_envs
+
+
+@pytest.mark.parametrize(
+    ("shape", "stack", "channels_last", "dtype"),
+    [((6, 5, 7), 2, False, np.uint8), ((5, 7, 6), 3, True, np.uint8), ((4, 5, 3), None, False, np.float32)],
+)
+def test_frames_of_several_channels_and_float_observations_are_exact(shape, stack, channels_last, dtype):
+    """Observations slid one frame (of ``channels`` channels) at a time, as a stacked RGB or float env gives."""
+    rng = np.random.default_rng(1)
+    num_envs, axis = 2, -1 if channels_last else 1  # the stack axis of a batch of observations
+    depth = shape[-1 if channels_last else 0]
+    channels = depth // (stack or depth)
+    buffer = FrameReplay(60, num_envs, shape, stack=stack, channels_last=channels_last, dtype=dtype)
+    plain = PlainReplay(num_envs)
+    obs = rng.normal(size=(num_envs, *shape)).astype(dtype)
+    if dtype == np.float32:
+        obs[0, 0] = -0.0  # -0.0 and 0.0 are different bits: kept exactly
+    for step in range(80):
+        fresh = np.take(rng.normal(size=obs.shape).astype(dtype), range(channels), axis)  # one new frame
+        next_obs = np.concatenate([np.delete(obs, range(channels), axis), fresh], axis=axis)
+        terminations = np.array([step % 17 == 16, False])
+        args = (obs, np.array([1, 2]), np.array([0.5, 1.0]), next_obs, terminations, np.zeros(2, bool))
+        buffer.add(*args)
+        plain.add(*args)
+        # An episode starts, as in a Game, with one frame in every slot.
+        first = np.concatenate([fresh] * (depth // channels), axis=axis)
+        obs = np.where(terminations.reshape(-1, 1, 1, 1), first, next_obs)
+    check_exact(buffer, plain)
+    assert len(buffer) == 60  # sliding observations share their frames: nothing evicted early
+
+
+def test_frame_bytes_per_transition_stay_within_three_percent_of_one_frame():
+    capacity, num_envs, shape = 1_000_000, 8, (4, 84, 84)
+    buffer = FrameReplay(capacity, num_envs, shape)  # lazily allocated: nothing is resident yet
+    frame, observation = 84 * 84, 4 * 84 * 84
+    metadata = 8 + 3 + 4 + 4 + 2  # frame position, 3 small offsets, action, reward, 2 flags
+    bound = capacity * ((1 + FRAME_MARGIN) * frame + metadata) + num_envs * (observation + 5 * 8)
+    assert buffer.nbytes <= bound and buffer.nbytes / capacity < 7_300
+    prioritized = FrameReplay(capacity, num_envs, shape, prioritized=True)
+    trees = 2 * 2 * 2**20 * 8  # two trees over 2^20 leaves, float64
+    assert prioritized.nbytes <= bound + trees
+
+
+def test_n_step_returns_match_a_brute_force_computation():
+    rng = np.random.default_rng(3)
+    n, gamma, num_envs, shape = 3, 0.9, 2, (2, 3, 3)
+    buffer = FrameReplay(40, num_envs, shape, n_step=n, gamma=gamma)
+    plain = PlainReplay(num_envs)
+    obs = rng.integers(0, 255, (num_envs, *shape), dtype=np.uint8)
+    for _ in range(70):
+        next_obs = rng.integers(0, 255, obs.shape, dtype=np.uint8)
+        terminations, truncations = rng.random((2, num_envs)) < 0.15
+        args = (obs, rng.integers(0, 4, num_envs), rng.integers(-2, 3, num_envs), next_obs, terminations, truncations)
+        buffer.add(*args)
+        plain.add(*args)
+        obs = next_obs
+        ids = buffer.indices()
+        batch = buffer.get(ids)
+        for k, i in enumerate(ids.tolist()):
+            env, t = i % num_envs, i // num_envs
+            ret, steps = 0.0, 0
+            for j in range(n):
+                step = plain.transitions[(t + j) * num_envs + env]
+                ret, steps = ret + gamma**j * step[2], j + 1
+                if step[4] or step[5]:
+                    break
+            assert batch.rewards[k] == pytest.approx(ret, abs=1e-5)
+            assert batch.discounts[k] == np.float32(gamma**steps)
+            assert batch.obs[k].tobytes() == plain.transitions[i][0].tobytes()
+            assert batch.next_obs[k].tobytes() == step[3].tobytes() and batch.dones[k] == step[4]
+        # Not yet sampleable: the last n - 1 transitions of an env whose episode has not ended since.
+        for env in range(num_envs):
+            t = plain.added[env] - 1
+            ended = plain.transitions[t * num_envs + env][4] or plain.transitions[t * num_envs + env][5]
+            assert (t * num_envs + env in ids) == bool(ended)
+
+
+def slide(buffer: FrameReplay, rng: np.random.Generator, steps: int) -> None:
+    """`steps` adds of observations ``(2, 2, 2)`` sliding one random frame at a time, no episode end."""
+    obs = rng.integers(0, 255, (buffer.num_envs, 2, 2, 2), dtype=np.uint8)
+    nothing = np.zeros(buffer.num_envs, bool)
+    for _ in range(steps):
+        next_obs = np.concatenate([obs[:, 1:], rng.integers(0, 255, (buffer.num_envs, 1, 2, 2), dtype=np.uint8)], 1)
+        buffer.add(obs, np.zeros(buffer.num_envs, int), np.zeros(buffer.num_envs), next_obs, nothing, nothing)
+        obs = next_obs
+
+
+def filled(prioritized=True, **kwargs) -> FrameReplay:
+    """A buffer of 4 transitions per env, 2 envs, tiny random observations."""
+    buffer = FrameReplay(8, 2, (2, 2, 2), prioritized=prioritized, seed=5, **kwargs)
+    slide(buffer, np.random.default_rng(4), 4)
+    return buffer
+
+
+def draw(buffer: FrameReplay, batches: int) -> np.ndarray:
+    """The ids of `batches` batches of 8."""
+    return np.concatenate([buffer.sample(8).indices for _ in range(batches)])
+
+
+def test_prioritized_sampling_frequencies_follow_the_priorities():
+    buffer = filled(alpha=0.5)
+    ids = buffer.indices()
+    priorities = np.array([0.0, 1.0, 4.0, 9.0, 16.0, 25.0, 0.0, 36.0])  # two at zero (plus epsilon)
+    buffer.update_priorities(ids, priorities)
+    expected = np.sqrt(priorities + buffer.priority_epsilon)
+    expected /= expected.sum()
+    draws = draw(buffer, 2500)
+    counts = (draws[:, None] == ids).sum(0)
+    # Binomial standard deviation at most 0.0036 here: 0.015 is over 4 of them, and 0.03 of a share is far more.
+    assert np.abs(counts / len(draws) - expected).max() < 0.015
+    assert counts[0] < 20 and counts[6] < 20  # priority epsilon**0.5 = 0.001: almost never
+
+
+def test_prioritized_weights_are_the_normalised_importance_weights():
+    buffer = filled(alpha=1.0, beta=0.5)
+    ids = buffer.indices()
+    priorities = np.arange(1.0, 9.0)
+    buffer.update_priorities(ids, priorities)
+    p = priorities + buffer.priority_epsilon
+    probabilities = p / p.sum()
+    weights = (len(ids) * probabilities) ** -0.5
+    weights /= weights.max()
+    np.testing.assert_allclose(buffer.get(ids).weights, weights, rtol=1e-6)
+    batch = buffer.sample(8, beta=1.0)  # beta overridden per batch, e.g. annealed to 1
+    np.testing.assert_allclose(batch.weights, p.min() / p[(batch.indices[:, None] == ids).argmax(1)], rtol=1e-6)
+
+
+def test_update_priorities_changes_what_is_sampled_and_evicted_transitions_are_never_sampled():
+    buffer = filled()
+    ids = buffer.indices()
+    buffer.update_priorities(ids[[0, 0]], np.array([3.0, 1e6]))  # one transition dominates (its last priority)
+    assert (draw(buffer, 8) == ids[0]).mean() > 0.95
+    slide(buffer, np.random.default_rng(6), 4)  # every slot is overwritten: the old priorities must be gone
+    assert not np.isin(buffer.indices(), ids).any()
+    assert not np.isin(draw(buffer, 8), ids).any()
+    buffer.update_priorities(ids, np.ones(len(ids)))  # evicted ids are skipped, not revived
+    assert not np.isin(draw(buffer, 8), ids).any()
+    # New transitions got the largest priority seen, the 1e6 one's: against one set to 1, their weights say so.
+    new = buffer.indices()
+    buffer.update_priorities(new[:1], np.array([1.0]))
+    ratio = ((1e6 + buffer.priority_epsilon) / (1 + buffer.priority_epsilon)) ** buffer.alpha
+    np.testing.assert_allclose(buffer.get(new).weights, [1.0] + [ratio**-buffer.beta] * 7, rtol=1e-6)
+
+
+def test_n_step_transitions_not_yet_ready_have_no_priority():
+    buffer = FrameReplay(20, 1, (1, 2, 2), n_step=3, prioritized=True, seed=0)
+    obs = np.zeros((1, 1, 2, 2), np.uint8)
+    for step in range(4):
+        buffer.add(obs + step, np.zeros(1, int), np.ones(1), obs + step + 1, np.zeros(1, bool), np.zeros(1, bool))
+    assert list(buffer.indices()) == [0, 1]
+    assert set(buffer.sample(2).indices.tolist()) | set(buffer.sample(2).indices.tolist()) == {0, 1}
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_the_same_seed_gives_the_same_batches(prioritized):
+    first, second = filled(prioritized), filled(prioritized)
+    batches = [first.sample(8), second.sample(8)]
+    assert np.array_equal(batches[0].indices, batches[1].indices)
+    assert np.array_equal(batches[0].obs, batches[1].obs)
+
+
+BAD_CONSTRUCTORS = [
+    ({"capacity": 0}, ValueError, "capacity"),
+    ({"capacity": 2.5}, TypeError, "capacity"),
+    ({"capacity": 1}, ValueError, "capacity must be at least num_envs"),
+    ({"num_envs": 0}, ValueError, "num_envs"),
+    ({"observation_shape": (4, 0, 84)}, ValueError, "observation_shape"),
+    ({"observation_shape": 84}, TypeError, "observation_shape"),
+    ({"stack": 3}, ValueError, "stack must divide"),
+    ({"dtype": "U3"}, TypeError, "dtype"),
+    ({"n_step": 0}, ValueError, "n_step"),
+    ({"gamma": 1.5}, ValueError, "gamma"),
+    ({"gamma": float("nan")}, ValueError, "gamma"),
+    ({"alpha": -1.0}, ValueError, "alpha"),
+    ({"beta": 2.0}, ValueError, "beta"),
+    ({"prioritized": "yes"}, TypeError, "prioritized"),
+    ({"seed": -1}, ValueError, "seed"),
+]
+
+
+@pytest.mark.parametrize(("change", "error", "message"), BAD_CONSTRUCTORS)
+def test_bad_constructor_arguments_are_refused_by_name(change, error, message):
+    arguments = {"capacity": 100, "num_envs": 2, "observation_shape": (4, 84, 84), **change}
+    with pytest.raises(error, match=message):
+        FrameReplay(**arguments)
+
+
+def good_step(num_envs=2, shape=(2, 3, 3)):
+    obs = np.arange(num_envs * np.prod(shape), dtype=np.uint8).reshape(num_envs, *shape)
+    return {
+        "obs": obs,
+        "actions": np.zeros(num_envs, int),
+        "rewards": np.zeros(num_envs),
+        "next_obs": obs + 1,
+        "terminations": np.zeros(num_envs, bool),
+        "truncations": np.zeros(num_envs, bool),
+    }
+
+
+BAD_ADDS = [
+    ("obs", np.zeros((2, 2, 3, 4), np.uint8), ValueError, "obs must have shape"),
+    ("obs", np.zeros((2, 2, 3, 3), np.float32), TypeError, "obs must be uint8"),
+    ("next_obs", np.zeros((3, 2, 3, 3), np.uint8), ValueError, "next_obs must have shape"),
+    ("actions", np.zeros(3, int), ValueError, "actions must have shape"),
+    ("actions", np.zeros(2), TypeError, "actions must be integer"),
+    ("actions", np.array([0, 2**40]), ValueError, "actions must fit in int32"),
+    ("rewards", np.array([0.0, np.nan]), ValueError, "rewards must be finite"),
+    ("terminations", np.zeros(2, int), TypeError, "terminations must be bools"),
+    ("truncations", np.zeros(1, bool), ValueError, "truncations must have shape"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "error", "message"), BAD_ADDS)
+def test_bad_adds_are_refused_by_name_and_leave_the_buffer_as_it_was(name, value, error, message):
+    buffer = FrameReplay(10, 2, (2, 3, 3), seed=0)
+    buffer.add(**good_step())
+    before = buffer.get(buffer.indices())
+    with pytest.raises(error, match=message):
+        buffer.add(**{**good_step(), name: value})
+    with pytest.raises(TypeError, match="valid must be bools"):
+        buffer.add(**good_step(), valid=np.ones(2, int))
+    after = buffer.get(buffer.indices())
+    assert (
+        len(buffer) == 2 and np.array_equal(before.obs, after.obs) and np.array_equal(before.next_obs, after.next_obs)
+    )
+    buffer.add(**{**good_step(), "obs": good_step()["next_obs"], "next_obs": good_step()["next_obs"] + 1})
+    assert len(buffer) == 4  # still usable
+
+
+def test_bad_samples_and_priorities_are_refused_by_name_and_leave_the_buffer_usable():
+    empty = FrameReplay(10, 2, (2, 3, 3))
+    with pytest.raises(ValueError, match="add transitions before sampling"):
+        empty.sample(1)
+    buffer = filled()
+    with pytest.raises(ValueError, match="batch_size must be at most the 8"):
+        buffer.sample(9)
+    with pytest.raises(TypeError, match="batch_size"):
+        buffer.sample(2.0)
+    with pytest.raises(ValueError, match="beta"):
+        buffer.sample(2, beta=-0.1)
+    ids = buffer.indices()
+    buffer.update_priorities(ids, np.arange(1.0, 9.0))
+    weights = buffer.get(ids).weights
+    for priorities, error in [(np.full(8, np.nan), ValueError), (-np.ones(8), ValueError), (np.ones(7), ValueError)]:
+        with pytest.raises(error, match="priorities"):
+            buffer.update_priorities(ids, priorities)
+    with pytest.raises(TypeError, match="indices"):
+        buffer.update_priorities(ids.astype(float), np.ones(8))
+    with pytest.raises(ValueError, match="cannot be sampled now"):
+        buffer.get(np.array([ids.max() + 2]))
+    assert np.array_equal(buffer.get(ids).weights, weights)  # the priorities are as they were
+    buffer.update_priorities(ids[-1:], np.array([0.5]))  # ...and a good update is taken: now the smallest
+    assert buffer.get(ids[-1:]).weights[0] == 1 and (buffer.get(ids[:-1]).weights < 1).all()
+    with pytest.raises(ValueError, match="prioritized=True"):
+        filled(prioritized=False).update_priorities(ids, np.ones(8))
+    assert buffer.sample(8).obs.shape == (8, 2, 2, 2)
