@@ -142,13 +142,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40_000, help="agent steps per run (CleanRL's total-timesteps)")
     parser.add_argument("--learning-starts", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--torch-threads", type=int, nargs="+", default=[1], help="our trainer's --torch-threads: one variant each"
+    )
     args = parser.parse_args()
 
     options = dqn_options(args.steps, args.learning_starts, args.steps, 0.1, args.seed)
-    runs: dict[str, list[Run]] = {"atari_game": [], "CleanRL": []}
+    variants = {threads: f"atari_game, {threads} torch thread{'s' * (threads > 1)}" for threads in args.torch_threads}
+    runs: dict[str, list[Run]] = {name: [] for name in variants.values()} | {"CleanRL": []}
     with tempfile.TemporaryDirectory() as scratch:
         for round_number in range(args.rounds):
-            runs["atari_game"].append(ours(options, Path(scratch) / f"ours-{round_number}", ["--no-video"]))
+            for threads, name in variants.items():
+                extra = ["--no-video", "--torch-threads", str(threads)]
+                runs[name].append(ours(options, Path(scratch) / f"ours-{threads}-{round_number}", extra))
             runs["CleanRL"].append(cleanrl(args.cleanrl_python, args.cleanrl_script, options, Path(scratch)))
             rates = [
                 f"{name} {rs[-1].steps_per_s:.0f} ({rs[-1].learning_steps_per_s:.0f} learning)"
@@ -165,10 +171,11 @@ def main() -> None:
     for name, rs in runs.items():
         end_to_end, learning = np.mean([r.steps_per_s for r in rs]), np.mean([r.learning_steps_per_s for r in rs])
         print(
-            f"{name:12} end to end {end_to_end:6.0f} ({end_to_end / baseline['steps_per_s']:4.2f}x CleanRL); "
+            f"{name:28} end to end {end_to_end:6.0f} ({end_to_end / baseline['steps_per_s']:4.2f}x CleanRL); "
             f"learning phase {learning:6.0f} ({learning / baseline['learning_steps_per_s']:4.2f}x)"
         )
-    print("atari_game's wall time: " + where_the_time_went(runs["atari_game"]))
+    for name in variants.values():
+        print(f"{name}: wall time " + where_the_time_went(runs[name]))
 
 
 def where_the_time_went(runs: list[Run]) -> str:
