@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -420,6 +421,33 @@ def test_an_exception_in_a_worker_carries_its_traceback_and_the_pool_goes_on(poo
     with pytest.raises(PoolError, match=r"(?s)pool worker \(pid \d+, envs 0-1\) failed.*unknown command 'explode'"):
         pool._finish_in_flight()
     assert pool.step([0, 1, 2, 3])[0].shape == (4, 4, 84, 84)
+
+
+def test_a_worker_failing_in_a_step_is_reported_with_its_traceback_and_the_pool_goes_on(pool_factory):
+    pool = pool_factory(4, n_workers=2, **OPTIONS)
+    pool.reset()
+    # Let an action the parent would refuse reach a worker: its Game fails on it.
+    pool._check_actions = lambda actions, count: np.asarray(actions, np.int64)
+    with pytest.raises(PoolError, match=r"(?s)pool worker \(pid \d+, envs 2-3\) failed on envs \[2, 3\].*IndexError"):
+        pool.step([0, 0, 0, 99])
+    del pool._check_actions
+    assert pool.step([0, 1, 2, 3])[0].shape == (4, 4, 84, 84)
+
+
+def test_a_worker_slower_than_the_liveness_check_is_waited_for(pool_factory):
+    pool = pool_factory(4, n_workers=2, **OPTIONS)
+    pool.reset()
+    slow = worker_pids(pool)[1]
+    os.kill(slow, signal.SIGSTOP)  # its answer comes after the parent's first read gave up
+    threading.Timer(1.0, os.kill, (slow, signal.SIGCONT)).start()
+    games = [Game(seed=i, **OPTIONS) for i in range(4)]
+    for game in games:
+        game.reset()
+    for action in (1, 0):  # the late answer is taken in, and nothing is left over for the next step
+        obs, rewards, terms, truncs, _ = pool.step([action] * 4)
+        expected = [game.step(action) for game in games]
+        assert all(np.array_equal(obs[i], step[0]) for i, step in enumerate(expected))
+        assert list(rewards) == [step[1] for step in expected] and not terms.any() and not truncs.any()
 
 
 # --- no leaks ---------------------------------------------------------------------------------------
