@@ -547,8 +547,9 @@ class GamePool(gymnasium.vector.VectorEnv):
         Anything else (an error, a dead or slow worker: the read gives up after `LIVENESS_CHECK_SECONDS`
         with what came) hands over to the general machinery, set up as if `_send` had sent each command and
         `_next_answer` had read what came, so that errors, deaths and restarts are handled as for any command.
-        Nothing else is in flight here: `step` refuses to run while `send` results are pending.
         """
+        if self._busy:  # answers still due (a step interrupted by Ctrl-C): every command the general way
+            return self._step_each()
         for worker in self._workers:
             # (try costs nothing here, contextlib.suppress a call per worker)
             try:  # noqa: SIM105
@@ -560,13 +561,20 @@ class GamePool(gymnasium.vector.VectorEnv):
             answers = self._answers[0].recv(wanted, socket.MSG_WAITALL)
         except BlockingIOError:  # nothing came in time
             answers = b""
+        except BaseException:  # Ctrl-C: the next call takes the answers still due in, as after any command
+            self._hand_over(b"")
+            raise
         if len(answers) == wanted and np.frombuffer(answers, np.int32).min() >= 0:
             return
+        self._hand_over(answers)
+        self._finish_in_flight()
+
+    def _hand_over(self, answers: bytes) -> None:
+        """Book `_step_all`'s commands as `_send` does, and the `answers` it read as `_next_answer` does."""
         for worker in self._workers:
             worker.in_flight.append(worker.env_ids)
         self._busy.update(self._workers)
         self._unread += memoryview(answers).cast("i").tolist()
-        self._finish_in_flight()
 
     def _next_answer(self, busy: set[_Worker], everything: bool) -> tuple[_Worker, tuple[str, list[int], Any]]:
         """Wait for the next answer of any of the `busy` workers: ``(status, the envs it sent, None or a
@@ -698,6 +706,12 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._post(worker, command, data, ids)
         worker.in_flight.append(ids)
         self._busy.add(worker)
+
+    def _step_each(self) -> None:
+        """Step every env the general way: a command per worker, every answer (and any still due) taken in."""
+        for worker in self._workers:
+            self._send(worker, "step", None, worker.env_ids)
+        self._finish_in_flight()
 
     def _finish_in_flight(self) -> None:
         """Wait for every answer; a failed command is raised only after all, so no answer is left unread."""

@@ -214,6 +214,10 @@ class RayGamePool(GamePool):
         actions = self._shared["actions"][ids] if command == "step" else None
         worker.calls.append(worker.actor.run.remote(command, ids if command == "step" else data, actions))
 
+    def _step_all(self) -> None:
+        # GamePool's fast path is for its local workers: here one call per actor, each answer taken in.
+        self._step_each()
+
     def _next_answer(self, busy: set[_Actor], everything: bool) -> tuple[_Actor, tuple[str, list[int], Any]]:
         # The first call to finish, whether or not the pool waits for `everything`.
         ray = _ray()

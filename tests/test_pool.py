@@ -450,6 +450,35 @@ def test_a_worker_slower_than_the_liveness_check_is_waited_for(pool_factory):
         assert list(rewards) == [step[1] for step in expected] and not terms.any() and not truncs.any()
 
 
+def test_a_step_interrupted_by_ctrl_c_is_finished_by_the_next(pool_factory):
+    pool = pool_factory(4, n_workers=2, **OPTIONS)
+    pool.reset()
+    for pid in worker_pids(pool):  # no answer comes while the parent waits
+        os.kill(pid, signal.SIGSTOP)
+
+    def ctrl_c(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, ctrl_c)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            pool.step([1, 1, 1, 1])
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+        for pid in worker_pids(pool):
+            os.kill(pid, signal.SIGCONT)
+    games = [Game(seed=i, **OPTIONS) for i in range(4)]
+    for game in games:
+        game.reset()
+        game.step(1)  # the interrupted step was played
+    for action in (0, 2):
+        obs, rewards, *_ = pool.step([action] * 4)
+        expected = [game.step(action) for game in games]
+        assert all(np.array_equal(obs[i], step[0]) for i, step in enumerate(expected))
+        assert list(rewards) == [step[1] for step in expected]
+
+
 # --- no leaks ---------------------------------------------------------------------------------------
 
 
