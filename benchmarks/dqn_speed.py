@@ -143,17 +143,18 @@ def main() -> None:
     parser.add_argument("--learning-starts", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
-        "--torch-threads", type=int, nargs="+", default=[1], help="our trainer's --torch-threads: one variant each"
+        "--torch-threads", type=int, nargs="+", default=[0], help="our trainer's --torch-threads (0: one per core)"
     )
     args = parser.parse_args()
 
     options = dqn_options(args.steps, args.learning_starts, args.steps, 0.1, args.seed)
-    variants = {threads: f"atari_game, {threads} torch thread{'s' * (threads > 1)}" for threads in args.torch_threads}
+    variants = {threads: f"atari_game, torch threads {threads or 'all'}" for threads in args.torch_threads}
     runs: dict[str, list[Run]] = {name: [] for name in variants.values()} | {"CleanRL": []}
     with tempfile.TemporaryDirectory() as scratch:
         for round_number in range(args.rounds):
             for threads, name in variants.items():
-                extra = ["--no-video", "--torch-threads", str(threads)]
+                # A progress.csv row every tenth of the run, so that the learning phase's rate has rows to come from.
+                extra = ["--no-video", "--torch-threads", str(threads), "--log-every", str(4 * args.steps // 10)]
                 runs[name].append(ours(options, Path(scratch) / f"ours-{threads}-{round_number}", extra))
             runs["CleanRL"].append(cleanrl(args.cleanrl_python, args.cleanrl_script, options, Path(scratch)))
             rates = [
