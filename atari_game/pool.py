@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import errno
 import os
+import secrets
 import shutil
 import socket
 import struct
@@ -53,13 +54,16 @@ class PoolError(RuntimeError):
 # --- the shared segment: the same named arrays in the parent and in every worker --------------------------
 
 
-def _layout(n_envs: int, options: GameOptions) -> dict[str, tuple[tuple[int, ...], type]]:
+def _layout(n_envs: int, options: GameOptions, same_step: bool) -> dict[str, tuple[tuple[int, ...], type]]:
     obs = ((n_envs, *options.observation_shape), options.observation_dtype)
+    # Only same-step autoreset reports final observations beside the next episode's first: next-step mode
+    # returns them as the step's obs, and reserving rows it never writes would halve the envs /dev/shm holds.
+    final_obs = ((n_envs if same_step else 0, *options.observation_shape), options.observation_dtype)
     # Continuous actions are (radius, angle, fire) rows, float32 as the Game computes with them.
     actions = ((n_envs, 3), np.float32) if options.continuous else ((n_envs,), np.int64)
     return {
         "obs": obs,
-        "final_obs": obs,
+        "final_obs": final_obs,
         "actions": actions,
         "rewards": ((n_envs,), np.float64),
         "terminations": ((n_envs,), np.bool_),
@@ -94,7 +98,9 @@ def _create(size: int, n_envs: int) -> shared_memory.SharedMemory:
     A segment's pages are only taken from /dev/shm when first touched, and one that cannot be had then
     kills the process touching it (a worker, or the parent) with SIGBUS, long after the start.
     """
-    segment = shared_memory.SharedMemory(create=True, size=size)
+    # Named after the library and the parent's pid, so that a segment in /dev/shm says whose it is.
+    name = f"atari_game_{os.getpid()}_{secrets.token_hex(4)}"
+    segment = shared_memory.SharedMemory(name=name, create=True, size=size)
     if not hasattr(os, "posix_fallocate"):  # macOS: no way to take the pages ahead
         return segment
     try:
@@ -471,7 +477,7 @@ class GamePool(gymnasium.vector.VectorEnv):
 
         # The arrays and the workers; a finalizer owns both from the moment they exist, so that close(),
         # garbage collection and interpreter exit all leave nothing behind.
-        self._layout = _layout(n_envs, self.options)
+        self._layout = _layout(n_envs, self.options, same_step=self.autoreset_mode == AutoresetMode.SAME_STEP)
         self._workers: list[Any] = []
         self._shared = self._open()
         self._restarts = 0  # workers replaced so far: a replacement's games get seeds never used before

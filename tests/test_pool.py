@@ -47,7 +47,7 @@ def all_gone(pids, within=5.0):
 
 
 def shm_segments():
-    return {name for name in os.listdir("/dev/shm") if name.startswith("psm_")}
+    return {name for name in os.listdir("/dev/shm") if name.startswith(f"atari_game_{os.getpid()}_")}
 
 
 def worker_pids(pool):
@@ -509,6 +509,16 @@ def test_an_exception_in_the_caller_leaves_nothing_behind():
         pool.reset()
         1 / 0  # noqa: B018
     assert all_gone(pids) and segment not in shm_segments()
+
+
+def test_only_same_step_autoreset_takes_shared_memory_for_final_observations():
+    # Next-step autoreset returns an episode's last observation as the step's obs, so it needs no room beside it.
+    with (
+        GamePool(4, n_workers=1, **OPTIONS) as next_step,
+        GamePool(4, n_workers=1, autoreset_mode=AutoresetMode.SAME_STEP, **OPTIONS) as same_step,
+    ):
+        assert same_step._segment.size - next_step._segment.size == 4 * 4 * 84 * 84
+        assert next_step._segment.name.startswith(f"atari_game_{os.getpid()}_")
 
 
 def test_close_works_while_the_caller_holds_a_zero_copy_array():

@@ -25,9 +25,9 @@ SCRIPT = textwrap.dedent(
             pool.reset(seed=0)
             print("fits", pool.step(pool.action_space.sample())[0].shape, flush=True)
         try:
-            GamePool(100, "Pong", n_workers=1)  # 5.4 MiB: does not
+            GamePool(200, "Pong", n_workers=1)  # 5.4 MiB: does not
         finally:
-            left = [name for name in os.listdir("/dev/shm") if name.startswith("psm_")]
+            left = [name for name in os.listdir("/dev/shm") if name.startswith("atari_game_")]
             print("left", left, len(multiprocessing.active_children()), flush=True)
     """
 )
@@ -55,9 +55,10 @@ def test_a_pool_that_does_not_fit_in_dev_shm_fails_at_once_saying_why(tmp_path):
     # The one that does not is refused before any worker starts, with nothing left behind.
     assert result.stdout.splitlines()[1] == "left [] 0"
     assert result.returncode == 1
-    needed = sum(_padded(shape, dtype) for shape, dtype in _layout(100, GameOptions(game="Pong")).values())
+    layout = _layout(200, GameOptions(game="Pong"), same_step=False)
+    needed = sum(_padded(shape, dtype) for shape, dtype in layout.values())
     assert result.stderr.strip().splitlines()[-1] == (
-        f"OSError: [Errno 28] no room in shared memory (/dev/shm) for the pool's 100 envs: they need {needed:,} bytes "
-        f"({needed / 2**20:.1f} MiB), {needed // 100:,} bytes each, and 4,194,304 bytes (4.0 MiB) are free. Give "
+        f"OSError: [Errno 28] no room in shared memory (/dev/shm) for the pool's 200 envs: they need {needed:,} bytes "
+        f"({needed / 2**20:.1f} MiB), {needed // 200:,} bytes each, and 4,194,304 bytes (4.0 MiB) are free. Give "
         "/dev/shm more room (Docker: docker run --shm-size=2g ...; its default is 64 MB) or use fewer envs"
     )

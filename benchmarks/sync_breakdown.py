@@ -1,0 +1,110 @@
+"""Where the wall time of GamePool's sync step goes: the workers' work, waiting for the slowest worker, and the
+time between steps.
+
+    python benchmarks/sync_breakdown.py --envs 8 16 32 --steps 1500
+
+Each worker process stamps (with time.perf_counter, one clock for all processes) when it starts and ends its
+share of every step. From those stamps and the wall time per step, for N envs on one worker per core:
+
+- *work*: the mean time a worker spends on its envs in a step (emulation, preprocessing, writing the rows);
+- *waiting for the slowest worker*: the mean of (slowest worker's time - mean worker's time): a core idles
+  at the end of a step while another worker still plays. The line after it says how much of that comes from
+  steps in which one of the workers restarted a game (ALE's reset plays 64 frames, then 1..30 NOOPs: about
+  20 agent steps of emulation that land on that one worker);
+- *between steps*: the wall time per step minus the span from the first worker's start to the last one's end:
+  the parent reading the answers, building the results (and copying the observations), this loop drawing
+  random actions, and the wake-ups of the parent and the workers.
+
+The stamps come from a wrapper around the workers' `GameBlock.run`, installed before the pool forks its
+workers (start_method="fork"); it adds two clock reads per worker and step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import time
+
+import numpy as np
+
+from atari_game import pool as pool_module
+from atari_game.benchmark import MACHINE, OUR_GAME
+
+# A shared anonymous mapping made before the fork, so that every worker writes its stamps where the parent
+# reads them: (the worker's first env, step, [start, end, an episode ended]).
+MAX_ENVS, MAX_STEPS = 256, 100_000
+WARM_UP = 10
+
+
+def install_stamps(stamps: np.ndarray) -> None:
+    """Wrap GameBlock.run so that each step of a worker stamps its start and end into `stamps`."""
+    run = pool_module.GameBlock.run
+
+    def stamped_run(block: pool_module.GameBlock, command: str, data: object) -> tuple:
+        start = time.perf_counter()
+        answer = run(block, command, data)
+        if command == "step":
+            step = getattr(block, "stamp_count", 0)
+            stamps[block.env_ids[0], step] = start, time.perf_counter(), float(answer[2] is True)
+            block.stamp_count = step + 1
+        return answer
+
+    pool_module.GameBlock.run = stamped_run
+
+
+def breakdown(n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
+    """Run `steps` sync steps of `n_envs` envs and split their mean wall time (seconds) as the docstring says."""
+    rng = np.random.default_rng(0)
+    with pool_module.GamePool(n_envs, start_method="fork", **OUR_GAME) as pool:
+        pool.reset(seed=0)
+        for _ in range(WARM_UP):
+            pool.step(rng.integers(4, size=n_envs))
+        start = time.perf_counter()
+        for _ in range(steps):
+            pool.step(rng.integers(4, size=n_envs))
+        wall = (time.perf_counter() - start) / steps
+        firsts = [worker.env_ids[0] for worker in pool._workers]
+    used = stamps[firsts, WARM_UP : WARM_UP + steps]
+    begin, end, ended = used[..., 0], used[..., 1], used[..., 2] > 0
+    work = end - begin
+    span = end.max(0) - begin.min(0)
+    waiting = work.max(0) - work.mean(0)
+    restart = ended.any(0)
+    return {
+        "workers": len(firsts),
+        "wall": wall,
+        "work": work.mean(),
+        "waiting": waiting.mean(),
+        "restart_share": waiting[restart].sum() / waiting.sum(),
+        "restart_steps": restart.mean(),
+        "between": wall - span.mean(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", type=int, nargs="+", default=[8, 16, 32])
+    parser.add_argument("--steps", type=int, default=1500)
+    args = parser.parse_args()
+    if args.steps + WARM_UP > MAX_STEPS or max(args.envs) > MAX_ENVS:
+        parser.error(f"--steps must be at most {MAX_STEPS - WARM_UP} and --envs at most {MAX_ENVS}")
+    buffer = mmap.mmap(-1, MAX_ENVS * MAX_STEPS * 3 * 8)
+    stamps = np.frombuffer(buffer, np.float64).reshape(MAX_ENVS, MAX_STEPS, 3)
+    install_stamps(stamps)
+    print(f"GamePool sync step, Breakout, random actions, one worker per core ({MACHINE})")
+    for n_envs in args.envs:
+        row = breakdown(n_envs, args.steps, stamps)
+        wall = row["wall"]
+        print(
+            f"N={n_envs} ({row['workers']} workers): {1e6 * wall:,.0f} µs per step = "
+            f"work {1e6 * row['work']:,.0f} ({row['work'] / wall:.0%}) + "
+            f"waiting for the slowest worker {1e6 * row['waiting']:,.0f} ({row['waiting'] / wall:.0%}) + "
+            f"between steps {1e6 * row['between']:,.0f} ({row['between'] / wall:.0%}); "
+            f"{row['restart_share']:.0%} of the waiting in the {row['restart_steps']:.0%} of steps "
+            f"where a game restarted",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
