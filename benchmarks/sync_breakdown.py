@@ -9,8 +9,8 @@ share of every step. From those stamps and the wall time per step, for N envs on
 - *work*: the mean time a worker spends on its envs in a step (emulation, preprocessing, writing the rows);
 - *waiting for the slowest worker*: the mean of (slowest worker's time - mean worker's time): a core idles
   at the end of a step while another worker still plays. The line after it says how much of that comes from
-  steps in which one of the workers restarted a game (ALE's reset plays 64 frames, then 1..30 NOOPs: about
-  20 agent steps of emulation that land on that one worker);
+  steps in which one of the workers restarted a game (ALE's `reset_game` costs as much CPU as ~75 emulated
+  frames, then come 1..30 NOOPs: about 22 agent steps of work that land on that one worker);
 - *between steps*: the wall time per step minus the span from the first worker's start to the last one's end:
   the parent reading the answers, building the results (and copying the observations), this loop drawing
   random actions, and the wake-ups of the parent and the workers.

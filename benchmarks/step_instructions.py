@@ -1,0 +1,122 @@
+"""Instructions per agent step of one game, counted by valgrind's callgrind: ours against ale-py's C++ vector env
+and a bare ALE loop. Counts do not drift with the machine's load as timings do, so they show what a change to
+the per-step code costs.
+
+    python benchmarks/step_instructions.py --steps 400        # needs valgrind (apt install valgrind)
+
+Each system plays Breakout with the throughput benchmark's settings and the same random actions, in a process of
+its own under callgrind, for S and then 2S agent steps; (count(2S) - count(S)) / S is the cost of one agent step
+without the start-up. The systems:
+
+- ``game``: atari_game's `Game.play` into an observation row, as a pool worker runs it;
+- ``ale-vector``: ale-py's `AtariVectorEnv` with one env and one thread (its C++ preprocessing);
+- ``bare-ale``: the least any Python pool must do: 4 `act` calls, the last two screens read in grayscale, their
+  max, a shift of the stack and one 84x84 area resize, with nothing else (no statistics, no checks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from atari_game.benchmark import FRAME_SKIP, MAX_FRAMES, NOOP_MAX, OUR_GAME
+
+SYSTEMS = ("game", "ale-vector", "bare-ale")
+
+
+def play(system: str, steps: int) -> None:
+    """Play `steps` agent steps of Breakout with `system` (run in the process callgrind counts)."""
+    actions = np.random.default_rng(0).integers(4, size=steps)
+    if system == "game":
+        from atari_game import Game
+
+        game = Game(seed=0, **OUR_GAME)
+        game.reset()
+        row = np.zeros(game.observation_shape, np.uint8)
+        for action in actions:
+            game.play(int(action), row)
+    elif system == "ale-vector":
+        from ale_py.vector_env import AtariVectorEnv
+
+        env = AtariVectorEnv(
+            "breakout",
+            num_envs=1,
+            batch_size=1,
+            num_threads=1,
+            frameskip=FRAME_SKIP,
+            maxpool=True,
+            grayscale=True,
+            img_height=84,
+            img_width=84,
+            stack_num=4,
+            noop_max=NOOP_MAX,
+            repeat_action_probability=0.0,
+            episodic_life=False,
+            life_loss_info=False,
+            reward_clipping=False,
+            use_fire_reset=False,
+            full_action_space=False,
+            max_num_frames_per_episode=MAX_FRAMES,
+        )
+        env.reset(seed=0)
+        for action in actions:
+            env.step(np.array([action]))
+        env.close()
+    else:
+        import ale_py
+        import cv2
+        from ale_py import roms
+
+        ale = ale_py.ALEInterface()
+        ale.setLoggerMode(ale_py.LoggerMode.Error)
+        ale.setInt("random_seed", 0)
+        ale.setFloat("repeat_action_probability", 0.0)
+        ale.setInt("max_num_frames_per_episode", MAX_FRAMES)
+        ale.loadROM(roms.get_rom_path("breakout"))
+        minimal = ale.getMinimalActionSet()
+        screens, pooled = np.zeros((2, 210, 160), np.uint8), np.zeros((210, 160), np.uint8)
+        stack = np.zeros((4, 84, 84), np.uint8)
+        for action in actions:
+            for frame in range(FRAME_SKIP):
+                ale.act(minimal[action])
+                if frame >= FRAME_SKIP - 2:
+                    ale.getScreenGrayscale(screens[frame - FRAME_SKIP + 2])
+            if ale.game_over():
+                ale.reset_game()
+            np.maximum(screens[0], screens[1], out=pooled)
+            stack[:-1] = stack[1:]
+            cv2.resize(pooled, (84, 84), dst=stack[-1], interpolation=cv2.INTER_AREA)
+
+
+def count(system: str, steps: int, directory: Path) -> int:
+    """Instructions callgrind counts in a process that plays `steps` agent steps with `system`."""
+    log = directory / f"{system}-{steps}.log"
+    command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={directory / 'callgrind.out'}"]
+    command += [f"--log-file={log}", sys.executable, __file__, "--play", system, "--steps", str(steps)]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return int(re.search(r"Collected : (\d+)", log.read_text()).group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=400, help="S: each system runs S and 2S agent steps")
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument("--play", choices=SYSTEMS, help=argparse.SUPPRESS)  # the counted process
+    args = parser.parse_args()
+    if args.play:
+        return play(args.play, args.steps)
+    print(f"Instructions per agent step, Breakout (callgrind, {args.steps} and {2 * args.steps} steps)")
+    with tempfile.TemporaryDirectory() as directory:
+        for system in args.systems:
+            low, high = (count(system, steps, Path(directory)) for steps in (args.steps, 2 * args.steps))
+            print(f"{system:12} {(high - low) / args.steps:12,.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
