@@ -36,6 +36,12 @@ MAX_ENVS, MAX_STEPS = 256, 100_000
 WARM_UP = 10
 
 
+def shared_stamps() -> np.ndarray:
+    """The stamps array, in an anonymous shared mapping that forked workers write to and the parent reads."""
+    buffer = mmap.mmap(-1, MAX_ENVS * MAX_STEPS * 3 * 8)
+    return np.frombuffer(buffer, np.float64).reshape(MAX_ENVS, MAX_STEPS, 3)
+
+
 def install_stamps(stamps: np.ndarray) -> None:
     """Wrap GameBlock.run so that each step of a worker stamps its start and end into `stamps`."""
     run = pool_module.GameBlock.run
@@ -65,6 +71,8 @@ def breakdown(n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
         wall = (time.perf_counter() - start) / steps
         firsts = [worker.env_ids[0] for worker in pool._workers]
     used = stamps[firsts, WARM_UP : WARM_UP + steps]
+    if not (used[..., 1] > 0).all():
+        raise RuntimeError("a worker did not stamp every step: were the stamps installed before the pool started?")
     begin, end, ended = used[..., 0], used[..., 1], used[..., 2] > 0
     work = end - begin
     span = end.max(0) - begin.min(0)
@@ -88,8 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.steps + WARM_UP > MAX_STEPS or max(args.envs) > MAX_ENVS:
         parser.error(f"--steps must be at most {MAX_STEPS - WARM_UP} and --envs at most {MAX_ENVS}")
-    buffer = mmap.mmap(-1, MAX_ENVS * MAX_STEPS * 3 * 8)
-    stamps = np.frombuffer(buffer, np.float64).reshape(MAX_ENVS, MAX_STEPS, 3)
+    stamps = shared_stamps()
     install_stamps(stamps)
     print(f"GamePool sync step, Breakout, random actions, one worker per core ({MACHINE})")
     for n_envs in args.envs:

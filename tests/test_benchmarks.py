@@ -1,6 +1,7 @@
 """The benchmark scripts read both trainers' outputs right and fit the parent's costs right (the runs themselves
 are too long for CI)."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +12,9 @@ import dqn_speed
 import ppo_learning
 import ppo_speed
 import pytest
+import sync_breakdown
+
+from atari_game.pool import GameBlock
 
 # What CleanRL's ppo_atari.py prints: one line per finished game (its return is an array), SPS every update.
 FAKE_CLEANRL = """
@@ -97,3 +101,13 @@ def test_dqn_learning_report_adds_speed_and_memory(capsys):
     assert "30 games; mean of the first 20 10.50, of the last 20 20.50" in out and "150 agent steps/s" in out
     assert "x: 120 agent steps/s from learning starts on; peak RSS 2,346 MB" in out
     assert dqn_speed.cleanrl_peak_rss("\tMaximum resident set size (kbytes): 2048000\n") == 2000.0
+
+
+def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(monkeypatch):
+    monkeypatch.setattr(GameBlock, "run", GameBlock.run)  # the stamping wrapper goes again after the test
+    stamps = sync_breakdown.shared_stamps()
+    sync_breakdown.install_stamps(stamps)
+    row = sync_breakdown.breakdown(4, 30, stamps)  # raises if a worker missed a step's stamp
+    assert row["workers"] == min(4, len(os.sched_getaffinity(0)))
+    assert row["work"] > 0 and row["waiting"] >= 0 and row["work"] + row["waiting"] < row["wall"]
+    assert 0 < row["between"] < row["wall"] and 0 <= row["restart_steps"] <= 1
