@@ -32,11 +32,12 @@ from typing import Any
 import numpy as np
 
 from atari_game import GamePool, Worker
+from atari_game.worker import available_cores
 
 FRAME_SKIP, NOOP_MAX, MAX_FRAMES = 4, 30, 108_000
 # The settings above as atari_game's Game options (frame-skip 4 and the 84x84 stack of 4 are its defaults).
 OUR_GAME = {"game": "Breakout", "noop_max": NOOP_MAX, "life_loss": "ignore", "max_episode_frames": MAX_FRAMES}
-CORES = len(os.sched_getaffinity(0))
+CORES = available_cores()
 
 
 def _cpu_model() -> str:

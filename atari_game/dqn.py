@@ -28,7 +28,6 @@ frame budget, as all play is) before it takes gradient steps and target updates 
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +52,7 @@ from atari_game.training import (
     save_checkpoint,
 )
 from atari_game.training import parse_config as parse_config_of
+from atari_game.worker import available_cores
 
 
 @dataclasses.dataclass
@@ -222,7 +222,7 @@ def train(config: Config) -> Path:
     run_dir = Path(config.run_dir or f"runs/{config.game}-{config.seed}-dqn")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
-    torch.set_num_threads(config.torch_threads or len(os.sched_getaffinity(0)))
+    torch.set_num_threads(config.torch_threads or available_cores())
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)  # exploration: which envs explore, and their random actions
 

@@ -35,7 +35,15 @@ from gymnasium.vector import AutoresetMode
 
 from atari_game.game import Game, GameOptions, check_continuous_actions
 from atari_game.spaces import action_space, observation_space
-from atari_game.worker import ParentEnd, check_main_guard, end_process, pipe, prepare_worker_process, start_context
+from atari_game.worker import (
+    ParentEnd,
+    available_cores,
+    check_main_guard,
+    end_process,
+    pipe,
+    prepare_worker_process,
+    start_context,
+)
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 
@@ -506,7 +514,7 @@ class GamePool(gymnasium.vector.VectorEnv):
     # --- the local transport: worker processes and a shared-memory segment (RayGamePool overrides these) ---
 
     def _default_n_workers(self) -> int:
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return available_cores()
 
     def _open(self) -> dict[str, np.ndarray]:
         """Create the shared segment (its memory reserved now), the answer socket and the finalizer that deletes

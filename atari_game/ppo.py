@@ -14,7 +14,6 @@ learning-rate schedule and frame count), ``learning_curve.png`` and ``agent.mp4`
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +37,7 @@ from atari_game.training import (
     save_checkpoint,
 )
 from atari_game.training import parse_config as parse_config_of
+from atari_game.worker import available_cores
 
 
 @dataclasses.dataclass
@@ -148,7 +148,7 @@ def train(config: Config) -> Path:
     run_dir = Path(config.run_dir or f"runs/{config.game}-{config.seed}")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
-    cores = len(os.sched_getaffinity(0))
+    cores = available_cores()
     torch.manual_seed(config.seed)
 
     # The envs: same-step autoreset, so a truncated episode's final observation is there to bootstrap from.

@@ -11,7 +11,6 @@ import argparse
 import csv
 import dataclasses
 import importlib
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from tqdm import tqdm
 
 from atari_game.game import Game, action_meanings, resolve_game
 from atari_game.play import play_game
+from atari_game.worker import available_cores
 
 # --- the network ----------------------------------------------------------------------------------------
 
@@ -201,7 +201,7 @@ def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, title: 
 def record_game(policy: Callable[[np.ndarray], int], config: Any, path: Path) -> float:
     """Play one whole game with `policy` (the game options of `config`, seeded ``config.seed + 10_000``, a game
     not trained on), write it as a colour .mp4 at `path`, and return its (unclipped) score."""
-    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    torch.set_num_threads(available_cores())
     game = Game(seed=config.seed + 10_000, **game_options(config))
     return play_game(game, policy, path)[0]
 

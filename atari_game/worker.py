@@ -41,6 +41,11 @@ from atari_game.game import Game, GameOptions
 DEFAULT_START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS has one, else all of the machine's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def start_context(start_method: str | None) -> multiprocessing.context.BaseContext:
     """The multiprocessing context for workers; a forkserver imports atari_game once, not in every child."""
     context = multiprocessing.get_context(start_method or DEFAULT_START_METHOD)
