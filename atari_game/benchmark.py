@@ -81,14 +81,15 @@ def build_ours_on_ray(n: int) -> tuple[Callable, Callable]:
     return (lambda actions: pool.step(actions)), pool.close
 
 
-def build_ale_vector(n: int) -> tuple[Callable, Callable]:
+def ale_vector_env(n: int, threads: int = CORES) -> Any:
+    """ale-py's C++ `AtariVectorEnv` of `n` envs on `threads` threads, with the benchmark's settings."""
     from ale_py.vector_env import AtariVectorEnv
 
-    env = AtariVectorEnv(
+    return AtariVectorEnv(
         "breakout",
         num_envs=n,
         batch_size=n,
-        num_threads=CORES,
+        num_threads=threads,
         frameskip=FRAME_SKIP,
         maxpool=True,
         grayscale=True,
@@ -104,6 +105,10 @@ def build_ale_vector(n: int) -> tuple[Callable, Callable]:
         full_action_space=False,
         max_num_frames_per_episode=MAX_FRAMES,
     )
+
+
+def build_ale_vector(n: int) -> tuple[Callable, Callable]:
+    env = ale_vector_env(n)
     env.reset(seed=0)
     return (lambda actions: env.step(actions)), env.close
 

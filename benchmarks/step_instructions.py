@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from atari_game.benchmark import FRAME_SKIP, MAX_FRAMES, NOOP_MAX, OUR_GAME
+from atari_game.benchmark import FRAME_SKIP, MAX_FRAMES, OUR_GAME, ale_vector_env
 
 SYSTEMS = ("game", "ale-vector", "bare-ale")
 
@@ -42,28 +42,7 @@ def play(system: str, steps: int) -> None:
         for action in actions:
             game.play(int(action), row)
     elif system == "ale-vector":
-        from ale_py.vector_env import AtariVectorEnv
-
-        env = AtariVectorEnv(
-            "breakout",
-            num_envs=1,
-            batch_size=1,
-            num_threads=1,
-            frameskip=FRAME_SKIP,
-            maxpool=True,
-            grayscale=True,
-            img_height=84,
-            img_width=84,
-            stack_num=4,
-            noop_max=NOOP_MAX,
-            repeat_action_probability=0.0,
-            episodic_life=False,
-            life_loss_info=False,
-            reward_clipping=False,
-            use_fire_reset=False,
-            full_action_space=False,
-            max_num_frames_per_episode=MAX_FRAMES,
-        )
+        env = ale_vector_env(1, threads=1)
         env.reset(seed=0)
         for action in actions:
             env.step(np.array([action]))
