@@ -3,23 +3,28 @@
     python benchmarks/dqn_learning.py --run-dir runs/dqn-learning          # both trainers, one after the other
     python benchmarks/dqn_learning.py --skip-cleanrl --run-dir runs/ours     # ours only
     python benchmarks/dqn_learning.py --ours-dir runs/ours --cleanrl-output out.txt --cleanrl-time err.txt
+    python benchmarks/dqn_learning.py --ours-dir runs/ours-1 runs/ours-2 --cleanrl-output c1.txt c2.txt  # seeds
 
 Both trainers run CleanRL's defaults except the issue's four settings: 250,000 agent steps (1M frames), a
 replay memory of 250,000 transitions, learning from the 20,000th and epsilon falling over the first 40 % of the
 run (see dqn_speed.py for CleanRL's venv). For each, the script prints the mean whole-game return (unclipped,
 across lives) of the first and last 20 games and per 100k frames, the end-to-end agent steps/s and the peak
 RSS of the trainer process (os.wait4's; for a CleanRL run read from files, /usr/bin/time -v's). It can also
-report from runs made before: our run directory (``--ours-dir``, its progress.csv and out.txt) and a CleanRL
-output (``--cleanrl-output``, with ``--cleanrl-time`` for its peak RSS). A random agent scores about 1.7.
-The issue's target: our last-20 mean at least CleanRL's.
+report from runs made before: our run directories (``--ours-dir``, each with its progress.csv) and CleanRL
+outputs (``--cleanrl-output``, with ``--cleanrl-time`` for their peak RSS). Given several runs of a side (one
+per seed), it also prints their mean last-20 return and curve, and the difference of the two sides' means with
+its standard error: one seed's last-20 return varies by several points, so single runs tell little apart.
+A random agent scores about 1.7. The issue's target: our last-20 mean at least CleanRL's.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from dqn_speed import Run as DQNRun
 from dqn_speed import cleanrl, cleanrl_peak_rss, dqn_options, ours, parser_with_cleanrl, read_cleanrl, read_progress
+from ppo_learning import per_100k
 from ppo_learning import report as report_returns
 
 
@@ -30,6 +35,28 @@ def report(name: str, run: DQNRun, frames: int) -> None:
     print(f"{name}: {run.learning_steps_per_s:.0f} agent steps/s from learning starts on{memory}", flush=True)
 
 
+def last_20(run: DQNRun) -> float:
+    """The mean whole-game return of the run's last 20 games: the issue's measure."""
+    return float(np.mean([r for _, r in run.games][-20:]))
+
+
+def summarize(name: str, runs: list[DQNRun], frames: int) -> None:
+    """The mean over several runs (seeds) of the last-20 return and of the return per 100k frames."""
+    finals = [last_20(run) for run in runs]
+    curve = np.nanmean([per_100k(run.games, frames) for run in runs], axis=0)
+    print(
+        f"{name}, mean of {len(runs)} runs: last 20 {np.mean(finals):.1f} "
+        f"({' / '.join(f'{f:.1f}' for f in finals)}); per 100k frames: {', '.join(f'{m:.1f}' for m in curve)}"
+    )
+
+
+def compare(ours: list[DQNRun], theirs: list[DQNRun]) -> None:
+    """The difference of the mean last-20 returns, with its standard error (Welch's: unequal variances)."""
+    a, b = [last_20(run) for run in ours], [last_20(run) for run in theirs]
+    error = np.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
+    print(f"last 20, atari_game - CleanRL: {np.mean(a) - np.mean(b):+.1f} (standard error {error:.1f})")
+
+
 def main() -> None:
     parser = parser_with_cleanrl(__doc__)
     parser.add_argument("--steps", type=int, default=250_000, help="agent steps (CleanRL's total-timesteps)")
@@ -37,32 +64,42 @@ def main() -> None:
     parser.add_argument("--learning-starts", type=int, default=20_000)
     parser.add_argument("--exploration-fraction", type=float, default=0.4)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/dqn-learning"), help="where new runs write")
-    parser.add_argument("--ours-dir", type=Path, help="report our run already made there instead of running it")
+    parser.add_argument("--ours-dir", type=Path, nargs="+", help="report our runs made there instead of running")
     parser.add_argument("--skip-cleanrl", action="store_true", help="run and report ours only")
-    parser.add_argument("--cleanrl-output", type=Path, help="report this CleanRL output instead of running it")
-    parser.add_argument("--cleanrl-time", type=Path, help="its /usr/bin/time -v output, for the peak RSS")
+    parser.add_argument("--cleanrl-output", type=Path, nargs="+", help="report these CleanRL outputs instead")
+    parser.add_argument("--cleanrl-time", type=Path, nargs="+", help="their /usr/bin/time -v outputs (peak RSS)")
     args = parser.parse_args()
 
     options = dqn_options(args.steps, args.learning_starts, args.buffer_size, args.exploration_fraction, args.seed)
     frames = 4 * args.steps
-    print(f"Breakout DQN, seed {args.seed}, {args.steps:,} agent steps = {frames:,} frames each", flush=True)
-    if args.ours_dir:
-        run = read_progress(args.ours_dir / "progress.csv", args.learning_starts)
-        peak = args.ours_dir / "peak_rss_mb.txt"  # written when this script made the run
+    reading_only = args.ours_dir and (args.cleanrl_output or args.skip_cleanrl)
+    runs_now = "" if reading_only else f", new runs with seed {args.seed}"
+    print(f"Breakout DQN, {args.steps:,} agent steps = {frames:,} frames per run{runs_now}", flush=True)
+    ours_runs, cleanrl_runs = [], []
+    for directory in args.ours_dir or []:
+        run = read_progress(directory / "progress.csv", args.learning_starts)
+        peak = directory / "peak_rss_mb.txt"  # written when this script made the run
         if peak.exists():
             run.peak_rss_mb = float(peak.read_text())
-        report("atari_game", run, frames)
-    else:
+        ours_runs.append(run)
+    if not args.ours_dir:
         run = ours(options, args.run_dir / "atari_game")
         (args.run_dir / "atari_game" / "peak_rss_mb.txt").write_text(f"{run.peak_rss_mb:.1f}\n")
-        report("atari_game", run, frames)
-    if args.cleanrl_output:
-        run = read_cleanrl(args.cleanrl_output.read_text(), args.learning_starts)
-        if args.cleanrl_time:
-            run.peak_rss_mb = cleanrl_peak_rss(args.cleanrl_time.read_text())
-        report("CleanRL", run, frames)
-    elif not args.skip_cleanrl:
-        report("CleanRL", cleanrl(args.cleanrl_python, args.cleanrl_script, options, args.run_dir / "cleanrl"), frames)
+        ours_runs.append(run)
+    for k, output in enumerate(args.cleanrl_output or []):
+        run = read_cleanrl(output.read_text(), args.learning_starts)
+        if args.cleanrl_time and k < len(args.cleanrl_time):
+            run.peak_rss_mb = cleanrl_peak_rss(args.cleanrl_time[k].read_text())
+        cleanrl_runs.append(run)
+    if not args.cleanrl_output and not args.skip_cleanrl:
+        cleanrl_runs.append(cleanrl(args.cleanrl_python, args.cleanrl_script, options, args.run_dir / "cleanrl"))
+    for name, runs in (("atari_game", ours_runs), ("CleanRL", cleanrl_runs)):
+        for run in runs:
+            report(name, run, frames)
+        if len(runs) > 1:
+            summarize(name, runs, frames)
+    if len(ours_runs) > 1 and len(cleanrl_runs) > 1:
+        compare(ours_runs, cleanrl_runs)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,15 @@ import numpy as np
 from ppo_speed import STEPS_PER_UPDATE, Run, cleanrl, ours, parser_with_cleanrl
 
 
+def per_100k(games: list[tuple[int, float]], frames: int) -> list[float]:
+    """The mean return of the games that ended in each 100k frames of the run (NaN where none ended)."""
+    bins = [[r for f, r in games if start < f <= start + 100_000] for start in range(0, frames, 100_000)]
+    return [float(np.mean(b)) if b else float("nan") for b in bins]
+
+
 def report(name: str, run: Run, frames: int) -> None:
     returns = [r for _, r in run.games]
-    bins = [[r for f, r in run.games if start < f <= start + 100_000] for start in range(0, frames, 100_000)]
-    per_bin = ", ".join(f"{np.mean(b):.1f}" if b else "-" for b in bins)
+    per_bin = ", ".join(f"{m:.1f}" for m in per_100k(run.games, frames))
     print(
         f"{name}: {len(returns)} games; mean of the first 20 {np.mean(returns[:20]):.2f}, of the last 20 "
         f"{np.mean(returns[-20:]):.2f}; per 100k frames: {per_bin}; {run.steps_per_s:.0f} agent steps/s"

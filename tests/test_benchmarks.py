@@ -103,6 +103,20 @@ def test_dqn_learning_report_adds_speed_and_memory(capsys):
     assert dqn_speed.cleanrl_peak_rss("\tMaximum resident set size (kbytes): 2048000\n") == 2000.0
 
 
+def test_dqn_learning_means_over_seeds_and_their_difference(capsys):
+    # Two runs a side; the last 20 games of each return r (20 of them), the first 10 return 0.
+    def run(r: float) -> dqn_speed.Run:
+        return dqn_speed.Run(100.0, 90.0, [(10_000 * k, 0.0 if k <= 10 else r) for k in range(1, 31)])
+
+    dqn_learning.summarize("x", [run(10.0), run(20.0)], frames=300_000)
+    dqn_learning.compare([run(10.0), run(20.0)], [run(12.0), run(14.0)])
+    out = capsys.readouterr().out
+    # The bins: games at 10k..100k (0), 110k..200k (10 and 20: mean 15), 210k..300k (15).
+    assert "x, mean of 2 runs: last 20 15.0 (10.0 / 20.0); per 100k frames: 0.0, 15.0, 15.0" in out
+    # 15 - 13 = +2.0; standard error sqrt(50 / 2 + 2 / 2) = 5.1.
+    assert "last 20, atari_game - CleanRL: +2.0 (standard error 5.1)" in out
+
+
 def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(monkeypatch):
     monkeypatch.setattr(GameBlock, "run", GameBlock.run)  # the stamping wrapper goes again after the test
     stamps = sync_breakdown.shared_stamps()
