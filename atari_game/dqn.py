@@ -274,9 +274,10 @@ def train(config: Config) -> Path:
             pool.send(actions)
 
             # While the envs step, learn: the gradient steps and target updates due for the transitions now
-            # being played. The behaviour policy lags exactly as in CleanRL (these actions came from the network
-            # before these gradient steps); what changes is that the gradient steps sample the memory without
-            # the n_envs transitions in flight, which enter it after recv, one pool step later than in CleanRL.
+            # being played. All n_envs actions came from the network before these gradient steps, where CleanRL
+            # (one env) would act on transition t after the steps due before t: env k's action lags by the steps
+            # due at the pool step's first k transitions (with 8 envs, 0-2 steps of Adam at lr 1e-4). And these
+            # gradient steps sample the memory without the n_envs transitions in flight, which enter it after recv.
             learn_start = time.perf_counter()
             seconds["act"] += learn_start - clock
             for t, event in learning_events(config, steps, steps + config.n_envs, learning_after):
