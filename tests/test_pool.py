@@ -30,10 +30,11 @@ def children():
 
 
 def _zombie(pid):
+    """Whether process `pid` is a zombie or gone (reaped before the open, or between the open and the read)."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().split(") ")[1].startswith("Z")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return True
 
 

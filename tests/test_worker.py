@@ -10,22 +10,9 @@ import time
 
 import numpy as np
 import pytest
+from test_pool import all_gone
 
 from atari_game import Game, Worker, WorkerError
-
-
-def gone(pid, within=5.0):
-    """True once no process `pid` exists (reaped, not a zombie), waiting up to `within` seconds."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().split(") ")[1].startswith("Z"):
-                    raise FileNotFoundError  # a zombie has exited; only its parent's wait() is left
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn", "fork"])
@@ -52,7 +39,7 @@ def test_convenience_methods_and_context_manager():
         obs, reward, done, info = worker.step(0)
         assert obs.shape == (4, 84, 84) and reward == 0.0 and not done and info is None
         pid = worker.process.pid
-    assert worker.closed and gone(pid)
+    assert worker.closed and all_gone([pid])
 
 
 def test_a_failed_command_raises_with_the_workers_traceback_and_the_worker_goes_on():
@@ -96,7 +83,7 @@ def test_killed_worker_is_detected_quickly_and_close_still_works():
     pid = worker.process.pid
     worker.close()
     worker.close()  # idempotent
-    assert gone(pid)
+    assert all_gone([pid])
     with pytest.raises(WorkerError, match="is closed"):
         worker.step(0)
 
@@ -137,7 +124,7 @@ def test_no_worker_outlives_its_parent():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     pids = [int(pid) for pid in result.stdout.split()]
     assert len(pids) == 2
-    assert all(gone(pid, within=10) for pid in pids)
+    assert all_gone(pids, within=10)
 
 
 def test_no_process_remains_after_close():
@@ -145,5 +132,5 @@ def test_no_process_remains_after_close():
     pids = [worker.process.pid for worker in workers]
     for worker in workers:
         worker.close()
-    assert all(gone(pid) for pid in pids)
+    assert all_gone(pids)
     assert not multiprocessing.active_children()
