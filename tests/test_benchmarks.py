@@ -12,6 +12,7 @@ import dqn_speed
 import ppo_learning
 import ppo_speed
 import pytest
+import state_transfer
 import sync_breakdown
 
 from atari_game.pool import GameBlock
@@ -125,3 +126,11 @@ def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(mo
     assert row["workers"] == min(4, len(os.sched_getaffinity(0)))
     assert row["work"] > 0 and row["waiting"] >= 0 and row["work"] + row["waiting"] < row["wall"]
     assert 0 < row["between"] < row["wall"] and 0 <= row["restart_steps"] <= 1
+
+
+def test_state_transfer_finds_restarts_moved_between_emulators_exact_and_tells_states_apart():
+    assert state_transfer.exact("Breakout", restarts=1)
+    a, b = state_transfer.emulator("Breakout"), state_transfer.emulator("Breakout")
+    assert state_transfer.same(a, b)
+    a.act(a.getMinimalActionSet()[1])  # one frame more: the frame counts (and maybe more) differ
+    assert not state_transfer.same(a, b)
