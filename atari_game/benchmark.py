@@ -251,15 +251,24 @@ def measure(step: Callable, n: int, seconds: float, rng: np.random.Generator) ->
     return {"steps_per_s": steps / elapsed, "cpu_us_per_step": 1e6 * cpu / steps}
 
 
-def emulator_ceiling(seconds: float) -> float:
-    """Raw `ALEInterface.act` frames/s on one core (resets not timed) x cores / frame-skip: agent steps/s."""
+def bare_emulator(rom: str = "breakout", max_frames: int = 0) -> Any:
+    """A bare `ALEInterface` of `rom` (an ale-py ROM id) with the benchmark's emulator settings: seed 0, no sticky
+    actions, at most `max_frames` frames a game (0: no limit), no log lines."""
     import ale_py
     from ale_py import roms
 
     ale = ale_py.ALEInterface()
+    ale.setLoggerMode(ale_py.LoggerMode.Error)
     ale.setInt("random_seed", 0)
     ale.setFloat("repeat_action_probability", 0.0)
-    ale.loadROM(roms.get_rom_path("breakout"))
+    ale.setInt("max_num_frames_per_episode", max_frames)
+    ale.loadROM(roms.get_rom_path(rom))
+    return ale
+
+
+def emulator_ceiling(seconds: float) -> float:
+    """Raw `ALEInterface.act` frames/s on one core (resets not timed) x cores / frame-skip: agent steps/s."""
+    ale = bare_emulator()
     actions = ale.getMinimalActionSet()
     choices = np.random.default_rng(0).integers(len(actions), size=100_000)
     frames, emulating = 0, 0.0

@@ -69,6 +69,8 @@ def main() -> None:
     parser.add_argument("--cleanrl-output", type=Path, nargs="+", help="report these CleanRL outputs instead")
     parser.add_argument("--cleanrl-time", type=Path, nargs="+", help="their /usr/bin/time -v outputs (peak RSS)")
     args = parser.parse_args()
+    if args.cleanrl_time and len(args.cleanrl_time) != len(args.cleanrl_output or []):
+        parser.error("--cleanrl-time needs one file per --cleanrl-output, in the same order")
 
     options = dqn_options(args.steps, args.learning_starts, args.buffer_size, args.exploration_fraction, args.seed)
     frames = 4 * args.steps
@@ -88,7 +90,7 @@ def main() -> None:
         ours_runs.append(run)
     for k, output in enumerate(args.cleanrl_output or []):
         run = read_cleanrl(output.read_text(), args.learning_starts)
-        if args.cleanrl_time and k < len(args.cleanrl_time):
+        if args.cleanrl_time:
             run.peak_rss_mb = cleanrl_peak_rss(args.cleanrl_time[k].read_text())
         cleanrl_runs.append(run)
     if not args.cleanrl_output and not args.skip_cleanrl:

@@ -23,19 +23,14 @@ import time
 
 import ale_py
 import numpy as np
-from ale_py import roms
 
+from atari_game.benchmark import bare_emulator
 from atari_game.game import GameOptions
 
 
 def emulator(game: str) -> ale_py.ALEInterface:
-    """An emulator of `game` (a name as `Game` takes it) with the pool's settings: no sticky actions."""
-    ale = ale_py.ALEInterface()
-    ale.setLoggerMode(ale_py.LoggerMode.Error)
-    ale.setInt("random_seed", 0)
-    ale.setFloat("repeat_action_probability", 0.0)
-    ale.loadROM(roms.get_rom_path(GameOptions(game=game).game))
-    return ale
+    """An emulator of `game` (a name as `Game` takes it) with the benchmark's settings: no sticky actions."""
+    return bare_emulator(GameOptions(game=game).game)
 
 
 def same(a: ale_py.ALEInterface, b: ale_py.ALEInterface) -> bool:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from atari_game.benchmark import FRAME_SKIP, MAX_FRAMES, OUR_GAME, ale_vector_env
+from atari_game.benchmark import FRAME_SKIP, MAX_FRAMES, OUR_GAME, ale_vector_env, bare_emulator
 
 SYSTEMS = ("game", "ale-vector", "bare-ale")
 
@@ -48,16 +48,9 @@ def play(system: str, steps: int) -> None:
             env.step(np.array([action]))
         env.close()
     else:
-        import ale_py
         import cv2
-        from ale_py import roms
 
-        ale = ale_py.ALEInterface()
-        ale.setLoggerMode(ale_py.LoggerMode.Error)
-        ale.setInt("random_seed", 0)
-        ale.setFloat("repeat_action_probability", 0.0)
-        ale.setInt("max_num_frames_per_episode", MAX_FRAMES)
-        ale.loadROM(roms.get_rom_path("breakout"))
+        ale = bare_emulator(max_frames=MAX_FRAMES)
         minimal = ale.getMinimalActionSet()
         screens, pooled = np.zeros((2, 210, 160), np.uint8), np.zeros((210, 160), np.uint8)
         stack = np.zeros((4, 84, 84), np.uint8)
