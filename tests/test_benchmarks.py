@@ -6,15 +6,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
+import dqn_final_agents
 import dqn_learning
 import dqn_speed
+import numpy as np
 import ppo_learning
 import ppo_speed
 import pytest
 import state_transfer
 import sync_breakdown
+import torch
+from torch import nn
 
+from atari_game import Game
+from atari_game.dqn import Config
 from atari_game.pool import GameBlock
+from atari_game.training import game_options
 from atari_game.worker import available_cores
 
 # What CleanRL's ppo_atari.py prints: one line per finished game (its return is an array), SPS every update.
@@ -134,3 +141,32 @@ def test_state_transfer_finds_restarts_moved_between_emulators_exact_and_tells_s
     assert state_transfer.same(a, b)
     a.act(a.getMinimalActionSet()[1])  # one frame more: the frame counts (and maybe more) differ
     assert not state_transfer.same(a, b)
+
+
+def test_final_agents_loads_cleanrl_models_and_plays_whole_games_in_our_env(tmp_path):
+    # CleanRL's QNetwork: one Sequential named "network", scaling inside forward; its saved state dict's keys.
+    cleanrl = nn.Sequential(
+        nn.Conv2d(4, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+        nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(), nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, 4),
+    )  # fmt: skip
+    torch.save({f"network.{name}": tensor for name, tensor in cleanrl.state_dict().items()}, tmp_path / "m.pt")
+    network = dqn_final_agents.load_network(tmp_path / "m.pt")
+    obs = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    with torch.no_grad():
+        assert torch.allclose(network(obs), cleanrl(obs.float() / 255.0), atol=1e-5)
+
+    # A network that always picks FIRE: each env's one whole game is the game of a Game with the env's seed.
+    with torch.no_grad():
+        for parameter in network.parameters():
+            parameter.zero_()
+        network.head.bias[1] = 1.0
+    returns = dqn_final_agents.play_atari_game(network, games=3, epsilon=0.0, seed=70)
+    expected = []
+    for seed in (70, 71, 72):
+        game = Game(seed=seed, **game_options(Config()))
+        game.reset()
+        info = None
+        while not (info and "game_reward" in info):
+            _, _, _, info = game.step(1)
+        expected.append(info["game_reward"])
+    assert returns == expected and np.isfinite(returns).all()
