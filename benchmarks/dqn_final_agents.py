@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from dqn_learning import difference
 from gymnasium.vector import AutoresetMode
 
 from atari_game import GamePool
@@ -37,13 +38,12 @@ from atari_game.dqn import Config, QNetwork, build_q_network, choose_actions, lo
 from atari_game.training import game_options
 
 # Played by CleanRL's python, set up as dqn_speed.py launches CleanRL: its make_env (from dqn_atari.py, imported
-# without running it), the network as plain layers loaded from a list of tensors, `games` whole games one after
-# the other; the returns printed as JSON.
+# without running it), its QNetwork loaded from a list of tensors, `games` whole games one after the other; the
+# returns printed as JSON.
 CLEANRL_GAMES = """
-import importlib.util, json, os, sys
+import importlib.util, json, os, sys, types
 import ale_py  # registers the Atari ids
-import numpy as np, torch
-from torch import nn
+import gymnasium as gym, numpy as np, torch
 script, weights, games, epsilon, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 sys.path.insert(0, os.path.dirname(os.path.dirname(script)))  # cleanrl_utils, beside its cleanrl folder
 spec = importlib.util.spec_from_file_location("dqn_atari", script)
@@ -52,9 +52,8 @@ sys.argv = [script]  # its module level parses nothing, but keep tyro away from 
 spec.loader.exec_module(dqn_atari)
 torch.set_num_threads(1)
 tensors = torch.load(weights)
-network = nn.Sequential(nn.Conv2d(4, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-    nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(), nn.Linear(3136, 512), nn.ReLU(),
-    nn.Linear(512, tensors[-1].shape[0]))
+# CleanRL's own QNetwork (it asks its env for the number of actions), with the tensors in its layers' order.
+network = dqn_atari.QNetwork(types.SimpleNamespace(single_action_space=gym.spaces.Discrete(tensors[-1].shape[0])))
 for parameter, tensor in zip(network.parameters(), tensors, strict=True):
     parameter.data.copy_(tensor)
 rng, returns = np.random.default_rng(seed), []
@@ -66,7 +65,7 @@ for game in range(games):
             action = int(rng.integers(env.action_space.n))
         else:
             with torch.no_grad():
-                action = int(network(torch.tensor(np.asarray(obs)[None], dtype=torch.float32) / 255.0).argmax())
+                action = int(network(torch.tensor(np.asarray(obs)[None], dtype=torch.float32)).argmax())  # it scales
         obs, _, terminated, truncated, info = env.step(action)
         if "episode" in info:  # RecordEpisodeStatistics sits inside the life-loss wrapper: a whole game ended
             returns.append(float(np.ravel(info["episode"]["r"])[0]))
@@ -160,10 +159,8 @@ def main() -> None:
             if runs:
                 each = " / ".join(f"{m:.1f}" for m in runs)
                 print(f"in {env}'s env, {trainer}, mean of {len(runs)}: {np.mean(runs):.1f} ({each})")
-        a, b = sides["atari_game"], sides["CleanRL"]
-        if len(a) > 1 and len(b) > 1:
-            error = np.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
-            print(f"in {env}'s env, atari_game - CleanRL: {np.mean(a) - np.mean(b):+.1f} (standard error {error:.1f})")
+        if len(sides["atari_game"]) > 1 and len(sides["CleanRL"]) > 1:
+            print(f"in {env}'s env, {difference(sides['atari_game'], sides['CleanRL'])}")
 
 
 if __name__ == "__main__":

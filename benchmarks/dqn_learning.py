@@ -50,11 +50,16 @@ def summarize(name: str, runs: list[DQNRun], frames: int) -> None:
     )
 
 
-def compare(ours: list[DQNRun], theirs: list[DQNRun]) -> None:
-    """The difference of the mean last-20 returns, with its standard error (Welch's: unequal variances)."""
-    a, b = [last_20(run) for run in ours], [last_20(run) for run in theirs]
+def difference(a: list[float], b: list[float]) -> str:
+    """The difference of two sides' means, atari_game's (`a`) minus CleanRL's (`b`), with its standard error
+    (Welch's: unequal variances; over runs, so the seed-to-seed spread is what it has to beat)."""
     error = np.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
-    print(f"last 20, atari_game - CleanRL: {np.mean(a) - np.mean(b):+.1f} (standard error {error:.1f})")
+    return f"atari_game - CleanRL: {np.mean(a) - np.mean(b):+.1f} (standard error {error:.1f})"
+
+
+def compare(ours: list[DQNRun], theirs: list[DQNRun]) -> None:
+    """The difference of the mean last-20 returns, with its standard error."""
+    print(f"last 20, {difference([last_20(run) for run in ours], [last_20(run) for run in theirs])}")
 
 
 def main() -> None:
