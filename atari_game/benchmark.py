@@ -2,8 +2,8 @@
 
     pip install -e ".[bench]" && atari-game bench --envs 4 8 16 32 --rounds 4 --seconds 5
 
-Every system runs with identical settings: Breakout, frame-skip 4, max-pool, grayscale 84x84 (area
-interpolation), stack 4, noop_max 30, no sticky actions, no reward clipping, the game reset only at game
+Every system runs with identical settings: Breakout (or `--game`), frame-skip 4, max-pool, grayscale 84x84
+(area interpolation), stack 4, noop_max 30, no sticky actions, no reward clipping, the game reset only at game
 over, random actions. For each N the systems are built once, then measured in turn for `--rounds` rounds,
 the order rotating each round so that drift on a noisy machine hits all of them alike. The table gives
 mean agent steps/s, the CPU time (all processes and threads) per agent step, and ratios; `--json` keeps
@@ -21,6 +21,7 @@ more workers than cores is fine, as only the parent's CPU time counts), fits it 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -32,11 +33,13 @@ from typing import Any
 import numpy as np
 
 from atari_game import GamePool, Worker
+from atari_game.game import action_meanings, display_name, resolve_game
 from atari_game.worker import available_cores
 
 FRAME_SKIP, NOOP_MAX, MAX_FRAMES = 4, 30, 108_000
 # The settings above as atari_game's Game options (frame-skip 4 and the 84x84 stack of 4 are its defaults).
 OUR_GAME = {"game": "Breakout", "noop_max": NOOP_MAX, "life_loss": "ignore", "max_episode_frames": MAX_FRAMES}
+GAME = OUR_GAME["game"]
 CORES = available_cores()
 
 
@@ -49,18 +52,18 @@ def _cpu_model() -> str:
 MACHINE = f"{_cpu_model()}, {CORES} cores"
 
 
-# --- the systems: each builder returns (step(actions), close()) for N envs ------------------------------
+# --- the systems: each builder returns (step(actions), close()) for N envs of `game` -------------------
 
 
-def build_ours(n: int) -> tuple[Callable, Callable]:
-    pool = GamePool(n, **OUR_GAME)
+def build_ours(n: int, game: str) -> tuple[Callable, Callable]:
+    pool = GamePool(n, **{**OUR_GAME, "game": game})
     pool.reset(seed=0)
     return (lambda actions: pool.step(actions)), pool.close
 
 
-def build_ours_async(n: int) -> tuple[Callable, Callable]:
+def build_ours_async(n: int, game: str) -> tuple[Callable, Callable]:
     batch = max(n // 2, 1)
-    pool = GamePool(n, batch_size=batch, **OUR_GAME)
+    pool = GamePool(n, batch_size=batch, **{**OUR_GAME, "game": game})
     pool.reset(seed=0)
     pool.send(np.zeros(n, np.int64))
 
@@ -72,21 +75,21 @@ def build_ours_async(n: int) -> tuple[Callable, Callable]:
     return step, pool.close
 
 
-def build_ours_on_ray(n: int) -> tuple[Callable, Callable]:
+def build_ours_on_ray(n: int, game: str) -> tuple[Callable, Callable]:
     from atari_game.ray_pool import RayGamePool
 
     # A new local Ray instance with one actor per core: the same games as build_ours, through Ray.
-    pool = RayGamePool(n, address="local", **OUR_GAME)
+    pool = RayGamePool(n, address="local", **{**OUR_GAME, "game": game})
     pool.reset(seed=0)
     return (lambda actions: pool.step(actions)), pool.close
 
 
-def ale_vector_env(n: int, threads: int = CORES) -> Any:
-    """ale-py's C++ `AtariVectorEnv` of `n` envs on `threads` threads, with the benchmark's settings."""
+def ale_vector_env(n: int, threads: int = CORES, game: str = GAME) -> Any:
+    """ale-py's C++ `AtariVectorEnv` of `n` envs of `game` on `threads` threads, with the benchmark's settings."""
     from ale_py.vector_env import AtariVectorEnv
 
     return AtariVectorEnv(
-        "breakout",
+        resolve_game(game),
         num_envs=n,
         batch_size=n,
         num_threads=threads,
@@ -107,17 +110,17 @@ def ale_vector_env(n: int, threads: int = CORES) -> Any:
     )
 
 
-def build_ale_vector(n: int) -> tuple[Callable, Callable]:
-    env = ale_vector_env(n)
+def build_ale_vector(n: int, game: str) -> tuple[Callable, Callable]:
+    env = ale_vector_env(n, game=game)
     env.reset(seed=0)
     return (lambda actions: env.step(actions)), env.close
 
 
-def _envpool(n: int, batch_size: int) -> Any:
+def _envpool(n: int, batch_size: int, game: str) -> Any:
     import envpool
 
     return envpool.make(
-        "Breakout-v5",
+        f"{display_name(resolve_game(game))}-v5",
         env_type="gymnasium",
         num_envs=n,
         batch_size=batch_size,
@@ -140,15 +143,15 @@ def _envpool(n: int, batch_size: int) -> Any:
     )
 
 
-def build_envpool(n: int) -> tuple[Callable, Callable]:
-    env = _envpool(n, n)
+def build_envpool(n: int, game: str) -> tuple[Callable, Callable]:
+    env = _envpool(n, n, game)
     env.reset()
     return (lambda actions: env.step(actions)), env.close
 
 
-def build_envpool_async(n: int) -> tuple[Callable, Callable]:
+def build_envpool_async(n: int, game: str) -> tuple[Callable, Callable]:
     batch = max(n // 2, 1)
-    env = _envpool(n, batch)
+    env = _envpool(n, batch, game)
     env.async_reset()
 
     def step(actions: np.ndarray) -> None:
@@ -159,26 +162,28 @@ def build_envpool_async(n: int) -> tuple[Callable, Callable]:
     return step, env.close
 
 
-def _gymnasium_env() -> Any:
+def _gymnasium_env(game: str) -> Any:
     import ale_py
     import gymnasium as gym
 
     gym.register_envs(ale_py)
-    env = gym.make("ALE/Breakout-v5", frameskip=1, repeat_action_probability=0.0, max_num_frames_per_episode=MAX_FRAMES)
+    env_id = f"ALE/{display_name(resolve_game(game))}-v5"
+    env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0, max_num_frames_per_episode=MAX_FRAMES)
     env = gym.wrappers.AtariPreprocessing(env, noop_max=NOOP_MAX, frame_skip=FRAME_SKIP, screen_size=84)
     return gym.wrappers.FrameStackObservation(env, 4)
 
 
-def build_gymnasium_async(n: int) -> tuple[Callable, Callable]:
+def build_gymnasium_async(n: int, game: str) -> tuple[Callable, Callable]:
     import gymnasium as gym
 
-    env = gym.vector.AsyncVectorEnv([_gymnasium_env] * n, shared_memory=True, context="forkserver")
+    make_env = functools.partial(_gymnasium_env, game)
+    env = gym.vector.AsyncVectorEnv([make_env] * n, shared_memory=True, context="forkserver")
     env.reset(seed=0)
     return (lambda actions: env.step(actions)), env.close
 
 
-def build_tutorial(n: int) -> tuple[Callable, Callable]:
-    workers = [Worker(i, **OUR_GAME) for i in range(n)]
+def build_tutorial(n: int, game: str) -> tuple[Callable, Callable]:
+    workers = [Worker(i, **{**OUR_GAME, "game": game}) for i in range(n)]
     for worker in workers:
         worker.reset()
 
@@ -196,7 +201,7 @@ def build_tutorial(n: int) -> tuple[Callable, Callable]:
     return step, close
 
 
-SYSTEMS: dict[str, Callable[[int], tuple[Callable, Callable]]] = {
+SYSTEMS: dict[str, Callable[[int, str], tuple[Callable, Callable]]] = {
     "atari_game GamePool": build_ours,
     "ale-py AtariVectorEnv": build_ale_vector,
     "EnvPool (sync)": build_envpool,
@@ -239,13 +244,14 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(step: Callable, n: int, seconds: float, rng: np.random.Generator) -> dict[str, float]:
-    """Random-action steps for about `seconds` after a short warm-up: agent steps/s and CPU µs per step."""
+def measure(step: Callable, n: int, n_actions: int, seconds: float, rng: np.random.Generator) -> dict[str, float]:
+    """Random-action steps (of `n_actions`) for about `seconds` after a short warm-up: agent steps/s and CPU µs per
+    step."""
     for _ in range(10):
-        step(rng.integers(4, size=n))
+        step(rng.integers(n_actions, size=n))
     steps, cpu_start, start = 0, cpu_seconds(), time.perf_counter()
     while time.perf_counter() - start < seconds:
-        step(rng.integers(4, size=n))
+        step(rng.integers(n_actions, size=n))
         steps += n
     elapsed, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
     return {"steps_per_s": steps / elapsed, "cpu_us_per_step": 1e6 * cpu / steps}
@@ -266,9 +272,9 @@ def bare_emulator(rom: str = "breakout", max_frames: int = 0) -> Any:
     return ale
 
 
-def emulator_ceiling(seconds: float) -> float:
-    """Raw `ALEInterface.act` frames/s on one core (resets not timed) x cores / frame-skip: agent steps/s."""
-    ale = bare_emulator()
+def emulator_ceiling(seconds: float, game: str = GAME) -> float:
+    """Raw `ALEInterface.act` frames/s of `game` on one core (resets not timed) x cores / frame-skip: agent steps/s."""
+    ale = bare_emulator(resolve_game(game))
     actions = ale.getMinimalActionSet()
     choices = np.random.default_rng(0).integers(len(actions), size=100_000)
     frames, emulating = 0, 0.0
@@ -289,11 +295,11 @@ def emulator_ceiling(seconds: float) -> float:
 # --- the parent's share: what one parent can feed ---------------------------------------------------------
 
 
-def parent_cpu(n_envs: int, n_workers: int, steps: int) -> dict[str, float]:
-    """The parent's own CPU µs per batch step of a `copy=False` GamePool (the workers' CPU is not counted),
-    and its workers' CPU µs per agent step."""
-    actions = np.random.default_rng(0).integers(4, size=(steps + 5, n_envs))
-    with GamePool(n_envs, n_workers=n_workers, copy=False, **OUR_GAME) as pool:
+def parent_cpu(n_envs: int, n_workers: int, steps: int, game: str = GAME) -> dict[str, float]:
+    """The parent's own CPU µs per batch step of a `copy=False` GamePool of `game` (the workers' CPU is not
+    counted), and its workers' CPU µs per agent step."""
+    actions = np.random.default_rng(0).integers(len(action_meanings(game)), size=(steps + 5, n_envs))
+    with GamePool(n_envs, n_workers=n_workers, copy=False, **{**OUR_GAME, "game": game}) as pool:
         pool.reset(seed=0)
         for row in actions[:5]:  # warm-up
             pool.step(row)
@@ -319,12 +325,12 @@ def ceiling(fit: tuple[float, float, float], n_workers: int, n_envs: int) -> flo
     return n_envs / (per_step + per_worker * n_workers + per_env * n_envs) * 1e6
 
 
-def parent_grid(workers: list[int], envs: list[int], steps: int, json_path: Path) -> None:
+def parent_grid(game: str, workers: list[int], envs: list[int], steps: int, json_path: Path) -> None:
     """Measure the parent's CPU per batch step over W x N (N >= W), fit it and print the ceiling it implies."""
     grid = []
     for n_workers in workers:
         for n_envs in [n for n in envs if n >= n_workers]:
-            run = {"workers": n_workers, "envs": n_envs, **parent_cpu(n_envs, n_workers, steps)}
+            run = {"workers": n_workers, "envs": n_envs, **parent_cpu(n_envs, n_workers, steps, game)}
             grid.append(run)
             print(
                 f"W={n_workers:3} N={n_envs:4}: parent {run['parent_us_per_step']:8,.0f} µs per batch step, "
@@ -338,7 +344,7 @@ def parent_grid(workers: list[int], envs: list[int], steps: int, json_path: Path
         print(f"one parent's ceiling at {n_workers} workers x {n_envs} envs: {rate:,.0f} env steps/s")
     print(f"and at most {1e6 / fit[2]:,.0f} env steps/s however many envs per worker (1 / per-env cost)")
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps({"machine": MACHINE, "grid": grid, "fit_us": fit}, indent=1))
+    json_path.write_text(json.dumps({"machine": MACHINE, "game": game, "grid": grid, "fit_us": fit}, indent=1))
     print(f"\nall measurements: {json_path}")
 
 
@@ -353,27 +359,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement")
     parser.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=list(SYSTEMS), metavar="SYSTEM")
+    parser.add_argument("--game", default=GAME, help="any game of atari_game.list_games()")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/throughput.json"))
     args = parser.parse_args(argv)
+    try:
+        game = display_name(resolve_game(args.game))
+    except ValueError as error:
+        parser.error(str(error))
     if args.parent_grid:
-        return parent_grid(args.workers, args.envs or [64, 128, 256], args.steps, args.json.with_name("parent.json"))
+        envs = args.envs or [64, 128, 256]
+        return parent_grid(game, args.workers, envs, args.steps, args.json.with_name("parent.json"))
 
     rng = np.random.default_rng(0)
-    results: dict[str, Any] = {"machine": MACHINE, "runs": {}}
+    n_actions = len(action_meanings(game))
+    results: dict[str, Any] = {"machine": MACHINE, "game": game, "runs": {}}
     for n in args.envs or [4, 8, 16, 32]:
         built, skipped = {}, {}
         for name in args.systems:
             try:
-                built[name] = SYSTEMS[name](n)
+                built[name] = SYSTEMS[name](n, game)
             except ImportError as error:
                 skipped[name] = f"not installed ({error}): pip install -e '.[{EXTRAS.get(name, 'bench')}]'"
         ceilings, runs = [], {name: [] for name in built}
         try:
             for round_number in range(args.rounds):
-                ceilings.append(emulator_ceiling(args.seconds / 2))
+                ceilings.append(emulator_ceiling(args.seconds / 2, game))
                 order = list(built)[round_number % len(built) :] + list(built)[: round_number % len(built)]
                 for name in order:
-                    runs[name].append(measure(built[name][0], n, args.seconds, rng))
+                    runs[name].append(measure(built[name][0], n, n_actions, args.seconds, rng))
                     print(
                         f"N={n} round {round_number + 1}: {name}: {runs[name][-1]['steps_per_s']:,.0f} steps/s",
                         flush=True,
@@ -382,17 +395,17 @@ def main(argv: list[str] | None = None) -> None:
             for _, close in built.values():
                 close()
         results["runs"][n] = {"ceiling_steps_per_s": ceilings, "systems": runs, "skipped": skipped}
-        print_table(n, float(np.mean(ceilings)), runs, skipped)
+        print_table(game, n, float(np.mean(ceilings)), runs, skipped)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1))
     print(f"\nall measurements: {args.json}")
 
 
-def print_table(n: int, ceiling: float, runs: dict[str, list[dict]], skipped: dict[str, str]) -> None:
+def print_table(game: str, n: int, ceiling: float, runs: dict[str, list[dict]], skipped: dict[str, str]) -> None:
     ours = float(np.mean([run["steps_per_s"] for run in runs["atari_game GamePool"]]))
     rounds = len(runs["atari_game GamePool"])
-    print(f"\nN={n}: agent steps/s, mean of {rounds} alternating rounds (emulator ceiling {ceiling:,.0f} = raw ALE")
-    print(f"frames/s on one core x {CORES} cores / frame-skip {FRAME_SKIP})")
+    print(f"\n{game}, N={n}: agent steps/s, mean of {rounds} alternating rounds (emulator ceiling {ceiling:,.0f} =")
+    print(f"raw ALE frames/s on one core x {CORES} cores / frame-skip {FRAME_SKIP})")
     print(f"{'system':28} {'steps/s':>9} {'± sd':>7} {'CPU µs/step':>12} {'% ceiling':>10} {'ours / it':>10}")
     for name, measurements in runs.items():
         rates = [run["steps_per_s"] for run in measurements]

@@ -53,14 +53,14 @@ def _rom_ids() -> list[str]:
     return [rom for rom in roms.get_all_rom_ids() if rom not in _MULTIPLAYER_ONLY]
 
 
-def _display_name(rom: str) -> str:
-    # The same PascalCase name as the Gymnasium id "ALE/<name>-v5": "ms_pacman" -> "MsPacman".
+def display_name(rom: str) -> str:
+    """A ROM id's name as Gymnasium's id "ALE/<name>-v5" spells it: ``"ms_pacman"`` -> ``"MsPacman"``."""
     return rom.title().replace("_", "")
 
 
 def list_games() -> list[str]:
     """The names of all games bundled with ale-py, sorted: ``["Adventure", ..., "Breakout", ...]``."""
-    return sorted(_display_name(rom) for rom in _rom_ids())
+    return sorted(display_name(rom) for rom in _rom_ids())
 
 
 def resolve_game(name: str) -> str:
@@ -78,7 +78,7 @@ def resolve_game(name: str) -> str:
     by_key = {rom.replace("_", ""): rom for rom in _rom_ids()}
     if key in by_key:
         return by_key[key]
-    closest = [_display_name(by_key[k]) for k in difflib.get_close_matches(key, by_key, n=3, cutoff=0.5)]
+    closest = [display_name(by_key[k]) for k in difflib.get_close_matches(key, by_key, n=3, cutoff=0.5)]
     hint = f"closest: {', '.join(closest)}" if closest else "no close match"
     raise ValueError(f"game: unknown game {name!r} ({hint}); atari_game.list_games() lists all {len(by_key)}")
 
@@ -289,17 +289,17 @@ class GameOptions:
         facts = _rom_facts(self.game)
         for name, plural, valid in (("mode", "modes", facts.modes), ("difficulty", "difficulties", facts.difficulties)):
             value = getattr(self, name)
-            choices = f"{_display_name(self.game)}'s {plural} are {', '.join(map(str, valid))}, or None for the default"
+            choices = f"{display_name(self.game)}'s {plural} are {', '.join(map(str, valid))}, or None for the default"
             if value is None:
                 continue
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"{name} must be an integer or None ({choices}), got {type(value).__name__} {value!r}")
             if value not in valid:
-                raise ValueError(f"{name}: {value} is not a {name} of {_display_name(self.game)} ({choices})")
+                raise ValueError(f"{name}: {value} is not a {name} of {display_name(self.game)} ({choices})")
             normalise(name, int(value))
         if self.fire_reset and "FIRE" not in facts.minimal_actions:
             raise ValueError(
-                f"fire_reset: {_display_name(self.game)} has no FIRE action "
+                f"fire_reset: {display_name(self.game)} has no FIRE action "
                 f"(its actions: {', '.join(facts.minimal_actions)}); use fire_reset=False"
             )
 
@@ -375,7 +375,7 @@ class Game:
             game, seed = GameOptions.game, game
         # Validate everything before building the emulator, so a bad option costs nothing.
         self.options = opts = GameOptions.from_kwargs(game=game, seed=seed, **options)
-        self.name = _display_name(opts.game)
+        self.name = display_name(opts.game)
         self.observation_shape = opts.observation_shape
 
         self.ale = ale_py.ALEInterface()

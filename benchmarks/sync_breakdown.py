@@ -1,7 +1,7 @@
 """Where the wall time of GamePool's sync step goes: the workers' work, waiting for the slowest worker, and the
-time between steps.
+time between steps; and what the same work takes outside the pool.
 
-    python benchmarks/sync_breakdown.py --envs 8 16 32 --steps 1500
+    python benchmarks/sync_breakdown.py --envs 8 16 32 --steps 1500 [--game Pong]
 
 Each worker process stamps (with time.perf_counter, one clock for all processes) when it starts and ends its
 share of every step. From those stamps and the wall time per step, for N envs on one worker per core:
@@ -13,7 +13,11 @@ share of every step. From those stamps and the wall time per step, for N envs on
   frames, then come 1..30 NOOPs: about 22 agent steps of work that land on that one worker);
 - *between steps*: the wall time per step minus the span from the first worker's start to the last one's end:
   the parent reading the answers, building the results (and copying the observations), this loop drawing
-  random actions, and the wake-ups of the parent and the workers.
+  random actions, and the wake-ups of the parent and the workers;
+- *alone*: one worker's share of the envs (a `GameBlock` of N / workers games) stepped in this process, with
+  nothing else running and no waiting between steps: the same work outside the pool. A worker's *work* above
+  it is what running in the pool adds to the work itself (a worker that slept between steps starts cold, and
+  it shares the cores with the parent and the other workers).
 
 The stamps come from a wrapper around the workers' `GameBlock.run`, installed before the pool forks its
 workers (start_method="fork"); it adds two clock reads per worker and step.
@@ -28,7 +32,8 @@ import time
 import numpy as np
 
 from atari_game import pool as pool_module
-from atari_game.benchmark import MACHINE, OUR_GAME
+from atari_game.benchmark import GAME, MACHINE, OUR_GAME
+from atari_game.game import GameOptions, action_meanings, display_name, resolve_game
 
 # A shared anonymous mapping made before the fork, so that every worker writes its stamps where the parent
 # reads them: (the worker's first env, step, [start, end, an episode ended]).
@@ -58,16 +63,17 @@ def install_stamps(stamps: np.ndarray) -> None:
     pool_module.GameBlock.run = stamped_run
 
 
-def breakdown(n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
-    """Run `steps` sync steps of `n_envs` envs and split their mean wall time (seconds) as the docstring says."""
-    rng = np.random.default_rng(0)
-    with pool_module.GamePool(n_envs, start_method="fork", **OUR_GAME) as pool:
+def breakdown(game: str, n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
+    """Run `steps` sync steps of `n_envs` envs of `game` and split their mean wall time (seconds) as the docstring
+    says."""
+    rng, n_actions = np.random.default_rng(0), len(action_meanings(game))
+    with pool_module.GamePool(n_envs, start_method="fork", **{**OUR_GAME, "game": game}) as pool:
         pool.reset(seed=0)
         for _ in range(WARM_UP):
-            pool.step(rng.integers(4, size=n_envs))
+            pool.step(rng.integers(n_actions, size=n_envs))
         start = time.perf_counter()
         for _ in range(steps):
-            pool.step(rng.integers(4, size=n_envs))
+            pool.step(rng.integers(n_actions, size=n_envs))
         wall = (time.perf_counter() - start) / steps
         firsts = [worker.env_ids[0] for worker in pool._workers]
     used = stamps[firsts, WARM_UP : WARM_UP + steps]
@@ -86,21 +92,47 @@ def breakdown(n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
         "restart_share": waiting[restart].sum() / waiting.sum(),
         "restart_steps": restart.mean(),
         "between": wall - span.mean(),
+        "alone": alone(game, n_envs // len(firsts), steps),
     }
+
+
+def alone(game: str, n_envs: int, steps: int) -> float:
+    """Mean wall time (seconds) of one step of a `GameBlock` of `n_envs` games of `game`, played in this process
+    over arrays of its own: a worker's work with no pool around it."""
+    options = GameOptions.from_kwargs(**{**OUR_GAME, "game": game})
+    layout = pool_module._layout(n_envs, options, same_step=False)  # the pool's default, next-step autoreset
+    arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
+    ids = list(range(n_envs))
+    block = pool_module.GameBlock(ids, ids, True, [{**OUR_GAME, "game": game}] * n_envs, arrays)
+    block.reset([None] * n_envs, [])
+    actions = np.random.default_rng(1).integers(len(action_meanings(game)), size=(WARM_UP + steps, n_envs))
+    for row in actions[:WARM_UP]:
+        arrays["actions"][:] = row
+        block.step(ids)
+    start = time.perf_counter()
+    for row in actions[WARM_UP:]:
+        arrays["actions"][:] = row
+        block.step(ids)
+    return (time.perf_counter() - start) / steps
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 16, 32])
     parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--game", default=GAME, help="any game of atari_game.list_games()")
     args = parser.parse_args()
     if args.steps + WARM_UP > MAX_STEPS or max(args.envs) > MAX_ENVS:
         parser.error(f"--steps must be at most {MAX_STEPS - WARM_UP} and --envs at most {MAX_ENVS}")
+    try:
+        game = display_name(resolve_game(args.game))
+    except ValueError as error:
+        parser.error(str(error))
     stamps = shared_stamps()
     install_stamps(stamps)
-    print(f"GamePool sync step, Breakout, random actions, one worker per core ({MACHINE})")
+    print(f"GamePool sync step, {game}, random actions, one worker per core ({MACHINE})")
     for n_envs in args.envs:
-        row = breakdown(n_envs, args.steps, stamps)
+        row = breakdown(game, n_envs, args.steps, stamps)
         wall = row["wall"]
         print(
             f"N={n_envs} ({row['workers']} workers): {1e6 * wall:,.0f} µs per step = "
@@ -108,7 +140,8 @@ def main() -> None:
             f"waiting for the slowest worker {1e6 * row['waiting']:,.0f} ({row['waiting'] / wall:.0%}) + "
             f"between steps {1e6 * row['between']:,.0f} ({row['between'] / wall:.0%}); "
             f"{row['restart_share']:.0%} of the waiting in the {row['restart_steps']:.0%} of steps "
-            f"where a game restarted",
+            f"where a game restarted; the same work alone {1e6 * row['alone']:,.0f} µs per step "
+            f"(a worker's work in the pool: {row['work'] / row['alone'] - 1:+.0%})",
             flush=True,
         )
 

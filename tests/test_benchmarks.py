@@ -1,6 +1,7 @@
 """The benchmark scripts read both trainers' outputs right and fit the parent's costs right (the runs themselves
 are too long for CI)."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -129,10 +130,26 @@ def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(mo
     monkeypatch.setattr(GameBlock, "run", GameBlock.run)  # the stamping wrapper goes again after the test
     stamps = sync_breakdown.shared_stamps()
     sync_breakdown.install_stamps(stamps)
-    row = sync_breakdown.breakdown(4, 30, stamps)  # raises if a worker missed a step's stamp
+    row = sync_breakdown.breakdown("Pong", 4, 30, stamps)  # raises if a worker missed a step's stamp
     assert row["workers"] == min(4, available_cores())
     assert row["work"] > 0 and row["waiting"] >= 0 and row["work"] + row["waiting"] < row["wall"]
     assert 0 < row["between"] < row["wall"] and 0 <= row["restart_steps"] <= 1
+    assert row["alone"] > 0  # one worker's share of the Pong games, stepped in this process
+
+
+def test_throughput_benchmark_plays_the_game_asked_for_with_all_its_actions(tmp_path, capsys):
+    from atari_game.benchmark import main, measure
+
+    drawn = []
+    measure(drawn.append, 3, 6, 0.05, np.random.default_rng(0))
+    assert {int(action) for actions in drawn for action in actions} == set(range(6))  # Pong's 6, not Breakout's 4
+    main(["--envs", "2", "--rounds", "1", "--seconds", "0.3", "--systems", "atari_game GamePool",
+          "--game", "space_invaders", "--json", str(tmp_path / "t.json")])  # fmt: skip
+    assert "SpaceInvaders, N=2: agent steps/s" in capsys.readouterr().out
+    assert json.loads((tmp_path / "t.json").read_text())["game"] == "SpaceInvaders"
+    with pytest.raises(SystemExit):
+        main(["--game", "Pongg"])
+    assert "unknown game 'Pongg' (closest: Pong" in capsys.readouterr().err
 
 
 def test_state_transfer_finds_restarts_moved_between_emulators_exact_and_tells_states_apart():
