@@ -43,6 +43,20 @@ GAME = OUR_GAME["game"]
 CORES = available_cores()
 
 
+def our_game(game: str) -> dict[str, Any]:
+    """OUR_GAME's options for `game` instead of Breakout."""
+    return {**OUR_GAME, "game": game}
+
+
+def game_name(name: str) -> str:
+    """`--game`'s value as Gymnasium names the game ("ms_pacman" -> "MsPacman"); an unknown name is refused with
+    the closest games."""
+    try:
+        return display_name(resolve_game(name))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _cpu_model() -> str:
     with open("/proc/cpuinfo") as info:
         names = [line.split(":", 1)[1].strip() for line in info if line.startswith("model name")]
@@ -56,14 +70,14 @@ MACHINE = f"{_cpu_model()}, {CORES} cores"
 
 
 def build_ours(n: int, game: str) -> tuple[Callable, Callable]:
-    pool = GamePool(n, **{**OUR_GAME, "game": game})
+    pool = GamePool(n, **our_game(game))
     pool.reset(seed=0)
     return (lambda actions: pool.step(actions)), pool.close
 
 
 def build_ours_async(n: int, game: str) -> tuple[Callable, Callable]:
     batch = max(n // 2, 1)
-    pool = GamePool(n, batch_size=batch, **{**OUR_GAME, "game": game})
+    pool = GamePool(n, batch_size=batch, **our_game(game))
     pool.reset(seed=0)
     pool.send(np.zeros(n, np.int64))
 
@@ -79,7 +93,7 @@ def build_ours_on_ray(n: int, game: str) -> tuple[Callable, Callable]:
     from atari_game.ray_pool import RayGamePool
 
     # A new local Ray instance with one actor per core: the same games as build_ours, through Ray.
-    pool = RayGamePool(n, address="local", **{**OUR_GAME, "game": game})
+    pool = RayGamePool(n, address="local", **our_game(game))
     pool.reset(seed=0)
     return (lambda actions: pool.step(actions)), pool.close
 
@@ -183,7 +197,7 @@ def build_gymnasium_async(n: int, game: str) -> tuple[Callable, Callable]:
 
 
 def build_tutorial(n: int, game: str) -> tuple[Callable, Callable]:
-    workers = [Worker(i, **{**OUR_GAME, "game": game}) for i in range(n)]
+    workers = [Worker(i, **our_game(game)) for i in range(n)]
     for worker in workers:
         worker.reset()
 
@@ -299,7 +313,7 @@ def parent_cpu(n_envs: int, n_workers: int, steps: int, game: str = GAME) -> dic
     """The parent's own CPU µs per batch step of a `copy=False` GamePool of `game` (the workers' CPU is not
     counted), and its workers' CPU µs per agent step."""
     actions = np.random.default_rng(0).integers(len(action_meanings(game)), size=(steps + 5, n_envs))
-    with GamePool(n_envs, n_workers=n_workers, copy=False, **{**OUR_GAME, "game": game}) as pool:
+    with GamePool(n_envs, n_workers=n_workers, copy=False, **our_game(game)) as pool:
         pool.reset(seed=0)
         for row in actions[:5]:  # warm-up
             pool.step(row)
@@ -359,13 +373,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement")
     parser.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=list(SYSTEMS), metavar="SYSTEM")
-    parser.add_argument("--game", default=GAME, help="any game of atari_game.list_games()")
+    parser.add_argument("--game", type=game_name, default=GAME, help="any game of atari_game.list_games()")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/throughput.json"))
     args = parser.parse_args(argv)
-    try:
-        game = display_name(resolve_game(args.game))
-    except ValueError as error:
-        parser.error(str(error))
+    game = args.game
     if args.parent_grid:
         envs = args.envs or [64, 128, 256]
         return parent_grid(game, args.workers, envs, args.steps, args.json.with_name("parent.json"))

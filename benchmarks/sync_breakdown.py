@@ -32,8 +32,8 @@ import time
 import numpy as np
 
 from atari_game import pool as pool_module
-from atari_game.benchmark import GAME, MACHINE, OUR_GAME
-from atari_game.game import GameOptions, action_meanings, display_name, resolve_game
+from atari_game.benchmark import GAME, MACHINE, game_name, our_game
+from atari_game.game import GameOptions, action_meanings
 
 # A shared anonymous mapping made before the fork, so that every worker writes its stamps where the parent
 # reads them: (the worker's first env, step, [start, end, an episode ended]).
@@ -67,7 +67,7 @@ def breakdown(game: str, n_envs: int, steps: int, stamps: np.ndarray) -> dict[st
     """Run `steps` sync steps of `n_envs` envs of `game` and split their mean wall time (seconds) as the docstring
     says."""
     rng, n_actions = np.random.default_rng(0), len(action_meanings(game))
-    with pool_module.GamePool(n_envs, start_method="fork", **{**OUR_GAME, "game": game}) as pool:
+    with pool_module.GamePool(n_envs, start_method="fork", **our_game(game)) as pool:
         pool.reset(seed=0)
         for _ in range(WARM_UP):
             pool.step(rng.integers(n_actions, size=n_envs))
@@ -99,11 +99,11 @@ def breakdown(game: str, n_envs: int, steps: int, stamps: np.ndarray) -> dict[st
 def alone(game: str, n_envs: int, steps: int) -> float:
     """Mean wall time (seconds) of one step of a `GameBlock` of `n_envs` games of `game`, played in this process
     over arrays of its own: a worker's work with no pool around it."""
-    options = GameOptions.from_kwargs(**{**OUR_GAME, "game": game})
+    options = GameOptions.from_kwargs(**our_game(game))
     layout = pool_module._layout(n_envs, options, same_step=False)  # the pool's default, next-step autoreset
     arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
     ids = list(range(n_envs))
-    block = pool_module.GameBlock(ids, ids, True, [{**OUR_GAME, "game": game}] * n_envs, arrays)
+    block = pool_module.GameBlock(ids, ids, True, [our_game(game)] * n_envs, arrays)
     block.reset([None] * n_envs, [])
     actions = np.random.default_rng(1).integers(len(action_meanings(game)), size=(WARM_UP + steps, n_envs))
     for row in actions[:WARM_UP]:
@@ -120,14 +120,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 16, 32])
     parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--game", default=GAME, help="any game of atari_game.list_games()")
+    parser.add_argument("--game", type=game_name, default=GAME, help="any game of atari_game.list_games()")
     args = parser.parse_args()
     if args.steps + WARM_UP > MAX_STEPS or max(args.envs) > MAX_ENVS:
         parser.error(f"--steps must be at most {MAX_STEPS - WARM_UP} and --envs at most {MAX_ENVS}")
-    try:
-        game = display_name(resolve_game(args.game))
-    except ValueError as error:
-        parser.error(str(error))
+    game = args.game
     stamps = shared_stamps()
     install_stamps(stamps)
     print(f"GamePool sync step, {game}, random actions, one worker per core ({MACHINE})")
