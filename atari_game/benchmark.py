@@ -412,23 +412,42 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nall measurements: {args.json}")
 
 
+def paired_ratios(ours: list[dict], theirs: list[dict]) -> np.ndarray:
+    """Our steps/s over theirs, round by round: within a round the two ran back to back, so most of a noisy
+    machine's drift (which moves a system's own rounds by 10-20 %) cancels out of each ratio."""
+    return np.array([a["steps_per_s"] / b["steps_per_s"] for a, b in zip(ours, theirs, strict=True)])
+
+
+def describe_ratios(ratios: np.ndarray) -> str:
+    """The median of paired ratios, their range, and in how many rounds ours was at least as fast."""
+    ahead = int(np.count_nonzero(ratios >= 1))
+    return f"{np.median(ratios):.2f}x ({ratios.min():.2f}-{ratios.max():.2f}, {ahead}/{len(ratios)})"
+
+
+def mean_rate(runs: list[dict]) -> float:
+    return float(np.mean([run["steps_per_s"] for run in runs]))
+
+
 def print_table(game: str, n: int, ceiling: float, runs: dict[str, list[dict]], skipped: dict[str, str]) -> None:
-    ours = float(np.mean([run["steps_per_s"] for run in runs["atari_game GamePool"]]))
-    rounds = len(runs["atari_game GamePool"])
+    ours_runs = runs["atari_game GamePool"]
+    ours, rounds = mean_rate(ours_runs), len(ours_runs)
     print(f"\n{game}, N={n}: agent steps/s, mean of {rounds} alternating rounds (emulator ceiling {ceiling:,.0f} =")
-    print(f"raw ALE frames/s on one core x {CORES} cores / frame-skip {FRAME_SKIP})")
-    print(f"{'system':28} {'steps/s':>9} {'± sd':>7} {'CPU µs/step':>12} {'% ceiling':>10} {'ours / it':>10}")
+    print(f"raw ALE frames/s on one core x {CORES} cores / frame-skip {FRAME_SKIP}); ours / it per round: the median")
+    print("of the rounds' ratios, their range, and the rounds in which GamePool was at least as fast")
+    header = f"{'system':28} {'steps/s':>9} {'± sd':>7} {'CPU µs/step':>12} {'% ceiling':>10} {'ours / it':>10}"
+    print(f"{header}  ours / it per round")
     for name, measurements in runs.items():
-        rates = [run["steps_per_s"] for run in measurements]
+        mean, sd = mean_rate(measurements), np.std([run["steps_per_s"] for run in measurements])
         cpu = np.mean([run["cpu_us_per_step"] for run in measurements])
-        mean = float(np.mean(rates))
-        share = 100 * mean / ceiling
-        print(f"{name:28} {mean:9,.0f} {np.std(rates):7,.0f} {cpu:12,.0f} {share:9.0f}% {ours / mean:9.2f}x")
+        share, per_round = 100 * mean / ceiling, describe_ratios(paired_ratios(ours_runs, measurements))
+        print(f"{name:28} {mean:9,.0f} {sd:7,.0f} {cpu:12,.0f} {share:9.0f}% {ours / mean:9.2f}x  {per_round}")
     for name, reason in skipped.items():
         print(f"{name:28} skipped: {reason}")
     if all(name in runs for name in ASYNC):
-        ours_async, theirs = (np.mean([run["steps_per_s"] for run in runs[name]]) for name in ASYNC)
-        print(f"async (send/recv, batch_size N/2): GamePool / EnvPool = {ours_async / theirs:.2f}x")
+        ours_async, theirs = (runs[name] for name in ASYNC)
+        per_round = describe_ratios(paired_ratios(ours_async, theirs))
+        ratio = mean_rate(ours_async) / mean_rate(theirs)
+        print(f"async (send/recv, batch_size N/2): GamePool / EnvPool = {ratio:.2f}x; per round {per_round}")
 
 
 if __name__ == "__main__":

@@ -152,6 +152,18 @@ def test_throughput_benchmark_plays_the_game_asked_for_with_all_its_actions(tmp_
     assert "unknown game 'Pongg' (closest: Pong" in capsys.readouterr().err
 
 
+def test_ratios_are_paired_round_by_round_and_summarised_with_their_spread():
+    from atari_game.benchmark import describe_ratios, paired_ratios
+
+    ours = [{"steps_per_s": rate} for rate in (90.0, 200.0, 120.0)]
+    theirs = [{"steps_per_s": rate} for rate in (100.0, 160.0, 120.0)]  # the machine got faster in round 2
+    ratios = paired_ratios(ours, theirs)
+    assert ratios.tolist() == [0.9, 1.25, 1.0]
+    assert describe_ratios(ratios) == "1.00x (0.90-1.25, 2/3)"  # round 3's tie counts as at least as fast
+    with pytest.raises(ValueError):  # rounds must pair up
+        paired_ratios(ours, theirs[:2])
+
+
 def test_state_transfer_finds_restarts_moved_between_emulators_exact_and_tells_states_apart():
     assert state_transfer.exact("Breakout", restarts=1)
     a, b = state_transfer.emulator("Breakout"), state_transfer.emulator("Breakout")
