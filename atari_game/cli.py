@@ -59,7 +59,9 @@ def play(args: argparse.Namespace) -> None:
     else:
         rng = np.random.default_rng(args.seed)
         n_actions = len(action_meanings(args.game))
-        policy, options = (lambda obs: int(rng.integers(n_actions))), {"game": args.game, "fire_reset": False}
+        # A whole game, all its lives: the random agent presses FIRE itself when it draws it.
+        options = {"game": args.game, "fire_reset": False, "life_loss": "ignore"}
+        policy = lambda obs: int(rng.integers(n_actions))  # noqa: E731
     # The score is the whole game's, unclipped, whatever the options: play_game reads it from the Game's statistics.
     game = Game(seed=args.seed, **options)
     score, length = play_game(game, policy, args.record)

@@ -33,13 +33,14 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from atari_game.game import Game, GameOptions, check_continuous_actions
+from atari_game.game import Game, GameOptions, _check_int, check_continuous_actions
 from atari_game.spaces import action_space, observation_space
 from atari_game.worker import (
     ParentEnd,
     available_cores,
     check_main_guard,
     end_process,
+    interrupts_deferred,
     pipe,
     prepare_worker_process,
     start_context,
@@ -53,6 +54,8 @@ STEP_ALL, MESSAGE = b"s", b"m"
 # How long the parent waits for answers before it checks that the workers it waits for are alive (a dead
 # worker is reported within this, plus the second `end_process`-style join allows).
 LIVENESS_CHECK_SECONDS = 0.5
+# What an answer slot holds until an answer is read into it (answers are env ids, or -1 - id on failure).
+NO_ANSWER = np.iinfo(np.int32).min
 
 
 class PoolError(RuntimeError):
@@ -304,6 +307,12 @@ class _Worker:
 
     def describe(self) -> str:
         return f"pool worker (pid {self.process.pid}, envs {self.env_ids[0]}-{self.env_ids[-1]})"
+
+
+def _read_part(answers: np.ndarray) -> list[int]:
+    """The answers read into `answers`, which a read fills from the start (each answer's four bytes are sent
+    whole, so a read that stops early stops between answers); the slots after them still hold `NO_ANSWER`."""
+    return answers[answers != NO_ANSWER].tolist()
 
 
 def _send_message(worker: _Worker, command: str, data: Any) -> None:
@@ -570,25 +579,25 @@ class GamePool(gymnasium.vector.VectorEnv):
                 os.write(worker.command_fd, STEP_ALL)
             except OSError:  # a dead worker: its answer never comes, and the general machinery finds out why
                 pass
-        wanted = 4 * len(self._workers)
+        answers = np.full(len(self._workers), NO_ANSWER, np.int32)
         try:
-            answers = self._answers[0].recv(wanted, socket.MSG_WAITALL)
+            self._answers[0].recv_into(answers, 0, socket.MSG_WAITALL)
         except BlockingIOError:  # nothing came in time
-            answers = b""
+            pass
         except BaseException:  # Ctrl-C: the next call takes the answers still due in, as after any command
-            self._hand_over(b"")
+            self._hand_over(answers)  # (what was read, even if the interrupt came as the read returned)
             raise
-        if len(answers) == wanted and np.frombuffer(answers, np.int32).min() >= 0:
+        if answers.min() >= 0:  # every worker answered, none failed
             return
         self._hand_over(answers)
         self._finish_in_flight()
 
-    def _hand_over(self, answers: bytes) -> None:
+    def _hand_over(self, answers: np.ndarray) -> None:
         """Book `_step_all`'s commands as `_send` does, and the `answers` it read as `_next_answer` does."""
         for worker in self._workers:
             worker.in_flight.append(worker.env_ids)
         self._busy.update(self._workers)
-        self._unread += memoryview(answers).cast("i").tolist()
+        self._unread += _read_part(answers)
 
     def _next_answer(self, busy: set[_Worker], everything: bool) -> tuple[_Worker, tuple[str, list[int], Any]]:
         """Wait for the next answer of any of the `busy` workers: ``(status, the envs it sent, None or a
@@ -600,18 +609,22 @@ class GamePool(gymnasium.vector.VectorEnv):
         the memory: what a worker wrote to the segment before answering is what the parent reads after.
         """
         while not self._unread:
-            wanted = sum(len(worker.in_flight) for worker in busy) if everything else 1
+            answers = np.full(sum(len(worker.in_flight) for worker in busy) if everything else 1, NO_ANSWER, np.int32)
             try:
-                answers = self._answers[0].recv(4 * wanted, socket.MSG_WAITALL)  # what came, if it gave up
-            except BlockingIOError:  # nothing came: a dead worker's sentinel is readable
-                by_sentinel = {worker.process.sentinel: worker for worker in busy}
-                dead = connection.wait(list(by_sentinel), timeout=0)
-                if dead and not self._answer_waiting():  # (first take an answer it sent before it died)
-                    worker = by_sentinel[dead[0]]
-                    worker.process.join(timeout=1)
-                    return worker, ("died", [], f"exit code {worker.process.exitcode}")
-                continue
-            self._unread += memoryview(answers).cast("i").tolist()
+                self._answers[0].recv_into(answers, 0, socket.MSG_WAITALL)  # what came, if it gave up
+            except BlockingIOError:  # nothing came
+                pass
+            finally:  # what was read is kept, even if Ctrl-C came as the read returned
+                self._unread += _read_part(answers)
+            if self._unread:
+                break
+            # Nothing came in LIVENESS_CHECK_SECONDS: see whether a worker it waits for died.
+            by_sentinel = {worker.process.sentinel: worker for worker in busy}
+            dead = connection.wait(list(by_sentinel), timeout=0)
+            if dead and not self._answer_waiting():  # (first take an answer it sent before it died)
+                worker = by_sentinel[dead[0]]
+                worker.process.join(timeout=1)
+                return worker, ("died", [], f"exit code {worker.process.exitcode}")
         first = self._unread.pop(0)
         worker = self._owner[first if first >= 0 else -1 - first]
         if first >= 0:
@@ -633,74 +646,81 @@ class GamePool(gymnasium.vector.VectorEnv):
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Restart every game; `seed` (an int: env ``i`` gets ``seed + i``, or one per env) re-seeds them."""
-        self._check_usable()
-        if options:
-            raise ValueError(f"reset options are not supported (got {options!r}): every env is reset")
-        if seed is None or isinstance(seed, (int, np.integer)):
-            seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
-        elif len(seed) == self.num_envs:
-            seeds = list(seed)
-        else:
-            raise ValueError(f"seed must be None, an int or a list of {self.num_envs} seeds, got {seed!r}")
-        self._finish_in_flight()  # whatever send() started is void now
-        # Reset every worker; one replaced meanwhile (restart_workers) was reset with seeds of its own, so it is
-        # reset again with these.
-        answered: list[_Worker] = []
-        while unanswered := [worker for worker in self._workers if worker not in answered]:
-            for worker in unanswered:
-                self._send(worker, "reset", ([seeds[i] for i in worker.env_ids], []), [])
-            answered += unanswered
-            self._finish_in_flight()
-        # After a reset nothing is pending, owed or to be reported as restarted.
-        self._ready.clear()
-        self._pending[:] = False
-        self._restarted.clear()
-        info = {"lives": self._shared["lives"].copy(), "_lives": np.ones(self.num_envs, bool)}
-        info["game_name"], info["_game_name"] = self._game_names, self._every_env
-        return self._observations(), info
+        with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
+            self._check_usable()
+            if options:
+                raise ValueError(f"reset options are not supported (got {options!r}): every env is reset")
+            if seed is None or isinstance(seed, (int, np.integer)):
+                seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
+            elif len(seed) == self.num_envs:
+                seeds = list(seed)
+            else:
+                raise ValueError(f"seed must be None, an int or a list of {self.num_envs} seeds, got {seed!r}")
+            for i, env_seed in enumerate(seeds):  # checked here, so a bad seed leaves every env as it was
+                if env_seed is not None:
+                    _check_int(f"the seed of env {i}", env_seed, low=0)
+            self._finish_in_flight()  # whatever send() started is void now
+            # Reset every worker; one replaced meanwhile (restart_workers) was reset with seeds of its own, so it is
+            # reset again with these.
+            answered: list[_Worker] = []
+            while unanswered := [worker for worker in self._workers if worker not in answered]:
+                for worker in unanswered:
+                    self._send(worker, "reset", ([seeds[i] for i in worker.env_ids], []), [])
+                answered += unanswered
+                self._finish_in_flight()
+            # After a reset nothing is pending, owed or to be reported as restarted.
+            self._ready.clear()
+            self._pending[:] = False
+            self._restarted.clear()
+            info = {"lives": self._shared["lives"].copy(), "_lives": np.ones(self.num_envs, bool)}
+            info["game_name"], info["_game_name"] = self._game_names, self._every_env
+            return self._observations(), info
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Play one step of every env; see the class docstring."""
-        self._check_usable()
-        if self._pending.any():
-            raise PoolError("step() while send() results are pending: recv() them first")
-        self._shared["actions"][:] = self._check_actions(actions, self.num_envs)
-        self._step_all()
-        self._ready.clear()
-        return self._results(self._all_ids, whole=True)
+        with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
+            self._check_usable()
+            if self._pending.any():
+                raise PoolError("step() while send() results are pending: recv() them first")
+            self._shared["actions"][:] = self._check_actions(actions, self.num_envs)
+            self._step_all()
+            self._ready.clear()
+            return self._results(self._all_ids, whole=True)
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Start a step of the envs `env_ids` (default: all) with `actions`; collect the results with `recv`."""
-        self._check_usable()
-        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
-        if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(np.unique(ids)) != len(ids):
-            raise ValueError(f"env_ids must be distinct integers, got {env_ids!r}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
-            raise ValueError(f"env_ids must be in [0, {self.num_envs}), got {env_ids!r}")
-        busy = ids[self._pending[ids]]
-        if busy.size:
-            raise ValueError(f"envs {sorted(busy.tolist())} were sent and not yet returned by recv()")
-        self._shared["actions"][ids] = self._check_actions(actions, len(ids))
-        self._pending[ids] = True
-        # One command per worker with envs among `ids`: one byte if they are all its envs.
-        mine: dict[Any, list[int]] = {}
-        for i in ids.tolist():
-            mine.setdefault(self._owner[i], []).append(i)
-        for worker, envs in mine.items():
-            self._send(worker, "step", None if envs == worker.env_ids else envs, envs)
+        with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
+            self._check_usable()
+            ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+            if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(np.unique(ids)) != len(ids):
+                raise ValueError(f"env_ids must be distinct integers, got {env_ids!r}")
+            if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
+                raise ValueError(f"env_ids must be in [0, {self.num_envs}), got {env_ids!r}")
+            busy = ids[self._pending[ids]]
+            if busy.size:
+                raise ValueError(f"envs {sorted(busy.tolist())} were sent and not yet returned by recv()")
+            self._shared["actions"][ids] = self._check_actions(actions, len(ids))
+            self._pending[ids] = True
+            # One command per worker with envs among `ids`: one byte if they are all its envs.
+            mine: dict[Any, list[int]] = {}
+            for i in ids.tolist():
+                mine.setdefault(self._owner[i], []).append(i)
+            for worker, envs in mine.items():
+                self._send(worker, "step", None if envs == worker.env_ids else envs, envs)
 
     def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Wait for `batch_size` envs to finish and return them, first finished first, with ``info["env_id"]``."""
-        self._check_usable()
-        sent = int(np.count_nonzero(self._pending))
-        if sent < self.batch_size:
-            raise PoolError(f"recv() needs batch_size={self.batch_size} envs sent; only {sent} are")
-        while len(self._ready) < self.batch_size:
-            self._collect()
-        ids = np.array(self._ready[: self.batch_size])
-        del self._ready[: self.batch_size]
-        self._pending[ids] = False
-        return self._results(ids, whole=False)
+        with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
+            self._check_usable()
+            sent = int(np.count_nonzero(self._pending))
+            if sent < self.batch_size:
+                raise PoolError(f"recv() needs batch_size={self.batch_size} envs sent; only {sent} are")
+            while len(self._ready) < self.batch_size:
+                self._collect()
+            ids = np.array(self._ready[: self.batch_size])
+            del self._ready[: self.batch_size]
+            self._pending[ids] = False
+            return self._results(ids, whole=False)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Stop the workers and delete the shared memory; `close()` calls it once."""

@@ -27,7 +27,9 @@ import os
 import signal
 import socket
 import sys
+import threading
 import traceback
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -153,6 +155,29 @@ def prepare_worker_process() -> None:
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 
 
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) until the block is done, then deliver it to the handler it would have reached.
+
+    A command and its reply, or a pool's books of what it sent and what was answered, are then never left half
+    done by an interrupt: the next call does not read the reply of an earlier command or wait for an answer
+    that was already read. The block waits for games that take milliseconds (a dead worker is reported in
+    about a second), so Ctrl-C still stops a loop at once. Signal handlers run in the main thread only:
+    elsewhere the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)
+
+
 class WorkerError(RuntimeError):
     """A worker failed a command or died; the message names the worker and holds its traceback."""
 
@@ -255,13 +280,15 @@ class Worker:
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
         """``game.step(action)`` in the worker; raises `WorkerError` if it failed or the worker died."""
-        self.send("step", action)
-        return self.recv()
+        with interrupts_deferred():  # Ctrl-C after the reply is in: never a reply left for the next command
+            self.send("step", action)
+            return self.recv()
 
     def reset(self) -> np.ndarray:
         """``game.reset()`` in the worker; raises `WorkerError` if it failed or the worker died."""
-        self.send("reset", None)
-        return self.recv()
+        with interrupts_deferred():
+            self.send("reset", None)
+            return self.recv()
 
     def send(self, command: str, data: Any) -> None:
         """Send a command without waiting, to step many workers at once; collect each reply with `recv`."""
@@ -277,7 +304,8 @@ class Worker:
         if self.closed:
             raise WorkerError(f"{self.name} is closed")
         try:
-            reply = self.child.recv()
+            with interrupts_deferred():  # a reply is read whole or not at all
+                reply = self.child.recv()
         except (EOFError, OSError) as error:
             raise self._death() from error
         if isinstance(reply, WorkerError):

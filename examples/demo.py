@@ -24,7 +24,11 @@ def main() -> None:
     args = parser.parse_args()
 
     # The tutorial's trainer setup: one Worker per game, seeded apart, reset before the first step.
-    workers = [Worker(args.seed + i, game=args.game, fire_reset=True, noop_max=30) for i in range(args.workers)]
+    if args.workers < 1 or args.steps < 1:
+        parser.error("--workers and --steps must be at least 1")
+    # FIRE starts the games that wait for it (Breakout); games without FIRE (MsPacman) need none.
+    fire_reset = "FIRE" in action_meanings(args.game)
+    workers = [Worker(args.seed + i, game=args.game, fire_reset=fire_reset, noop_max=30) for i in range(args.workers)]
     try:
         for worker in workers:
             worker.child.send(("reset", None))

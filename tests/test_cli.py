@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import cv2
+import numpy as np
 
 
 def atari_game(*args, **kwargs):
@@ -34,6 +35,22 @@ def test_play_a_random_game_and_record_it(tmp_path):
         assert frame.shape == (210, 160, 3)  # the full-colour screen, not the 84x84 input
         frames += 1
     assert frames == steps
+
+
+def test_a_random_agent_plays_a_whole_game_with_all_its_lives():
+    from atari_game import Game
+    from atari_game.play import play_game
+
+    result = atari_game("play", "Breakout", "--seed", "2", timeout=300)
+    assert result.returncode == 0, result.stderr
+    steps = int(result.stdout.split(" in ")[1].split()[0])
+    # The same agent (its generator seeded as the CLI seeds it) in a Game that ends only at game over.
+    rng = np.random.default_rng(2)
+    game = Game("Breakout", seed=2, fire_reset=False, life_loss="ignore")
+    score, length = play_game(game, lambda obs: int(rng.integers(4)))
+    assert result.stdout.startswith(f"Breakout, random agent: one game scored {score:g} in {length} steps")
+    one_life = play_game(Game("Breakout", seed=2, fire_reset=False), lambda obs: int(rng.integers(4)))[1]
+    assert steps == length > one_life  # all five lives played, not the first
 
 
 def test_unknown_game_is_a_usage_error_naming_the_closest():

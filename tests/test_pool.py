@@ -585,3 +585,33 @@ def test_every_start_method_works(pool_factory, start_method):
     obs, _ = pool.reset()
     assert np.array_equal(obs[1], local.reset())
     assert np.array_equal(pool.step([1, 2])[0][1], local.step(2)[0])
+
+
+def test_ctrl_c_at_any_moment_of_a_step_leaves_the_pool_in_step():
+    # Ctrl-C lands when it lands: during the wait, as an answer is read, between sends. The next step must be
+    # answered (no answer lost, none left over), not hang or take an earlier step's answer.
+    rng = np.random.default_rng(0)
+    with GamePool(4, "Pong", n_workers=2) as pool:
+        pool.reset(seed=0)
+        for _ in range(20):
+            timer = threading.Timer(rng.uniform(0.0005, 0.005), os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                while True:
+                    pool.step(np.zeros(4, int))
+            timer.join()
+            obs, *_ = pool.step(np.zeros(4, int))
+            assert obs.shape == (4, 4, 84, 84)
+        assert not pool._busy and not pool._unread  # every answer taken in, none still due
+
+
+def test_reset_refuses_a_negative_seed_before_any_env_is_reset():
+    with GamePool(4, "Pong", n_workers=2) as pool:
+        pool.reset(seed=0)
+        for _ in range(3):
+            pool.step(np.zeros(4, int))
+        with pytest.raises(ValueError, match="the seed of env 2 must be an integer >= 0, got -1"):
+            pool.reset(seed=[5, 6, -1, 7])
+        with pytest.raises(TypeError, match="the seed of env 0 must be an integer"):
+            pool.reset(seed=["a", 1, 2, 3])
+        assert pool.reset(seed=0)[0].shape == (4, 4, 84, 84)  # still usable

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -134,3 +135,17 @@ def test_no_process_remains_after_close():
         worker.close()
     assert all_gone(pids)
     assert not multiprocessing.active_children()
+
+
+def test_ctrl_c_during_a_step_never_leaves_a_reply_for_the_next_command():
+    rng = np.random.default_rng(0)
+    with Worker(0, game="Pong") as worker:
+        worker.reset()
+        for _ in range(20):
+            timer = threading.Timer(rng.uniform(0.0005, 0.005), os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                while True:
+                    worker.step(0)
+            timer.join()
+            assert worker.reset().shape == (4, 84, 84)  # reset's own reply, not an earlier step's 4-tuple
