@@ -162,19 +162,26 @@ def interrupts_deferred() -> Iterator[None]:
     A command and its reply, or a pool's books of what it sent and what was answered, are then never left half
     done by an interrupt: the next call does not read the reply of an earlier command or wait for an answer
     that was already read. The block waits for games that take milliseconds (a dead worker is reported in
-    about a second), so Ctrl-C still stops a loop at once. Signal handlers run in the main thread only:
-    elsewhere the block runs as it is.
+    about a second), so Ctrl-C still stops a loop at once; a second Ctrl-C within the block (a remote cluster
+    that does not answer) raises `KeyboardInterrupt` there and then. Signal handlers run in the main thread
+    only: elsewhere the block runs as it is.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    held: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        held.append(signum)
+        if len(held) > 1:  # Ctrl-C again: the user will not wait
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, hold)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-        if caught:
+        if len(held) == 1:
             signal.raise_signal(signal.SIGINT)
 
 

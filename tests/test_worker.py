@@ -149,3 +149,21 @@ def test_ctrl_c_during_a_step_never_leaves_a_reply_for_the_next_command():
                     worker.step(0)
             timer.join()
             assert worker.reset().shape == (4, 84, 84)  # reset's own reply, not an earlier step's 4-tuple
+
+
+def test_ctrl_c_is_held_until_the_block_ends_and_a_second_one_stops_at_once():
+    from atari_game.worker import interrupts_deferred
+
+    done = []
+    with pytest.raises(KeyboardInterrupt), interrupts_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the interrupt waits for the block
+        done.append("block")
+    assert done == ["block"]
+    with pytest.raises(KeyboardInterrupt), interrupts_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        done.append("never")  # the second Ctrl-C stopped the block
+    assert done == ["block"] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
