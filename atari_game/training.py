@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from atari_game.game import Game, action_meanings, resolve_game
+from atari_game.game import Game, GameOptions, action_meanings, resolve_game
 from atari_game.play import play_game
 from atari_game.worker import available_cores
 
@@ -85,6 +85,10 @@ def parse_config(config_class: type, argv: list[str] | None, doc: str, check: Ca
             parser.add_argument(flag, type=kind, default=field.default, metavar=field.type.upper())
     config = config_class(**vars(parser.parse_args(argv)))
     problem = check(config)
+    try:  # a misspelt game or a bad env option is a usage error too, found before the run directory is made
+        GameOptions.from_kwargs(**game_options(config))
+    except (TypeError, ValueError) as error:
+        problem = problem or str(error)
     if problem:
         parser.error(problem)
     return config

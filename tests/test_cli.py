@@ -53,6 +53,18 @@ def test_a_random_agent_plays_a_whole_game_with_all_its_lives():
     assert steps == length > one_life  # all five lives played, not the first
 
 
+def test_train_with_a_misspelt_game_or_option_is_a_usage_error_and_makes_no_run_directory(tmp_path):
+    for algo, option, expected in [
+        ("ppo", ["--game", "Pongg"], "unknown game 'Pongg' (closest: Pong"),
+        ("dqn", ["--game", "Pongg"], "unknown game 'Pongg' (closest: Pong"),
+        ("ppo", ["--life-loss", "bogus"], "life_loss"),
+    ]:
+        result = atari_game("train", "--algo", algo, *option, cwd=tmp_path, timeout=120)
+        assert result.returncode == 2 and expected in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def test_unknown_game_is_a_usage_error_naming_the_closest():
     result = atari_game("play", "Breakot")
     assert result.returncode == 2
