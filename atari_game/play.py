@@ -23,6 +23,8 @@ def play_game(game: Game, policy: Callable[[np.ndarray], int], video: Path | Non
         # Real-time playback: the Atari draws 60 frames/s and an agent step lasts frame_skip of them.
         fps = 60 / game.options.frame_skip
         writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"mp4v"), fps, (160, 210))
+        if not writer.isOpened():  # OpenCV would otherwise write nothing and say nothing
+            raise OSError(f"cannot write the video {video}: its directory must exist and be writable")
     obs = game.reset()
     try:
         while True:

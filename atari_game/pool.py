@@ -879,4 +879,5 @@ class GamePool(gymnasium.vector.VectorEnv):
             if distinct == 1
             else f"{self.num_envs} envs of {distinct} games: {_describe_games(self.games)}"
         )
-        return f"{type(self).__name__}({games}, {len(self._workers)} workers{state})"
+        workers = f"{len(self._workers)} worker{'s' if len(self._workers) != 1 else ''}"
+        return f"{type(self).__name__}({games}, {workers}{state})"

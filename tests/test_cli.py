@@ -65,6 +65,13 @@ def test_train_with_a_misspelt_game_or_option_is_a_usage_error_and_makes_no_run_
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_video_that_cannot_be_written_is_an_error_not_silence(tmp_path):
+    result = atari_game("play", "Pong", "--record", str(tmp_path / "missing" / "x.mp4"), timeout=120)
+    assert result.returncode != 0
+    assert "cannot write the video" in result.stderr and "directory must exist" in result.stderr
+    assert not (tmp_path / "missing").exists()
+
+
 def test_unknown_game_is_a_usage_error_naming_the_closest():
     result = atari_game("play", "Breakot")
     assert result.returncode == 2

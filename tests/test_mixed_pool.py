@@ -60,7 +60,7 @@ def test_repr_and_messages_stay_short_for_many_games(pool_factory):
     games = ["Pong", "SpaceInvaders", "DemonAttack", "AirRaid", "Carnival", "Galaxian"] * 2
     pool = pool_factory(12, games, n_workers=1)
     assert repr(pool) == (
-        "GamePool(12 envs of 6 games: pong, space_invaders, demon_attack, air_raid and 2 more games, 1 workers)"
+        "GamePool(12 envs of 6 games: pong, space_invaders, demon_attack, air_raid and 2 more games, 1 worker)"
     )
     with pytest.raises(ValueError, match=r"actions must be in \[0, 6\) for pong, .*, air_raid and 2 more games \("):
         pool.step([9] * 12)
