@@ -34,6 +34,20 @@ def game_name(name: str) -> str:
     return name
 
 
+def seed(text: str) -> int:
+    """An argparse type: a game seed, an integer >= 0."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"the seed must be an integer >= 0, got {text!r}")
+    return int(text)
+
+
+def checkpoint_file(text: str) -> Path:
+    """An argparse type: a file that exists (a checkpoint.pt)."""
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no such checkpoint file: {text}")
+    return Path(text)
+
+
 def missing_extra(command: str, error: ImportError, install: str) -> None:
     # An optional dependency is not installed: say which, and how to get it, instead of a traceback.
     sys.exit(f"atari-game {command} needs {error.name!r}, which is not installed: {install}")
@@ -87,7 +101,7 @@ def train(arguments: list[str]) -> None:
         missing_extra("train", error, TRAIN_EXTRA)
     if "-h" in options or "--help" in options:
         print(f"atari-game train [--algo {{{','.join(TRAINERS)}}}] (default: ppo), then {choice.algo}'s options:\n")
-    trainer.main(options)
+    trainer.main(options, prog=f"atari-game train --algo {choice.algo}")
 
 
 # These commands have their own options (and --help): everything after the command name goes to them.
@@ -104,9 +118,11 @@ def main(argv: list[str] | None = None) -> None:
     commands.add_parser("games", help="list the bundled games with their actions")
     play_parser = commands.add_parser("play", help="play one whole game (random or trained agent), optionally recorded")
     play_parser.add_argument("game", type=game_name, help="e.g. Breakout, Pong, MsPacman")
-    play_parser.add_argument("--checkpoint", type=Path, help="a checkpoint.pt from `atari-game train` (else: random)")
+    play_parser.add_argument(
+        "--checkpoint", type=checkpoint_file, help="a checkpoint.pt from `atari-game train` (else: random)"
+    )
     play_parser.add_argument("--record", type=Path, metavar="OUT.mp4", help="write the game as a colour video")
-    play_parser.add_argument("--seed", type=int, default=0)
+    play_parser.add_argument("--seed", type=seed, default=0, help="the game's seed, an integer >= 0 (default 0)")
     for name, (_, about) in FORWARDED.items():
         commands.add_parser(name, help=f"{about} (see: atari-game {name} --help)")
     args = parser.parse_args(argv)

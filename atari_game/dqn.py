@@ -45,10 +45,12 @@ from atari_game.training import (
     RunLog,
     game_options,
     on_device,
+    outputs,
     pick_device,
     plot_learning_curve,
     progress_bar,
     record_game,
+    run_directory,
     save_checkpoint,
 )
 from atari_game.training import parse_config as parse_config_of
@@ -122,9 +124,9 @@ def check_config(config: Config) -> str:
     return ""
 
 
-def parse_config(argv: list[str] | None = None) -> Config:
+def parse_config(argv: list[str] | None = None, prog: str | None = None) -> Config:
     """A `Config` from the command line: ``--field-name value`` for every field, ``--[no-]flag`` for booleans."""
-    return parse_config_of(Config, argv, __doc__, check_config)
+    return parse_config_of(Config, argv, __doc__, check_config, prog)
 
 
 # --- the agent ------------------------------------------------------------------------------------------
@@ -219,7 +221,7 @@ UPDATE_FIELDS = (
 
 
 def train(config: Config) -> Path:
-    run_dir = Path(config.run_dir or f"runs/{config.game}-{config.seed}-dqn")
+    run_dir = run_directory(config, "dqn")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
     torch.set_num_threads(config.torch_threads or available_cores())
@@ -441,13 +443,13 @@ def evaluate(config: Config) -> None:
     print(f"{trained.game}: one game scored {score:g} (unclipped, epsilon {config.eval_epsilon:g}); video: {path}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    config = parse_config(argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    config = parse_config(argv, prog)
     if config.eval:
         evaluate(config)
         return
     run_dir = train(config)
-    print(f"done: {run_dir}/progress.csv, learning_curve.png, agent.mp4, checkpoint.pt")
+    print(outputs(run_dir, config))
 
 
 if __name__ == "__main__":

@@ -503,6 +503,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._busy: set[Any] = set()  # the workers with unanswered commands
         self._restarted: set[int] = set()  # envs restarted with a new worker, not yet reported
         self._broken: str | None = None
+        self._was_reset = False  # Gymnasium's order: reset() before the first step() or send()
         for block in np.array_split(np.arange(n_envs), n_workers):
             self._workers.append(self._start_worker([int(i) for i in block]))
         self._owner = {i: worker for worker in self._workers for i in worker.env_ids}
@@ -647,7 +648,7 @@ class GamePool(gymnasium.vector.VectorEnv):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Restart every game; `seed` (an int: env ``i`` gets ``seed + i``, or one per env) re-seeds them."""
         with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
-            self._check_usable()
+            self._check_usable(stepping=False)
             if options:
                 raise ValueError(f"reset options are not supported (got {options!r}): every env is reset")
             if seed is None or isinstance(seed, (int, np.integer)):
@@ -672,6 +673,7 @@ class GamePool(gymnasium.vector.VectorEnv):
             self._ready.clear()
             self._pending[:] = False
             self._restarted.clear()
+            self._was_reset = True
             info = {"lives": self._shared["lives"].copy(), "_lives": np.ones(self.num_envs, bool)}
             info["game_name"], info["_game_name"] = self._game_names, self._every_env
             return self._observations(), info
@@ -793,11 +795,13 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._ready.extend(owed)
         self._shared["truncations"][owed] = True
 
-    def _check_usable(self) -> None:
+    def _check_usable(self, stepping: bool = True) -> None:
         if self.closed:
             raise PoolError("the pool is closed")
         if self._broken:
             raise PoolError(self._broken)
+        if stepping and not self._was_reset:
+            raise PoolError("call reset() before the first step() or send()")
 
     def _check_actions(self, actions: Any, count: int) -> np.ndarray:
         """Actions as an int64 array of shape (count,) (continuous: float32 (count, 3)), refused before anything

@@ -30,10 +30,12 @@ from atari_game.training import (
     RunLog,
     game_options,
     on_device,
+    outputs,
     pick_device,
     plot_learning_curve,
     progress_bar,
     record_game,
+    run_directory,
     save_checkpoint,
 )
 from atari_game.training import parse_config as parse_config_of
@@ -81,9 +83,9 @@ class Config:
         return self.n_envs * self.n_steps
 
 
-def parse_config(argv: list[str] | None = None) -> Config:
+def parse_config(argv: list[str] | None = None, prog: str | None = None) -> Config:
     """A `Config` from the command line: ``--field-name value`` for every field, ``--[no-]flag`` for booleans."""
-    return parse_config_of(Config, argv, __doc__, check_config)
+    return parse_config_of(Config, argv, __doc__, check_config, prog)
 
 
 def check_config(config: Config) -> str:
@@ -145,7 +147,7 @@ UPDATE_FIELDS = (
 
 
 def train(config: Config) -> Path:
-    run_dir = Path(config.run_dir or f"runs/{config.game}-{config.seed}")
+    run_dir = run_directory(config, "ppo")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
     cores = available_cores()
@@ -408,13 +410,13 @@ def evaluate(config: Config) -> None:
     print(f"{trained.game}: one game scored {score:g} (unclipped); video: {path}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    config = parse_config(argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    config = parse_config(argv, prog)
     if config.eval:
         evaluate(config)
         return
     run_dir = train(config)
-    print(f"done: {run_dir}/progress.csv, learning_curve.png, agent.mp4, checkpoint.pt")
+    print(outputs(run_dir, config))
 
 
 if __name__ == "__main__":

@@ -71,11 +71,15 @@ def pick_device(name: str) -> torch.device:
 # --- the command line -----------------------------------------------------------------------------------
 
 
-def parse_config(config_class: type, argv: list[str] | None, doc: str, check: Callable[[Any], str]) -> Any:
+def parse_config(
+    config_class: type, argv: list[str] | None, doc: str, check: Callable[[Any], str], prog: str | None = None
+) -> Any:
     """An instance of the dataclass `config_class` from the command line: ``--field-name value`` for every field,
-    ``--[no-]flag`` for booleans; `doc`'s first line describes the command. `check(config)` returns what is wrong
-    with a config ("" if nothing is), reported as a usage error (exit status 2)."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ``--[no-]flag`` for booleans; `doc`'s first line describes the command, `prog` names it in the usage line
+    (default: the script's name). `check(config)` returns what is wrong with a config ("" if nothing is), reported
+    as a usage error (exit status 2), as are a bad env option and a run directory that does not fit
+    (`run_problem`)."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
     for field in dataclasses.fields(config_class):
         flag = "--" + field.name.replace("_", "-")
         if field.type == "bool":
@@ -89,9 +93,46 @@ def parse_config(config_class: type, argv: list[str] | None, doc: str, check: Ca
         GameOptions.from_kwargs(**game_options(config))
     except (TypeError, ValueError) as error:
         problem = problem or str(error)
+    problem = problem or run_problem(config, algo=config_class.__module__.rsplit(".", 1)[-1])
     if problem:
         parser.error(problem)
     return config
+
+
+def run_directory(config: Any, algo: str) -> Path:
+    """Where a run writes: ``--run-dir``, else ``runs/<game>-<seed>`` (PPO) or ``runs/<game>-<seed>-dqn``."""
+    return Path(config.run_dir or f"runs/{config.game}-{config.seed}{'' if algo == 'ppo' else '-' + algo}")
+
+
+def run_problem(config: Any, algo: str) -> str:
+    """What stops a run of the trainer `algo` from starting ("" if nothing): an --eval checkpoint that is missing or
+    another trainer's, --resume without a checkpoint, or a new run over one that has a checkpoint (never overwritten
+    unasked: hours of training may be in it)."""
+    if config.eval:
+        if not Path(config.eval).is_file():
+            return f"--eval {config.eval}: no such checkpoint file"
+        try:
+            trained_by = checkpoint_algo(config.eval)
+        except ValueError as error:
+            return str(error)
+        if trained_by != algo:
+            return f"--eval {config.eval} is a {trained_by} checkpoint: atari-game train --algo {trained_by} --eval ..."
+        return ""
+    checkpoint = run_directory(config, algo) / "checkpoint.pt"
+    if config.resume and not checkpoint.is_file():
+        return f"--resume: there is no {checkpoint} to continue from"
+    if not config.resume and checkpoint.exists():
+        return (
+            f"{checkpoint.parent} holds a run already ({checkpoint}): --resume continues it, "
+            "--run-dir DIR starts a new one elsewhere (or delete the directory)"
+        )
+    return ""
+
+
+def outputs(run_dir: Path, config: Any) -> str:
+    """The line a finished run prints: the files it wrote."""
+    video = ", agent.mp4" if config.video else ""
+    return f"done: {run_dir}/progress.csv, learning_curve.png{video}, checkpoint.pt"
 
 
 def game_options(config: Any) -> dict:
@@ -210,10 +251,25 @@ def record_game(policy: Callable[[np.ndarray], int], config: Any, path: Path) ->
     return play_game(game, policy, path)[0]
 
 
+def checkpoint_algo(checkpoint: str | Path) -> str:
+    """The trainer ("ppo" or "dqn") that saved `checkpoint`; a `ValueError` if it is no trainer's checkpoint."""
+    try:
+        saved = torch.load(checkpoint, map_location="cpu")
+    except Exception as error:  # torch.load's errors on a file that is not its own are of many kinds
+        reason = f"{type(error).__name__}: {error}"
+        raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train ({reason})") from None
+    if not isinstance(saved, dict) or "config" not in saved:
+        raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train (it holds no config)")
+    return saved.get("algo", "ppo")  # PPO's first checkpoints did not name their trainer
+
+
 def trained_policy(checkpoint: str | Path, game: str) -> tuple[Callable[[np.ndarray], int], dict]:
     """For `atari-game play --checkpoint`: the policy saved in a checkpoint of either trainer (on the CPU), and the
-    game options it was trained with. The checkpoint names its trainer (``"algo"``; PPO's first ones did not)."""
-    algo = torch.load(checkpoint, map_location="cpu").get("algo", "ppo")
+    game options it was trained with."""
+    try:
+        algo = checkpoint_algo(checkpoint)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     policy, config = importlib.import_module(f"atari_game.{algo}").checkpoint_policy(checkpoint)
     if resolve_game(game) != resolve_game(config.game):
         raise SystemExit(f"{checkpoint} was trained on {config.game}, not {game}")

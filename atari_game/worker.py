@@ -50,6 +50,10 @@ def available_cores() -> int:
 
 def start_context(start_method: str | None) -> multiprocessing.context.BaseContext:
     """The multiprocessing context for workers; a forkserver imports atari_game once, not in every child."""
+    methods = multiprocessing.get_all_start_methods()
+    if start_method is not None and start_method not in methods:
+        default = f"None: {DEFAULT_START_METHOD!r}"
+        raise ValueError(f"start_method must be one of {methods} (or {default}), got {start_method!r}")
     context = multiprocessing.get_context(start_method or DEFAULT_START_METHOD)
     if context.get_start_method() == "forkserver":
         # Takes effect if this process has not started its fork server yet; '__main__' is the default.
@@ -239,6 +243,8 @@ def worker_process(remote: Connection, seed: int, **game_options: Any) -> None:
         except EOFError:  # the parent is gone: nobody left to serve
             return
         try:
+            if not (isinstance(message, (tuple, list)) and len(message) == 2):
+                raise ValueError('a command is a pair: ("step", action), ("reset", None) or ("close", None)')
             command, data = message
             if command == "step":
                 reply = game.step(data)

@@ -65,6 +65,38 @@ def test_train_with_a_misspelt_game_or_option_is_a_usage_error_and_makes_no_run_
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_run_never_overwrites_a_run_and_resume_or_eval_need_a_real_checkpoint(tmp_path):
+    import torch
+
+    (tmp_path / "runs" / "Pong-1").mkdir(parents=True)
+    (tmp_path / "runs" / "Pong-1" / "checkpoint.pt").write_bytes(b"hours of training")
+    torch.save({"algo": "dqn", "config": {}}, tmp_path / "dqn.pt")
+    for args, expected in [
+        (["--game", "Pong"], "runs/Pong-1 holds a run already (runs/Pong-1/checkpoint.pt): --resume continues it"),
+        (["--game", "Pong", "--resume", "--seed", "2"], "--resume: there is no runs/Pong-2/checkpoint.pt"),
+        (["--eval", "missing.pt"], "--eval missing.pt: no such checkpoint file"),
+        (["--eval", "dqn.pt"], "--eval dqn.pt is a dqn checkpoint: atari-game train --algo dqn --eval"),
+        (["--eval", "runs/Pong-1/checkpoint.pt"], "is not a checkpoint.pt of atari-game train"),
+    ]:
+        result = atari_game("train", *args, cwd=tmp_path, timeout=120)
+        assert result.returncode == 2 and expected in result.stderr, result.stderr
+        assert result.stderr.startswith("usage: atari-game train --algo ppo") and "Traceback" not in result.stderr
+    assert (tmp_path / "runs" / "Pong-1" / "checkpoint.pt").read_bytes() == b"hours of training"
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["Pong-1"]
+
+
+def test_play_refuses_a_negative_seed_and_a_missing_or_foreign_checkpoint(tmp_path):
+    (tmp_path / "notes.pt").write_text("not a checkpoint")
+    for args, expected, status in [
+        (["--seed", "-1"], "argument --seed: the seed must be an integer >= 0, got '-1'", 2),
+        (["--checkpoint", "missing.pt"], "argument --checkpoint: no such checkpoint file: missing.pt", 2),
+        (["--checkpoint", "notes.pt"], "notes.pt is not a checkpoint.pt of atari-game train", 1),
+    ]:
+        result = atari_game("play", "Breakout", *args, cwd=tmp_path, timeout=120)
+        assert result.returncode == status and expected in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+
+
 def test_a_video_that_cannot_be_written_is_an_error_not_silence(tmp_path):
     result = atari_game("play", "Pong", "--record", str(tmp_path / "missing" / "x.mp4"), timeout=120)
     assert result.returncode != 0

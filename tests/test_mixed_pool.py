@@ -62,8 +62,8 @@ def test_repr_and_messages_stay_short_for_many_games(pool_factory):
     assert repr(pool) == (
         "GamePool(12 envs of 6 games: pong, space_invaders, demon_attack, air_raid and 2 more games, 1 worker)"
     )
+    _, info = pool.reset()
     with pytest.raises(ValueError, match=r"actions must be in \[0, 6\) for pong, .*, air_raid and 2 more games \("):
         pool.step([9] * 12)
-    _, info = pool.reset()
     with pytest.raises(ValueError, match="read-only"):  # the info arrays every step shares cannot be spoilt
         info["game_name"][0] = "breakout"

@@ -323,6 +323,7 @@ def test_bad_continuous_actions_are_refused_before_anything_is_sent(pool_factory
         ({"n_envs": 2, "obs_type": "rgba"}, "obs_type must be one of"),
         ({"n_envs": 2, "mode": 2}, "mode: 2 is not a mode of Breakout"),
         ({"n_envs": 2, "random_starts": -2}, "random_starts must be an integer >= 0"),
+        ({"n_envs": 2, "start_method": "forks"}, r"start_method must be one of \[.*'forkserver'.*\].*got 'forks'"),
         # Mixed pools: the game list, the action sets, each game's options.
         (
             {"n_envs": 3, "game": ["Pong", "Breakout"]},
@@ -615,3 +616,12 @@ def test_reset_refuses_a_negative_seed_before_any_env_is_reset():
         with pytest.raises(TypeError, match="the seed of env 0 must be an integer"):
             pool.reset(seed=["a", 1, 2, 3])
         assert pool.reset(seed=0)[0].shape == (4, 4, 84, 84)  # still usable
+
+
+def test_step_or_send_before_reset_is_refused_and_the_pool_goes_on():
+    with GamePool(2, "Pong", n_workers=1) as pool:
+        for call in (lambda: pool.step(np.zeros(2, int)), lambda: pool.send(np.zeros(2, int))):
+            with pytest.raises(PoolError, match=r"call reset\(\) before the first step\(\) or send\(\)"):
+                call()
+        pool.reset(seed=0)
+        assert pool.step(np.zeros(2, int))[0].shape == (2, 4, 84, 84)

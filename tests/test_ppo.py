@@ -47,8 +47,9 @@ def test_train_resume_and_eval(tmp_path):
     assert video_frames(run_dir / "agent.mp4") > 10  # one whole game, one frame per agent step
 
     # --resume continues the frame count and the schedule from the checkpoint, and appends to the log.
-    run("--total-frames", "1536", "--run-dir", str(run_dir), "--resume", "--no-video", *TINY)
+    result = run("--total-frames", "1536", "--run-dir", str(run_dir), "--resume", "--no-video", *TINY)
     assert [int(row["frames"]) for row in update_rows(run_dir)] == [256, 512, 768, 1024, 1280, 1536]
+    assert result.stdout.endswith(f"done: {run_dir}/progress.csv, learning_curve.png, checkpoint.pt\n")  # no video
 
     result = run("--eval", str(run_dir / "checkpoint.pt"))
     assert "Breakout: one game scored" in result.stdout

@@ -63,8 +63,9 @@ def test_unknown_command_is_answered_not_fatal():
         worker.send("jump", None)
         with pytest.raises(WorkerError, match="valid commands: 'step', 'reset', 'close'"):
             worker.recv()
-        worker.child.send("not a tuple")
-        assert isinstance(worker.child.recv(), WorkerError)
+        worker.child.send("step")  # the tutorial's message without its data
+        reply = worker.child.recv()
+        assert isinstance(reply, WorkerError) and 'a command is a pair: ("step", action)' in str(reply)
         assert worker.reset().shape == (4, 84, 84)
 
 
@@ -106,6 +107,8 @@ def test_bad_options_fail_in_the_parent_before_any_process_starts():
         Worker(0, frame_skip=0)
     with pytest.raises(TypeError, match="unknown game option 'stak'"):
         Worker(0, stak=4)
+    with pytest.raises(ValueError, match=r"start_method must be one of \[.*\] \(or None: 'forkserver'\), got 'forks'"):
+        Worker(0, start_method="forks")
     assert len(multiprocessing.active_children()) == before
 
 
