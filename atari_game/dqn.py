@@ -43,6 +43,9 @@ from atari_game.replay import FrameReplay
 from atari_game.training import (
     NatureCNN,
     RunLog,
+    at_least,
+    between,
+    broken_rule,
     game_options,
     on_device,
     outputs,
@@ -108,7 +111,20 @@ class Config:
         return self.total_frames // (4 * self.n_envs) * self.n_envs
 
 
+RULES = {
+    "batch_size": at_least(1),
+    "alpha": at_least(0),
+    "beta": between(0, 1),
+    "eval_epsilon": between(0, 1),
+    "log_every": at_least(1),
+}
+
+
 def check_config(config: Config) -> str:
+    if problem := broken_rule(config, RULES):
+        return problem
+    if config.total_frames < 4 * config.n_envs:
+        return f"total_frames must be at least one step of every env, 4 * n_envs = {4 * config.n_envs}"
     # A gradient step samples from what was stored before its pool step (see train) and n-step transitions
     # become sampleable n_step - 1 steps late: learning_starts must leave a batch's worth in the memory.
     if config.learning_starts < config.batch_size + config.n_envs * config.n_step:

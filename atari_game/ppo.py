@@ -26,8 +26,12 @@ from torch import nn
 from atari_game.game import action_meanings
 from atari_game.pool import GamePool
 from atari_game.training import (
+    POSITIVE,
     NatureCNN,
     RunLog,
+    at_least,
+    between,
+    broken_rule,
     game_options,
     on_device,
     outputs,
@@ -88,9 +92,25 @@ def parse_config(argv: list[str] | None = None, prog: str | None = None) -> Conf
     return parse_config_of(Config, argv, __doc__, check_config, prog)
 
 
+RULES = {
+    "n_steps": at_least(1),
+    "n_epochs": at_least(1),
+    "n_minibatches": at_least(1),
+    "gae_lambda": between(0, 1),
+    "clip_coef": POSITIVE,
+    "ent_coef": at_least(0),
+    "vf_coef": at_least(0),
+    "max_grad_norm": POSITIVE,
+}
+
+
 def check_config(config: Config) -> str:
+    if problem := broken_rule(config, RULES):
+        return problem
     if config.batch_size % config.n_minibatches or (config.async_envs and config.n_envs % 2):
         return "n_envs * n_steps must divide into n_minibatches, and async_envs needs an even n_envs"
+    if config.total_frames < 4 * config.batch_size:
+        return f"total_frames must be at least one update's 4 * n_envs * n_steps = {4 * config.batch_size}"
     return ""
 
 

@@ -76,27 +76,104 @@ def parse_config(
 ) -> Any:
     """An instance of the dataclass `config_class` from the command line: ``--field-name value`` for every field,
     ``--[no-]flag`` for booleans; `doc`'s first line describes the command, `prog` names it in the usage line
-    (default: the script's name). `check(config)` returns what is wrong with a config ("" if nothing is), reported
-    as a usage error (exit status 2), as are a bad env option and a run directory that does not fit
-    (`run_problem`)."""
-    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    (default: the script's name). With ``--resume`` the run's own config comes from its checkpoint (see
+    `resumed_config`). `check(config)` returns what is wrong with a config ("" if nothing is), reported as a usage
+    error (exit status 2), as are values out of `COMMON_RULES`, a bad env option and a run directory that does not
+    fit (`run_problem`)."""
+    # No defaults in the parser: what it returns is what was given, so that --resume can tell the two apart.
+    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0], argument_default=argparse.SUPPRESS)
     for field in dataclasses.fields(config_class):
         flag = "--" + field.name.replace("_", "-")
         if field.type == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=field.default)
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction)
         else:
             kind = {"int": int, "float": float, "str": str}[field.type]
-            parser.add_argument(flag, type=kind, default=field.default, metavar=field.type.upper())
-    config = config_class(**vars(parser.parse_args(argv)))
-    problem = check(config)
+            parser.add_argument(flag, type=kind, metavar=field.type.upper())
+    given = vars(parser.parse_args(argv))
+    config = config_class(**given)
+    algo = config_class.__module__.rsplit(".", 1)[-1]
+    problem = run_problem(config, algo)
+    if config.resume and not problem:
+        config, problem = resumed_config(config_class, given, run_directory(config, algo) / "checkpoint.pt")
+    if problem:
+        parser.error(problem)
+    problem = broken_rule(config, COMMON_RULES) or device_problem(config.device) or check(config)
     try:  # a misspelt game or a bad env option is a usage error too, found before the run directory is made
         GameOptions.from_kwargs(**game_options(config))
     except (TypeError, ValueError) as error:
         problem = problem or str(error)
-    problem = problem or run_problem(config, algo=config_class.__module__.rsplit(".", 1)[-1])
     if problem:
         parser.error(problem)
     return config
+
+
+# What a resumed run's flags may change: how long, where and on what it runs, and what it shows, never what it learns.
+RUN_FIELDS = (
+    "total_frames", "run_dir", "resume", "eval", "video", "device", "checkpoint_every", "log_every", "torch_threads",
+    "eval_epsilon",
+)  # fmt: skip
+
+
+def resumed_config(config_class: type, given: dict, checkpoint: Path) -> tuple[Any, str]:
+    """The config a resumed run goes on with: the checkpoint's, with the `RUN_FIELDS` given on the command line, and
+    a problem ("" if none) when another given flag differs from the run's (a resumed run continues exactly)."""
+    saved = torch.load(checkpoint, map_location="cpu")["config"]
+    fields = {field.name for field in dataclasses.fields(config_class)}
+    saved = {name: value for name, value in saved.items() if name in fields}  # a field since removed is dropped
+    changed = [
+        f"--{name.replace('_', '-')} {saved[name]}"
+        for name in given
+        if name not in RUN_FIELDS and name in saved and given[name] != saved[name]
+    ]
+    if changed:
+        return None, (
+            f"--resume continues {checkpoint.parent} as it was trained, with {', '.join(changed)}: drop the flags "
+            "that differ, or start a new run with --run-dir"
+        )
+    return config_class(**{**saved, **given}), ""
+
+
+# Rules a flag's value must keep: (test, what the valid values are). NaN fails every test.
+def at_least(low: float) -> tuple[Callable[[Any], bool], str]:
+    return (lambda value: value >= low), f"at least {low}"
+
+
+def between(low: float, high: float) -> tuple[Callable[[Any], bool], str]:
+    return (lambda value: low <= value <= high), f"in [{low}, {high}]"
+
+
+POSITIVE = ((lambda value: 0 < value < float("inf")), "a number > 0")
+# The fields both trainers have.
+COMMON_RULES = {
+    "seed": at_least(0),
+    "total_frames": at_least(1),
+    "n_envs": at_least(1),
+    "learning_rate": POSITIVE,
+    "gamma": between(0, 1),
+    "checkpoint_every": at_least(1),
+}
+
+
+def broken_rule(config: Any, rules: dict[str, tuple[Callable[[Any], bool], str]]) -> str:
+    """What is wrong with the first field of `config` that breaks its rule in `rules` ("" if none does)."""
+    for name, (valid, what) in rules.items():
+        value = getattr(config, name)
+        if not valid(value):
+            return f"--{name.replace('_', '-')} must be {what}, got {value}"
+    return ""
+
+
+def device_problem(name: str) -> str:
+    """What is wrong with the device `name` ("" if nothing): a name torch does not know, or CUDA where there is none."""
+    if name == "auto":
+        return ""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        return f"--device must be auto, cpu, cuda or cuda:N (any device torch names), got {name!r}"
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return f"--device {name}: this torch sees no CUDA device (use --device auto or cpu)"
+    return ""
 
 
 def run_directory(config: Any, algo: str) -> Path:
@@ -109,23 +186,28 @@ def run_problem(config: Any, algo: str) -> str:
     another trainer's, --resume without a checkpoint, or a new run over one that has a checkpoint (never overwritten
     unasked: hours of training may be in it)."""
     if config.eval:
-        if not Path(config.eval).is_file():
-            return f"--eval {config.eval}: no such checkpoint file"
-        try:
-            trained_by = checkpoint_algo(config.eval)
-        except ValueError as error:
-            return str(error)
-        if trained_by != algo:
-            return f"--eval {config.eval} is a {trained_by} checkpoint: atari-game train --algo {trained_by} --eval ..."
-        return ""
+        return checkpoint_problem(Path(config.eval), "--eval", algo)
     checkpoint = run_directory(config, algo) / "checkpoint.pt"
-    if config.resume and not checkpoint.is_file():
-        return f"--resume: there is no {checkpoint} to continue from"
-    if not config.resume and checkpoint.exists():
+    if config.resume:
+        return checkpoint_problem(checkpoint, "--resume", algo)
+    if checkpoint.exists():
         return (
             f"{checkpoint.parent} holds a run already ({checkpoint}): --resume continues it, "
             "--run-dir DIR starts a new one elsewhere (or delete the directory)"
         )
+    return ""
+
+
+def checkpoint_problem(checkpoint: Path, flag: str, algo: str) -> str:
+    """What keeps `flag` (--eval, --resume) of the trainer `algo` from using `checkpoint` ("" if nothing)."""
+    if not checkpoint.is_file():
+        return f"{flag}: there is no checkpoint {checkpoint}"
+    try:
+        trained_by = checkpoint_algo(checkpoint)
+    except ValueError as error:
+        return str(error)
+    if trained_by != algo:
+        return f"{flag} {checkpoint} is a {trained_by} checkpoint: atari-game train --algo {trained_by} {flag} ..."
     return ""
 
 

@@ -58,6 +58,12 @@ def test_train_with_a_misspelt_game_or_option_is_a_usage_error_and_makes_no_run_
         ("ppo", ["--game", "Pongg"], "unknown game 'Pongg' (closest: Pong"),
         ("dqn", ["--game", "Pongg"], "unknown game 'Pongg' (closest: Pong"),
         ("ppo", ["--life-loss", "bogus"], "life_loss"),
+        ("ppo", ["--n-steps", "0"], "--n-steps must be at least 1, got 0"),
+        ("ppo", ["--learning-rate", "nan"], "--learning-rate must be a number > 0, got nan"),
+        ("ppo", ["--total-frames", "1000"], "total_frames must be at least one update's 4 * n_envs * n_steps = 4096"),
+        ("dqn", ["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
+        ("dqn", ["--seed", "-1"], "--seed must be at least 0, got -1"),
+        ("dqn", ["--device", "cudaa"], "--device must be auto, cpu, cuda or cuda:N"),
     ]:
         result = atari_game("train", "--algo", algo, *option, cwd=tmp_path, timeout=120)
         assert result.returncode == 2 and expected in result.stderr, result.stderr
@@ -73,8 +79,8 @@ def test_a_run_never_overwrites_a_run_and_resume_or_eval_need_a_real_checkpoint(
     torch.save({"algo": "dqn", "config": {}}, tmp_path / "dqn.pt")
     for args, expected in [
         (["--game", "Pong"], "runs/Pong-1 holds a run already (runs/Pong-1/checkpoint.pt): --resume continues it"),
-        (["--game", "Pong", "--resume", "--seed", "2"], "--resume: there is no runs/Pong-2/checkpoint.pt"),
-        (["--eval", "missing.pt"], "--eval missing.pt: no such checkpoint file"),
+        (["--game", "Pong", "--resume", "--seed", "2"], "--resume: there is no checkpoint runs/Pong-2/checkpoint.pt"),
+        (["--eval", "missing.pt"], "--eval: there is no checkpoint missing.pt"),
         (["--eval", "dqn.pt"], "--eval dqn.pt is a dqn checkpoint: atari-game train --algo dqn --eval"),
         (["--eval", "runs/Pong-1/checkpoint.pt"], "is not a checkpoint.pt of atari-game train"),
     ]:

@@ -46,8 +46,12 @@ def test_train_resume_and_eval(tmp_path):
     assert (run_dir / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     assert video_frames(run_dir / "agent.mp4") > 10  # one whole game, one frame per agent step
 
-    # --resume continues the frame count and the schedule from the checkpoint, and appends to the log.
-    result = run("--total-frames", "1536", "--run-dir", str(run_dir), "--resume", "--no-video", *TINY)
+    # --resume continues the run as it was trained (its config comes from the checkpoint: no need to repeat TINY, and
+    # a flag that would change the learning is refused), the frame count and the schedule, and appends to the log.
+    command = [sys.executable, str(PPO), "--run-dir", str(run_dir), "--resume", "--n-steps", "32"]
+    refused = subprocess.run(command, capture_output=True, text=True)
+    assert refused.returncode == 2 and "as it was trained, with --n-steps 16: drop the flags" in refused.stderr
+    result = run("--total-frames", "1536", "--run-dir", str(run_dir), "--resume", "--no-video")
     assert [int(row["frames"]) for row in update_rows(run_dir)] == [256, 512, 768, 1024, 1280, 1536]
     assert result.stdout.endswith(f"done: {run_dir}/progress.csv, learning_curve.png, checkpoint.pt\n")  # no video
 
