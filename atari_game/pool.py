@@ -21,12 +21,14 @@ import errno
 import os
 import secrets
 import shutil
+import signal
 import socket
 import struct
+import threading
 import traceback
 import weakref
 from collections.abc import Sequence
-from multiprocessing import connection, shared_memory
+from multiprocessing import connection, resource_tracker, shared_memory
 from typing import Any
 
 import gymnasium
@@ -109,6 +111,7 @@ def _create(size: int, n_envs: int) -> shared_memory.SharedMemory:
     A segment's pages are only taken from /dev/shm when first touched, and one that cannot be had then
     kills the process touching it (a worker, or the parent) with SIGBUS, long after the start.
     """
+    _start_resource_tracker()
     # Named after the library and the parent's pid, so that a segment in /dev/shm says whose it is.
     name = f"atari_game_{os.getpid()}_{secrets.token_hex(4)}"
     segment = shared_memory.SharedMemory(name=name, create=True, size=size)
@@ -130,6 +133,20 @@ def _create(size: int, n_envs: int) -> shared_memory.SharedMemory:
             "--shm-size=2g ...; its default is 64 MB) or use fewer envs",
         ) from None
     return segment
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker, the process that deletes the segment when the parent dies without
+    closing the pool, deaf to SIGHUP (an ignored signal stays ignored in the process it starts): a closed terminal
+    or ssh session hangs up its whole process group, and a tracker that died with it would leave the segment in
+    /dev/shm. A tracker that is running already is left as it is."""
+    if not hasattr(signal, "SIGHUP") or threading.current_thread() is not threading.main_thread():
+        return resource_tracker.ensure_running()  # only the main thread may change a signal's handler
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def _mib(n_bytes: int) -> str:

@@ -531,8 +531,8 @@ def test_close_works_while_the_caller_holds_a_zero_copy_array():
     assert segment not in shm_segments() and obs.shape == (2, 4, 84, 84)
 
 
-@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
-def test_a_parent_stopped_by_ctrl_c_or_killed_leaves_nothing_behind(tmp_path, how):
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL", "SIGHUP to the group"])
+def test_a_parent_stopped_by_ctrl_c_killed_or_hung_up_on_leaves_nothing_behind(tmp_path, how):
     script = textwrap.dedent(
         """
         import sys
@@ -547,16 +547,22 @@ def test_a_parent_stopped_by_ctrl_c_or_killed_leaves_nothing_behind(tmp_path, ho
     )
     path = tmp_path / "parent.py"
     path.write_text(script)
-    parent = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A session of its own, as a terminal gives: closing the terminal hangs up its whole process group.
+    parent = subprocess.Popen(
+        [sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     segment, *pids = parent.stdout.readline().split()
     time.sleep(0.5)
-    parent.send_signal(getattr(signal, how))
+    if how == "SIGHUP to the group":  # the parent, its workers, the fork server and the resource tracker
+        os.killpg(parent.pid, signal.SIGHUP)
+    else:
+        parent.send_signal(getattr(signal, how))
     parent.wait(timeout=30)
     assert all_gone([int(pid) for pid in pids], within=10)
-    deadline = time.monotonic() + 10  # after SIGKILL the resource tracker deletes the segment
-    while segment in shm_segments() and time.monotonic() < deadline:
+    deadline = time.monotonic() + 10  # after SIGKILL or SIGHUP the resource tracker deletes the segment
+    while os.path.exists(f"/dev/shm/{segment}") and time.monotonic() < deadline:  # the script's, not this process's
         time.sleep(0.1)
-    assert segment not in shm_segments()
+    assert not os.path.exists(f"/dev/shm/{segment}")
     if how == "SIGINT":
         assert "KeyboardInterrupt" in parent.stderr.read()
 
