@@ -48,6 +48,13 @@ def checkpoint_file(text: str) -> Path:
     return Path(text)
 
 
+def mp4_file(text: str) -> Path:
+    """An argparse type: the path of an .mp4 video."""
+    if Path(text).suffix.lower() != ".mp4":
+        raise argparse.ArgumentTypeError(f"the video must be an .mp4 file, got {text!r}")
+    return Path(text)
+
+
 def missing_extra(command: str, error: ImportError, install: str) -> None:
     # An optional dependency is not installed: say which, and how to get it, instead of a traceback.
     sys.exit(f"atari-game {command} needs {error.name!r}, which is not installed: {install}")
@@ -121,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     play_parser.add_argument(
         "--checkpoint", type=checkpoint_file, help="a checkpoint.pt from `atari-game train` (else: random)"
     )
-    play_parser.add_argument("--record", type=Path, metavar="OUT.mp4", help="write the game as a colour video")
+    play_parser.add_argument("--record", type=mp4_file, metavar="OUT.mp4", help="write the game as a colour video")
     play_parser.add_argument("--seed", type=seed, default=0, help="the game's seed, an integer >= 0 (default 0)")
     for name, (_, about) in FORWARDED.items():
         commands.add_parser(name, help=f"{about} (see: atari-game {name} --help)")

@@ -14,12 +14,14 @@ from atari_game.game import Game
 def play_game(game: Game, policy: Callable[[np.ndarray], int], video: Path | None = None) -> tuple[float, int]:
     """Play `game` from a reset until the whole game is over; return its unclipped score and length in steps.
 
-    `policy` maps an observation (``uint8``, the Game's observation shape) to an action. With `video`, the
-    emulator's full-colour screen (210x160, not the 84x84 input) is written at one frame per agent step.
+    `policy` maps an observation (``uint8``, the Game's observation shape) to an action. With `video` (an .mp4
+    path), the emulator's full-colour screen (210x160, not the 84x84 input) is written at one frame per agent step.
     A whole game ends at game over or truncation; with ``life_loss="reset"`` every episode is a whole game.
     """
     writer = None
     if video is not None:
+        if Path(video).suffix.lower() != ".mp4":  # the one container OpenCV's mp4v codec is sure to write
+            raise ValueError(f"the video must be an .mp4 file, got {str(video)!r}")
         # Real-time playback: the Atari draws 60 frames/s and an agent step lasts frame_skip of them.
         fps = 60 / game.options.frame_skip
         writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"mp4v"), fps, (160, 210))

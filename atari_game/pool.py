@@ -670,7 +670,7 @@ class GamePool(gymnasium.vector.VectorEnv):
                 raise ValueError(f"reset options are not supported (got {options!r}): every env is reset")
             if seed is None or isinstance(seed, (int, np.integer)):
                 seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
-            elif len(seed) == self.num_envs:
+            elif isinstance(seed, (Sequence, np.ndarray)) and len(seed) == self.num_envs:
                 seeds = list(seed)
             else:
                 raise ValueError(f"seed must be None, an int or a list of {self.num_envs} seeds, got {seed!r}")

@@ -509,12 +509,19 @@ class FrameReplay:
 
         `priorities` are finite and >= 0, one per index; a transition's sampling weight becomes
         ``(priority + priority_epsilon) ** alpha``. Ids evicted since they were sampled are skipped; an id given
-        twice (a batch draws with replacement) gets its last priority. Raises ValueError/TypeError on bad input,
-        leaving the priorities unchanged.
+        twice (a batch draws with replacement) gets its last priority. Raises ValueError/TypeError on bad input
+        (ids that were never sampleable among them), leaving the priorities unchanged.
         """
         if not self.prioritized:
             raise ValueError("update_priorities needs a FrameReplay built with prioritized=True")
-        _, envs, transitions, held = self._decode(indices)
+        indices, envs, transitions, held = self._decode(indices)
+        never = (transitions < 0) | (transitions >= self._ready[envs])  # ids no batch can have held
+        if never.any():
+            first = int(np.argmax(never))
+            raise ValueError(
+                f"indices: transition id {indices[first]} (entry {first}) was never sampleable here: pass the "
+                "ReplayBatch.indices of a batch of this buffer"
+            )
         priorities = _check_array("priorities", priorities, held.shape, "iuf", "numbers, one per index")
         if not (np.isfinite(priorities) & (priorities >= 0)).all():
             raise ValueError(f"priorities must be finite and >= 0 (pass abs(td_errors)), got {priorities}")

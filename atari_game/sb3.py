@@ -23,6 +23,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from atari_game.game import _check_int
 from atari_game.pool import GamePool
 from atari_game.replay import FrameReplay
 
@@ -109,6 +110,12 @@ class GamePoolVecEnv(VecEnv):
         self._start_time = time.time()  # Monitor's "t" counts from here
         self._actions: np.ndarray | None = None
         super().__init__(n_envs, self.pool.single_observation_space, self.pool.single_action_space)
+
+    def seed(self, seed: int | None = None) -> Sequence[int | None]:
+        """SB3's: the seeds of the next reset (env ``i`` gets ``seed + i``), checked here, not at that reset."""
+        if seed is not None:
+            _check_int("seed", seed, low=0)
+        return super().seed(seed)
 
     def reset(self) -> np.ndarray:
         """Restart every game and return the first observations, ``uint8 (n_envs, 4, 84, 84)``."""

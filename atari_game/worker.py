@@ -317,6 +317,7 @@ class Worker:
         if self.closed:
             raise WorkerError(f"{self.name} is closed")
         try:
+            self.child.poll(None)  # wait where Ctrl-C stops at once: no byte of the reply is taken yet
             with interrupts_deferred():  # a reply is read whole or not at all
                 reply = self.child.recv()
         except (EOFError, OSError) as error:

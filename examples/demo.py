@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from atari_game import Worker, action_meanings, list_games
-from atari_game.cli import game_name
+from atari_game.cli import game_name, seed
 
 
 def main() -> None:
@@ -20,7 +20,7 @@ def main() -> None:
     parser.add_argument("--game", default="Breakout", type=game_name, help=games)
     parser.add_argument("--workers", type=int, default=8, help="games, one process each")
     parser.add_argument("--steps", type=int, default=1000, help="agent steps per game")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0, help="an integer >= 0 (default 0)")
     args = parser.parse_args()
 
     # The tutorial's trainer setup: one Worker per game, seeded apart, reset before the first step.

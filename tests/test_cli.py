@@ -91,11 +91,12 @@ def test_a_run_never_overwrites_a_run_and_resume_or_eval_need_a_real_checkpoint(
     assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["Pong-1"]
 
 
-def test_play_refuses_a_negative_seed_and_a_missing_or_foreign_checkpoint(tmp_path):
+def test_play_refuses_a_negative_seed_a_missing_or_foreign_checkpoint_and_a_video_that_is_no_mp4(tmp_path):
     (tmp_path / "notes.pt").write_text("not a checkpoint")
     for args, expected, status in [
         (["--seed", "-1"], "argument --seed: the seed must be an integer >= 0, got '-1'", 2),
         (["--checkpoint", "missing.pt"], "argument --checkpoint: no such checkpoint file: missing.pt", 2),
+        (["--record", "b.gif"], "argument --record: the video must be an .mp4 file, got 'b.gif'", 2),
         (["--checkpoint", "notes.pt"], "notes.pt is not a checkpoint.pt of atari-game train", 1),
     ]:
         result = atari_game("play", "Breakout", *args, cwd=tmp_path, timeout=120)

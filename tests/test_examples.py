@@ -18,7 +18,11 @@ def test_demo_prints_throughput_and_episode_statistics():
     assert re.search(r"episodes \(one life each\): \d+, reward mean", result.stdout)
 
 
-def test_demo_refuses_an_unknown_game_with_a_usage_error():
-    result = subprocess.run([sys.executable, str(DEMO), "--game", "Breakot"], capture_output=True, text=True)
-    assert result.returncode == 2
-    assert "unknown game 'Breakot' (closest: Breakout" in result.stderr and "Traceback" not in result.stderr
+def test_demo_refuses_an_unknown_game_or_a_negative_seed_with_a_usage_error():
+    for args, expected in [
+        (["--game", "Breakot"], "unknown game 'Breakot' (closest: Breakout"),
+        (["--seed", "-1"], "argument --seed: the seed must be an integer >= 0, got '-1'"),
+    ]:
+        result = subprocess.run([sys.executable, str(DEMO), *args], capture_output=True, text=True)
+        assert result.returncode == 2
+        assert expected in result.stderr and "Traceback" not in result.stderr

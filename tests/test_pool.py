@@ -621,6 +621,8 @@ def test_reset_refuses_a_negative_seed_before_any_env_is_reset():
             pool.reset(seed=[5, 6, -1, 7])
         with pytest.raises(TypeError, match="the seed of env 0 must be an integer"):
             pool.reset(seed=["a", 1, 2, 3])
+        with pytest.raises(ValueError, match=r"seed must be None, an int or a list of 4 seeds, got 1\.5"):
+            pool.reset(seed=1.5)
         assert pool.reset(seed=0)[0].shape == (4, 4, 84, 84)  # still usable
 
 

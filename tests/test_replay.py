@@ -363,6 +363,9 @@ def test_bad_samples_and_priorities_are_refused_by_name_and_leave_the_buffer_usa
         buffer.update_priorities(ids.astype(float), np.ones(8))
     with pytest.raises(ValueError, match="cannot be sampled now"):
         buffer.get(np.array([ids.max() + 2]))
+    for never in (-1, ids.max() + 2):  # an id no batch gave is a mistake, not an eviction to skip
+        with pytest.raises(ValueError, match=f"transition id {never} .* was never sampleable here"):
+            buffer.update_priorities(np.array([ids[0], never]), np.ones(2))
     assert np.array_equal(buffer.get(ids).weights, weights)  # the priorities are as they were
     buffer.update_priorities(ids[-1:], np.array([0.5]))  # ...and a good update is taken: now the smallest
     assert buffer.get(ids[-1:]).weights[0] == 1 and (buffer.get(ids[:-1]).weights < 1).all()

@@ -159,6 +159,9 @@ def test_seed_applies_to_the_next_reset_only_and_options_are_refused(make_env):
         assert np.array_equal(played[i], local_trajectory(10 + i, actions[:, i], **options))
         assert not np.array_equal(played[i], local_trajectory(0 + i, actions[:, i], **options))
     assert env._seeds == [None, None]  # SB3's rule: the next reset() restarts the games without re-seeding
+    with pytest.raises(ValueError, match="seed must be an integer >= 0, got -1"):
+        env.seed(-1)  # refused here, not at the next reset (inside SB3's evaluate_policy, say)
+    assert env._seeds == [None, None]
     env.set_options({"difficulty": 1})
     with pytest.raises(ValueError, match="reset options are not supported"):
         env.reset()

@@ -170,3 +170,15 @@ def test_ctrl_c_is_held_until_the_block_ends_and_a_second_one_stops_at_once():
         time.sleep(0.05)
         done.append("never")  # the second Ctrl-C stopped the block
     assert done == ["block"] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_first_ctrl_c_stops_a_recv_that_waits_with_nothing_sent():
+    with Worker(0) as worker:
+        worker.reset()
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            worker.recv()  # a notebook user's slip: no command is pending, so no reply will come
+        assert time.monotonic() - start < 2  # one Ctrl-C, not a second one
+        assert worker.step(0)[0].shape == (4, 84, 84)  # nothing was read: the worker is in step
