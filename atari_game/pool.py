@@ -24,7 +24,6 @@ import shutil
 import signal
 import socket
 import struct
-import threading
 import traceback
 import weakref
 from collections.abc import Sequence
@@ -137,16 +136,18 @@ def _create(size: int, n_envs: int) -> shared_memory.SharedMemory:
 
 def _start_resource_tracker() -> None:
     """Start multiprocessing's resource tracker, the process that deletes the segment when the parent dies without
-    closing the pool, deaf to SIGHUP (an ignored signal stays ignored in the process it starts): a closed terminal
-    or ssh session hangs up its whole process group, and a tracker that died with it would leave the segment in
-    /dev/shm. A tracker that is running already is left as it is."""
-    if not hasattr(signal, "SIGHUP") or threading.current_thread() is not threading.main_thread():
-        return resource_tracker.ensure_running()  # only the main thread may change a signal's handler
-    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    closing the pool, with SIGHUP blocked (a blocked signal stays blocked in the process it starts, and the tracker
+    unblocks only SIGINT and SIGTERM): a closed terminal or ssh session hangs up its whole process group, and a
+    tracker that died with it would leave the segment in /dev/shm. A tracker that is running already is left as it
+    is; a SIGHUP that comes meanwhile reaches this process when the mask is restored."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, and no SIGHUP to fear
+        resource_tracker.ensure_running()
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
     try:
         resource_tracker.ensure_running()
     finally:
-        signal.signal(signal.SIGHUP, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _mib(n_bytes: int) -> str:
