@@ -78,8 +78,8 @@ def parse_config(
     ``--[no-]flag`` for booleans; `doc`'s first line describes the command, `prog` names it in the usage line
     (default: the script's name). With ``--resume`` the run's own config comes from its checkpoint (see
     `resumed_config`). `check(config)` returns what is wrong with a config ("" if nothing is), reported as a usage
-    error (exit status 2), as are values out of `COMMON_RULES`, a bad env option and a run directory that does not
-    fit (`run_problem`)."""
+    error (exit status 2), as are values out of `COMMON_RULES`, a bad env option, a checkpoint that is missing or
+    another trainer's, and a new run over an old one."""
     # No defaults in the parser: what it returns is what was given, so that --resume can tell the two apart.
     parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0], argument_default=argparse.SUPPRESS)
     for field in dataclasses.fields(config_class):
@@ -92,9 +92,16 @@ def parse_config(
     given = vars(parser.parse_args(argv))
     config = config_class(**given)
     algo = config_class.__module__.rsplit(".", 1)[-1]
-    problem = run_problem(config, algo)
-    if config.resume and not problem:
-        config, problem = resumed_config(config_class, given, run_directory(config, algo) / "checkpoint.pt")
+    run_dir = run_directory(config, algo)
+    # The run's checkpoint, read once: --eval's and --resume's must be this trainer's; a new run must not overwrite one.
+    if config.eval:
+        _, problem = trainer_checkpoint(Path(config.eval), "--eval", algo)
+    elif config.resume:
+        saved, problem = trainer_checkpoint(run_dir / "checkpoint.pt", "--resume", algo)
+        if not problem:
+            config, problem = resumed_config(config_class, given, saved["config"], run_dir)
+    else:
+        problem = overwrite_problem(run_dir)
     if problem:
         parser.error(problem)
     problem = broken_rule(config, COMMON_RULES) or device_problem(config.device) or check(config)
@@ -114,10 +121,10 @@ RUN_FIELDS = (
 )  # fmt: skip
 
 
-def resumed_config(config_class: type, given: dict, checkpoint: Path) -> tuple[Any, str]:
-    """The config a resumed run goes on with: the checkpoint's, with the `RUN_FIELDS` given on the command line, and
-    a problem ("" if none) when another given flag differs from the run's (a resumed run continues exactly)."""
-    saved = torch.load(checkpoint, map_location="cpu")["config"]
+def resumed_config(config_class: type, given: dict, saved: dict, run_dir: Path) -> tuple[Any, str]:
+    """The config a resumed run goes on with: the checkpoint's (`saved`), with the `RUN_FIELDS` given on the command
+    line, and a problem ("" if none) when another given flag differs from the run's (a resumed run continues
+    exactly)."""
     fields = {field.name for field in dataclasses.fields(config_class)}
     saved = {name: value for name, value in saved.items() if name in fields}  # a field since removed is dropped
     changed = [
@@ -127,7 +134,7 @@ def resumed_config(config_class: type, given: dict, checkpoint: Path) -> tuple[A
     ]
     if changed:
         return None, (
-            f"--resume continues {checkpoint.parent} as it was trained, with {', '.join(changed)}: drop the flags "
+            f"--resume continues {run_dir} as it was trained, with {', '.join(changed)}: drop the flags "
             "that differ, or start a new run with --run-dir"
         )
     return config_class(**{**saved, **given}), ""
@@ -181,34 +188,32 @@ def run_directory(config: Any, algo: str) -> Path:
     return Path(config.run_dir or f"runs/{config.game}-{config.seed}{'' if algo == 'ppo' else '-' + algo}")
 
 
-def run_problem(config: Any, algo: str) -> str:
-    """What stops a run of the trainer `algo` from starting ("" if nothing): an --eval checkpoint that is missing or
-    another trainer's, --resume without a checkpoint, or a new run over one that has a checkpoint (never overwritten
-    unasked: hours of training may be in it)."""
-    if config.eval:
-        return checkpoint_problem(Path(config.eval), "--eval", algo)
-    checkpoint = run_directory(config, algo) / "checkpoint.pt"
-    if config.resume:
-        return checkpoint_problem(checkpoint, "--resume", algo)
+def overwrite_problem(run_dir: Path) -> str:
+    """What stops a new run in `run_dir` ("" if nothing): a checkpoint there, never overwritten unasked (hours of
+    training may be in it)."""
+    checkpoint = run_dir / "checkpoint.pt"
     if checkpoint.exists():
         return (
-            f"{checkpoint.parent} holds a run already ({checkpoint}): --resume continues it, "
+            f"{run_dir} holds a run already ({checkpoint}): --resume continues it, "
             "--run-dir DIR starts a new one elsewhere (or delete the directory)"
         )
     return ""
 
 
-def checkpoint_problem(checkpoint: Path, flag: str, algo: str) -> str:
-    """What keeps `flag` (--eval, --resume) of the trainer `algo` from using `checkpoint` ("" if nothing)."""
+def trainer_checkpoint(checkpoint: Path, flag: str, algo: str) -> tuple[dict, str]:
+    """The checkpoint that `flag` (--eval, --resume) of the trainer `algo` uses, loaded on the CPU, and what keeps
+    it from using it ("" if nothing): a missing file, a file that is no checkpoint, or another trainer's."""
     if not checkpoint.is_file():
-        return f"{flag}: there is no checkpoint {checkpoint}"
+        return {}, f"{flag}: there is no checkpoint {checkpoint}"
     try:
-        trained_by = checkpoint_algo(checkpoint)
+        saved = load_checkpoint(checkpoint)
     except ValueError as error:
-        return str(error)
+        return {}, str(error)
+    trained_by = saved["algo"]
     if trained_by != algo:
-        return f"{flag} {checkpoint} is a {trained_by} checkpoint: atari-game train --algo {trained_by} {flag} ..."
-    return ""
+        fix = f"atari-game train --algo {trained_by} {flag} ..."
+        return saved, f"{flag} {checkpoint} is a {trained_by} checkpoint: {fix}"
+    return saved, ""
 
 
 def outputs(run_dir: Path, config: Any) -> str:
@@ -333,8 +338,9 @@ def record_game(policy: Callable[[np.ndarray], int], config: Any, path: Path) ->
     return play_game(game, policy, path)[0]
 
 
-def checkpoint_algo(checkpoint: str | Path) -> str:
-    """The trainer ("ppo" or "dqn") that saved `checkpoint`; a `ValueError` if it is no trainer's checkpoint."""
+def load_checkpoint(checkpoint: str | Path) -> dict:
+    """A checkpoint of either trainer, loaded on the CPU, with ``"algo"`` naming its trainer ("ppo" or "dqn"); a
+    `ValueError` if it is no trainer's checkpoint."""
     try:
         saved = torch.load(checkpoint, map_location="cpu")
     except Exception as error:  # torch.load's errors on a file that is not its own are of many kinds
@@ -342,14 +348,14 @@ def checkpoint_algo(checkpoint: str | Path) -> str:
         raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train ({reason})") from None
     if not isinstance(saved, dict) or "config" not in saved:
         raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train (it holds no config)")
-    return saved.get("algo", "ppo")  # PPO's first checkpoints did not name their trainer
+    return {"algo": "ppo", **saved}  # PPO's first checkpoints did not name their trainer
 
 
 def trained_policy(checkpoint: str | Path, game: str) -> tuple[Callable[[np.ndarray], int], dict]:
     """For `atari-game play --checkpoint`: the policy saved in a checkpoint of either trainer (on the CPU), and the
     game options it was trained with."""
     try:
-        algo = checkpoint_algo(checkpoint)
+        algo = load_checkpoint(checkpoint)["algo"]
     except ValueError as error:
         raise SystemExit(str(error)) from None
     policy, config = importlib.import_module(f"atari_game.{algo}").checkpoint_policy(checkpoint)
