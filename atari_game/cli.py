@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_game.game import Game, action_meanings, list_games, resolve_game
-from atari_game.play import play_game
+from atari_game.play import check_video_path, play_game
 
 TRAINERS = ("ppo", "dqn")  # atari_game.ppo and atari_game.dqn
 TRAIN_EXTRA = 'pip install torch==2.13.0 && pip install "atari_game[train]"'
@@ -50,8 +50,10 @@ def checkpoint_file(text: str) -> Path:
 
 def mp4_file(text: str) -> Path:
     """An argparse type: the path of an .mp4 video."""
-    if Path(text).suffix.lower() != ".mp4":
-        raise argparse.ArgumentTypeError(f"the video must be an .mp4 file, got {text!r}")
+    try:
+        check_video_path(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     return Path(text)
 
 

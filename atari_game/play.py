@@ -11,6 +11,12 @@ import numpy as np
 from atari_game.game import Game
 
 
+def check_video_path(video: str | Path) -> None:
+    """A `ValueError` unless `video` names an .mp4 file: the one container OpenCV's mp4v codec is sure to write."""
+    if Path(video).suffix.lower() != ".mp4":
+        raise ValueError(f"the video must be an .mp4 file, got {str(video)!r}")
+
+
 def play_game(game: Game, policy: Callable[[np.ndarray], int], video: Path | None = None) -> tuple[float, int]:
     """Play `game` from a reset until the whole game is over; return its unclipped score and length in steps.
 
@@ -20,8 +26,7 @@ def play_game(game: Game, policy: Callable[[np.ndarray], int], video: Path | Non
     """
     writer = None
     if video is not None:
-        if Path(video).suffix.lower() != ".mp4":  # the one container OpenCV's mp4v codec is sure to write
-            raise ValueError(f"the video must be an .mp4 file, got {str(video)!r}")
+        check_video_path(video)
         # Real-time playback: the Atari draws 60 frames/s and an agent step lasts frame_skip of them.
         fps = 60 / game.options.frame_skip
         writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"mp4v"), fps, (160, 210))
