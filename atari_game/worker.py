@@ -17,6 +17,7 @@ process behind.
 
 from __future__ import annotations
 
+import _signal
 import ast
 import contextlib
 import dataclasses
@@ -180,11 +181,13 @@ def interrupts_deferred() -> Iterator[None]:
         if len(held) > 1:  # Ctrl-C again: the user will not wait
             raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, hold)
+    # signal's C module: signal.signal would wrap each handler in an enum (failing to, through an exception), ~5 µs
+    # a call, and pools run this block on every step.
+    previous = _signal.signal(signal.SIGINT, hold)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _signal.signal(signal.SIGINT, previous)
         if len(held) == 1:
             signal.raise_signal(signal.SIGINT)
 

@@ -219,7 +219,15 @@ def test_async_misuse_is_refused(pool_factory):
         pool.step([0, 0, 0, 0])
     with pytest.raises(ValueError, match="env_ids must be in \\[0, 4\\)"):
         pool.send([0], [9])
+    for env_ids in ([2, 2], [[2, 3]], [2.0, 3.0], ["2", "3"]):
+        with pytest.raises(ValueError, match="env_ids must be distinct integers"):
+            pool.send([0, 0], env_ids)
+    for env_ids in ([-1, 2], [2, 4], np.array([3, 2**63], np.uint64)):
+        with pytest.raises(ValueError, match="env_ids must be in \\[0, 4\\)"):
+            pool.send([0, 0], env_ids)
     pool.recv()
+    pool.send([1, 3], np.array([3, 2], np.uint8))  # the refused calls sent nothing: envs 2 and 3 are free
+    assert sorted(pool.recv()[4]["env_id"].tolist()) == [2, 3]
     pool.step([0, 0, 0, 0])
 
 

@@ -170,6 +170,16 @@ def test_ctrl_c_is_held_until_the_block_ends_and_a_second_one_stops_at_once():
         time.sleep(0.05)
         done.append("never")  # the second Ctrl-C stopped the block
     assert done == ["block"] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # A process that ignores Ctrl-C goes on ignoring it, held or not.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            done.append("ignored")
+        assert done == ["block", "ignored"] and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def test_the_first_ctrl_c_stops_a_recv_that_waits_with_nothing_sent():
