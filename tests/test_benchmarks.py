@@ -11,6 +11,7 @@ import dqn_final_agents
 import dqn_learning
 import dqn_speed
 import numpy as np
+import parent_cpu
 import ppo_learning
 import ppo_speed
 import pytest
@@ -199,3 +200,15 @@ def test_final_agents_loads_cleanrl_models_and_plays_whole_games_in_our_env(tmp_
             _, _, _, info = game.step(1)
         expected.append(info["game_reward"])
     assert returns == expected and np.isfinite(returns).all()
+
+
+def test_parent_cpu_compares_a_revision_exported_from_git_with_this_checkout(tmp_path):
+    from atari_game.benchmark import OUR_GAME
+
+    parent_cpu.export("HEAD", tmp_path)
+    assert (tmp_path / "atari_game" / "pool.py").is_file()
+    for source in (tmp_path, parent_cpu.REPO):  # each side imports its own package, or run_side refuses
+        for loop in parent_cpu.LOOPS:
+            result = parent_cpu.run_side(source, loop, 2, 5, {**OUR_GAME, "n_workers": 1})
+            assert result["package"] == str(source / "atari_game")
+            assert result["user_us"] + result["system_us"] > 0 and result["steps_per_s"] > 0

@@ -1,0 +1,129 @@
+"""The pool parent's own CPU per batch step: this checkout's GamePool against another revision's, side by side.
+
+    python benchmarks/parent_cpu.py --base HEAD~1 --envs 8 16 --rounds 6 --steps 500
+
+A change to what the parent does between the workers' answers (`step`, `send`, `recv`) moves its CPU by µs to
+tens of µs per call: far less than a throughput run on a noisy machine resolves, but it is the parent's share of
+every step, and at a few envs per worker, or async, the cores spend it instead of emulating. The parent's own CPU
+time (user and system, from getrusage; the workers' is not counted) is steadier. The revision `--base` is exported
+from git into a temporary folder; each round runs, for every N and loop, one process of each side (which goes first
+alternates), each playing the throughput benchmark's games and settings with the default `copy=True`: the sync loop
+(`step`) and the async one (`send`/`recv` with batch N/2, EnvPool's loop, as `atari-game bench` plays it). It
+prints the medians and this checkout's over the base's, round by round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+LOOPS = ("sync", "async")
+
+
+def measure(loop: str, n: int, steps: int, options: dict) -> dict[str, float | str]:
+    """One side's parent CPU µs (user, system) per batch step of N envs, its agent steps/s (after a warm-up) and
+    the folder its `atari_game` came from: run in a process whose `atari_game` is that side's."""
+    import atari_game
+    from atari_game import GamePool
+
+    batch = n // 2 if loop == "async" else n
+    actions = np.random.default_rng(0).integers(4, size=(steps + 20, n))
+    with GamePool(n, batch_size=batch, **options) as pool:
+        pool.reset(seed=0)
+        if loop == "sync":
+            step = pool.step
+        else:
+            pool.send(np.zeros(n, np.int64))
+
+            def step(row: np.ndarray) -> None:
+                # Twice the first n/2 envs to finish, sent straight back: n agent steps.
+                for half in (row[:batch], row[batch : 2 * batch]):
+                    pool.send(half, pool.recv()[4]["env_id"])
+
+        for row in actions[:20]:
+            step(row)
+        before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        for row in actions[20:]:
+            step(row)
+        after, elapsed = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - start
+    return {
+        "user_us": 1e6 * (after.ru_utime - before.ru_utime) / steps,
+        "system_us": 1e6 * (after.ru_stime - before.ru_stime) / steps,
+        "steps_per_s": n * steps / elapsed,
+        "package": str(Path(atari_game.__file__).parent),
+    }
+
+
+def run_side(source: Path, loop: str, n: int, steps: int, options: dict) -> dict[str, float | str]:
+    """`measure` in a new process that imports atari_game from `source` (a folder holding the package)."""
+    command = [sys.executable, __file__, "--child", json.dumps([loop, n, steps, options])]
+    env = {**os.environ, "PYTHONPATH": str(source)}  # ahead of the editable install
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=source, check=True)
+    result = json.loads(done.stdout.splitlines()[-1])
+    if Path(result["package"]) != source / "atari_game":  # an install that PYTHONPATH does not override
+        raise RuntimeError(f"the side in {source} imported atari_game from {result['package']}: not a comparison")
+    return result
+
+
+def export(revision: str, folder: Path) -> None:
+    """The package as it is at `revision`, into `folder`."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", revision, "atari_game"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        print(json.dumps(measure(*json.loads(sys.argv[2]))))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="the git revision to compare with, e.g. HEAD~1 or main")
+    parser.add_argument("--envs", type=int, nargs="+", default=[8, 16])
+    parser.add_argument("--loops", nargs="+", choices=LOOPS, default=list(LOOPS))
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=500, help="batch steps per measurement")
+    args = parser.parse_args()
+    from atari_game.benchmark import MACHINE, OUR_GAME
+
+    print(f"parent CPU per batch step, this checkout against {args.base}; {MACHINE}", flush=True)
+    with tempfile.TemporaryDirectory() as base:
+        export(args.base, Path(base))
+        sides = {"base": Path(base), "this": REPO}
+        for n in args.envs:
+            for loop in args.loops:
+                runs: dict[str, list[dict]] = {"base": [], "this": []}
+                for round_number in range(args.rounds):
+                    for side in ("base", "this") if round_number % 2 == 0 else ("this", "base"):
+                        runs[side].append(run_side(sides[side], loop, n, args.steps, OUR_GAME))
+                report(loop, n, runs)
+
+
+def report(loop: str, n: int, runs: dict[str, list[dict]]) -> None:
+    """Each side's medians, and this checkout's parent CPU (user + system) over the base's, round by round."""
+    for side, measurements in runs.items():
+        user, system, rate = (
+            np.median([m[key] for m in measurements]) for key in ("user_us", "system_us", "steps_per_s")
+        )
+        cpu = f"{user:6.0f} µs user + {system:5.0f} µs system per batch step"
+        print(f"{loop:5} N={n:3} {side:4}: parent {cpu}; {rate:6,.0f} agent steps/s")
+    ratios = [
+        (this["user_us"] + this["system_us"]) / (base["user_us"] + base["system_us"])
+        for this, base in zip(runs["this"], runs["base"], strict=True)
+    ]
+    spread = f"{np.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+    print(f"{loop:5} N={n:3} this / base parent CPU per round: median {spread}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
