@@ -830,7 +830,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         is sent if they are not valid."""
         if self.options.continuous:
             return check_continuous_actions(actions, (count, 3), name="actions")
-        n_actions = self.single_action_space.n
+        n_actions = int(self.single_action_space.n)  # a numpy int64: compared with uint64 below, 1.5 µs dearer
         array = np.asarray(actions)
         if array.shape != (count,):
             raise ValueError(f"actions must have shape ({count},), one per env, got shape {array.shape}")
