@@ -37,8 +37,9 @@ def measure(loop: str, n: int, steps: int, options: dict) -> dict[str, float | s
     from atari_game import GamePool
 
     batch = n // 2 if loop == "async" else n
-    actions = np.random.default_rng(0).integers(4, size=(steps + 20, n))
     with GamePool(n, batch_size=batch, **options) as pool:
+        # Random actions of the game's own action set (`options` name the game).
+        actions = np.random.default_rng(0).integers(pool.single_action_space.n, size=(steps + 20, n))
         pool.reset(seed=0)
         if loop == "sync":
             step = pool.step
