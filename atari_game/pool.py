@@ -4,9 +4,10 @@ The tutorial design pickles every observation through a pipe, one process per ga
 process hosts a block of `Game`s and writes their observations, rewards, flags and episode statistics
 straight into one shared-memory segment. A step costs a few bytes each way per worker and nothing per game:
 the parent writes the actions into the segment and one byte into each worker's pipe; each worker answers
-with its first env's id, four bytes into one answer socket that all workers share, so the parent sleeps
-once until every answer it waits for is in and reads them all with one call. Rare commands (reset, close)
-and errors go as pickled messages through the workers' own pipes.
+with its first env's id, four bytes into one answer socket that all workers share. In a step of the whole
+pool the last worker to finish (a shared semaphore holds a ticket for each of the others) also wakes the
+parent, so the parent sleeps once a step, not once a worker, and reads every answer with one call. Rare
+commands (reset, close) and errors go as pickled messages through the workers' own pipes.
 
     with GamePool(16, "Breakout", noop_max=30) as pool:
         obs, info = pool.reset(seed=0)                  # uint8 (16, 4, 84, 84)
@@ -52,6 +53,10 @@ AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 # The byte that wakes a worker: step all its envs with the actions in the segment, or read a pickled
 # command from the pipe.
 STEP_ALL, MESSAGE = b"s", b"m"
+# A byte below this is also STEP_ALL, as part of a whole-pool `step`: the last worker to finish echoes it (a tag
+# that tells this step's wake-up from a late one of a step before) to wake the parent.
+POOL_STEP_TAGS = 8
+POOL_STEP_BYTES = tuple(bytes((tag,)) for tag in range(POOL_STEP_TAGS))
 # How long the parent waits for answers before it checks that the workers it waits for are alive (a dead
 # worker is reported within this, plus the second `end_process`-style join allows).
 LIVENESS_CHECK_SECONDS = 0.5
@@ -265,6 +270,8 @@ class GameBlock:
 def pool_worker(
     remote: connection.Connection,
     answers: connection.Connection,
+    wake: connection.Connection,
+    tickets: Any,
     segment_name: str,
     layout: dict,
     env_ids: list[int],
@@ -275,17 +282,20 @@ def pool_worker(
     """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment and run its commands.
 
     Each command starts with a byte on `remote`: `STEP_ALL` (step every env with the actions in the
-    segment) or `MESSAGE`, followed by a pickled ``(command, data)`` as `GameBlock.run` takes it, or
-    ``("close", None)``. Every command is answered, once its results are in the segment, with the first
-    env's id as a native int32 on the shared `answers` socket; a failed one with ``-1 - id`` after its
-    traceback on `remote`. The worker stops on "close" or when the parent's end of `remote` closes.
+    segment), a tag below `POOL_STEP_TAGS` (the same, as part of a whole-pool step) or `MESSAGE`, followed by
+    a pickled ``(command, data)`` as `GameBlock.run` takes it, or ``("close", None)``. Every command is
+    answered, once its results are in the segment, with the first env's id as a native int32 on the shared
+    `answers` socket; a failed one with ``-1 - id`` after its traceback on `remote`. In a whole-pool step the
+    parent puts one ticket fewer than there are workers into the shared semaphore `tickets`; each worker takes
+    one before it answers, and the one that finds none left, the last, sends the tag on `wake` after its
+    answer. The worker stops on "close" or when the parent's end of `remote` closes.
     """
     prepare_worker_process()
     segment = _attach(segment_name)
     shared = _arrays(segment.buf, layout)
     rows = slice(env_ids[0], env_ids[-1] + 1)  # a worker's envs are one contiguous block
     block = GameBlock(env_ids, seeds, next_step_autoreset, options, {name: shared[name][rows] for name in shared})
-    command_fd, answers_fd = remote.fileno(), answers.fileno()
+    command_fd, answers_fd, wake_fd = remote.fileno(), answers.fileno(), wake.fileno()
     # A send of four bytes on a Unix stream socket is queued whole, so answers of several workers never interleave.
     done, failed = struct.pack("=i", env_ids[0]), struct.pack("=i", -1 - env_ids[0])
     try:
@@ -293,13 +303,18 @@ def pool_worker(
             byte = os.read(command_fd, 1)
             if not byte:  # the parent is gone
                 return
-            command, data = ("step", None) if byte == STEP_ALL else remote.recv()
+            pool_step = byte[0] < POOL_STEP_TAGS
+            command, data = ("step", None) if byte == STEP_ALL or pool_step else remote.recv()
             if command == "close":
                 return
             status, _, payload = block.run(command, data)
             if status == "error":
                 remote.send(payload)
+            # A ticket taken before answering: once the parent has every answer, every worker has taken its ticket.
+            last = pool_step and not tickets.acquire(False)
             os.write(answers_fd, failed if status == "error" else done)
+            if last:  # the parent sleeps once a step, not once a worker
+                os.write(wake_fd, byte)
     except (EOFError, OSError):  # the parent is gone (or was killed with unread data in the pipe)
         return
     finally:
@@ -550,18 +565,26 @@ class GamePool(gymnasium.vector.VectorEnv):
         check_main_guard(self._context, "a GamePool")
         size = sum(_padded(shape, dtype) for shape, dtype in self._layout.values())
         self._segment = _create(size, self.num_envs)
-        parent_end, child_end = socket.socketpair()  # every worker gets the child's end
+        # Every worker gets the child's ends: answers, and the wake-up of a whole-pool step.
+        (parent_end, child_end), (wake_end, wake_child) = socket.socketpair(), socket.socketpair()
         self._answers = (parent_end, connection.Connection(child_end.detach()))
-        self._finalizer = weakref.finalize(self, _shut_down, self._workers, self._segment, self._answers)
+        self._wake = (wake_end, connection.Connection(wake_child.detach()))
+        self._tickets = self._context.Semaphore(0)  # how the last worker of a whole-pool step knows it is last
+        self._step_tag = 0
+        self._finalizer = weakref.finalize(
+            self, _shut_down, self._workers, self._segment, (*self._answers, *self._wake)
+        )
         # The parent's reads give up after LIVENESS_CHECK_SECONDS, so that it can check the workers it waits for.
         timeout = struct.pack("ll", 0, int(LIVENESS_CHECK_SECONDS * 1e6))  # struct timeval
-        parent_end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
+        for end in (parent_end, wake_end):
+            end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
         self._unread: list[int] = []  # answers read from the socket, not yet taken in
         return _arrays(self._segment.buf, self._layout)
 
     def _start_worker(self, env_ids: list[int]) -> _Worker:
         parent_end, child_end = pipe()
-        args = (child_end, self._answers[1], self._segment.name, self._layout, *self._block_arguments(env_ids))
+        shared = (self._answers[1], self._wake[1], self._tickets)
+        args = (child_end, *shared, self._segment.name, self._layout, *self._block_arguments(env_ids))
         process = self._context.Process(target=pool_worker, args=args, daemon=True)
         process.start()
         child_end.close()  # only the child holds it now, so a dead child reads as EOF
@@ -587,25 +610,32 @@ class GamePool(gymnasium.vector.VectorEnv):
     def _step_all(self) -> None:
         """Step every env, each worker all of its envs: `step`'s common case, with as little Python as can be.
 
-        One byte to each worker, one read of all their answers. Each worker got one command and answers it
-        once, so a read of one answer per worker, none of them an error (negative), is the whole step.
-        Anything else (an error, a dead or slow worker: the read gives up after `LIVENESS_CHECK_SECONDS`
-        with what came) hands over to the general machinery, set up as if `_send` had sent each command and
-        `_next_answer` had read what came, so that errors, deaths and restarts are handled as for any command.
+        One byte to each worker, one sleep until the last of them to finish wakes the parent, one read of all
+        their answers. (Woken by each answer instead, the parent would wake up to once a worker, and each
+        wake-up costs it more CPU than all of its Python in a step.) Each worker got one command and answers it
+        once, so one answer per worker, none of them an error (negative), is the whole step. Anything else (an
+        error, a dead or slow worker: the wait gives up after `LIVENESS_CHECK_SECONDS`) hands over to the
+        general machinery with what came, set up as if `_send` had sent each command and `_next_answer` had
+        read what came, so that errors, deaths and restarts are handled as for any command.
         """
         if self._busy:  # answers still due (a step interrupted by Ctrl-C): every command the general way
             return self._step_each()
+        # A ticket for every worker but the last. Nothing is in flight, so no worker takes one meanwhile.
+        while self._tickets.acquire(False):  # left by a worker that died, or by a step done the general way
+            pass
+        for _ in range(len(self._workers) - 1):
+            self._tickets.release()
+        self._step_tag = (self._step_tag + 1) % POOL_STEP_TAGS
+        command = POOL_STEP_BYTES[self._step_tag]
         for worker in self._workers:
             # (try costs nothing here, contextlib.suppress a call per worker)
             try:  # noqa: SIM105
-                os.write(worker.command_fd, STEP_ALL)
+                os.write(worker.command_fd, command)
             except OSError:  # a dead worker: its answer never comes, and the general machinery finds out why
                 pass
         answers = np.full(len(self._workers), NO_ANSWER, np.int32)
         try:
-            self._answers[0].recv_into(answers, 0, socket.MSG_WAITALL)
-        except BlockingIOError:  # nothing came in time
-            pass
+            self._read_pool_step(answers, command)
         except BaseException:  # Ctrl-C: the next call takes the answers still due in, as after any command
             self._hand_over(answers)  # (what was read, even if the interrupt came as the read returned)
             raise
@@ -613,6 +643,25 @@ class GamePool(gymnasium.vector.VectorEnv):
             return
         self._hand_over(answers)
         self._finish_in_flight()
+
+    def _read_pool_step(self, answers: np.ndarray, command: bytes) -> None:
+        """Sleep until the last worker of a whole-pool step sends `command` back (skipping late wake-ups of
+        earlier steps), then read the answers into `answers`; after `LIVENESS_CHECK_SECONDS` without it, read
+        what came. A woken parent may still wait for a worker caught between taking its ticket and answering."""
+        view = memoryview(answers).cast("B")
+        try:
+            while command not in self._wake[0].recv(64):
+                pass
+            woken = True
+        except BlockingIOError:  # no wake-up in time: a dead or slow worker
+            woken = False
+        try:
+            got = self._answers[0].recv_into(view, 0, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            got = 0
+        if woken and got < len(view):
+            with contextlib.suppress(BlockingIOError):
+                self._answers[0].recv_into(view[got:], 0, socket.MSG_WAITALL)
 
     def _hand_over(self, answers: np.ndarray) -> None:
         """Book `_step_all`'s commands as `_send` does, and the `answers` it read as `_next_answer` does."""
@@ -749,6 +798,7 @@ class GamePool(gymnasium.vector.VectorEnv):
     def close_extras(self, **kwargs: Any) -> None:
         """Stop the workers and delete the shared memory; `close()` calls it once."""
         self._shared = {}  # drop our views, so the segment can really close
+        self._tickets = None  # the semaphore's name goes with its last reference
         if hasattr(self, "_finalizer"):  # absent if __init__ failed before creating anything
             self._finalizer()
 

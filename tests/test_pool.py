@@ -2,6 +2,7 @@
 
 import gc
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from gymnasium.vector import AutoresetMode
 
 from atari_game import Game, resolve_game
 from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW
-from atari_game.pool import GamePool, PoolError
+from atari_game.pool import POOL_STEP_BYTES, POOL_STEP_TAGS, GamePool, PoolError
 
 OPTIONS = {"game": "Breakout", "fire_reset": True, "noop_max": 30}
 
@@ -49,6 +50,11 @@ def all_gone(pids, within=5.0):
 
 def shm_segments():
     return {name for name in os.listdir("/dev/shm") if name.startswith(f"atari_game_{os.getpid()}_")}
+
+
+def semaphore_file(pool):
+    """Where Linux keeps the pool's named semaphore (the tickets of a whole-pool step's workers)."""
+    return f"/dev/shm/sem.{pool._tickets._semlock.name.lstrip('/')}"
 
 
 def worker_pids(pool):
@@ -489,36 +495,67 @@ def test_a_step_interrupted_by_ctrl_c_is_finished_by_the_next(pool_factory):
         assert list(rewards) == [step[1] for step in expected]
 
 
+def test_a_whole_step_wakes_the_parent_once_whatever_the_worker_count(pool_factory):
+    # Woken by each worker's answer, the parent would sleep and wake up to once a worker per step.
+    pool = pool_factory(8, n_workers=4, **OPTIONS)
+    pool.reset()
+    pool.step([1] * 8)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+    for _ in range(40):
+        pool.step([0] * 8)
+    sleeps = (resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - before) / 40
+    assert 1 <= sleeps < 1.5
+
+
+def test_late_and_false_wake_ups_leave_every_step_exact(pool_factory):
+    pool = pool_factory(4, n_workers=2, **OPTIONS)
+    pool.reset()
+    games = [Game(seed=i, **OPTIONS) for i in range(4)]
+    for game in games:
+        game.reset()
+    wake = pool._wake[1]  # the end the workers write their wake-ups to
+    for t, action in enumerate([1, 0, 2, 3, 0, 1] * 3):
+        next_tag = (pool._step_tag + 1) % POOL_STEP_TAGS
+        if t % 3 == 1:  # a late wake-up of the step before: skipped
+            os.write(wake.fileno(), POOL_STEP_BYTES[pool._step_tag])
+        if t % 3 == 2:  # a wake-up before the workers are done: the parent reads on until every answer is in
+            os.write(wake.fileno(), POOL_STEP_BYTES[next_tag])
+        obs, rewards, *_ = pool.step([action] * 4)
+        expected = [game.step(action) for game in games]
+        assert all(np.array_equal(obs[i], step[0]) for i, step in enumerate(expected))
+        assert list(rewards) == [step[1] for step in expected]
+
+
 # --- no leaks ---------------------------------------------------------------------------------------
 
 
 def test_close_leaves_no_process_and_no_shared_memory():
     pool = GamePool(4, **OPTIONS)
     pool.reset()
-    pids, segment = worker_pids(pool), pool._segment.name
-    assert segment in shm_segments()
+    pids, segment, semaphore = worker_pids(pool), pool._segment.name, semaphore_file(pool)
+    assert segment in shm_segments() and os.path.exists(semaphore)
     with pool:
         pass
-    assert all_gone(pids) and segment not in shm_segments()
+    assert all_gone(pids) and segment not in shm_segments() and not os.path.exists(semaphore)
     with pytest.raises(PoolError, match="closed"):
         pool.step([0, 0, 0, 0])
 
 
 def test_garbage_collection_leaves_no_process_and_no_shared_memory():
     pool = GamePool(2, **OPTIONS)
-    pids, segment = worker_pids(pool), pool._segment.name
+    pids, segment, semaphore = worker_pids(pool), pool._segment.name, semaphore_file(pool)
     del pool
     gc.collect()
-    assert all_gone(pids) and segment not in shm_segments()
+    assert all_gone(pids) and segment not in shm_segments() and not os.path.exists(semaphore)
 
 
 def test_an_exception_in_the_caller_leaves_nothing_behind():
-    segment = pids = None
+    segment = pids = semaphore = None
     with pytest.raises(ZeroDivisionError), GamePool(2, **OPTIONS) as pool:
-        pids, segment = worker_pids(pool), pool._segment.name
+        pids, segment, semaphore = worker_pids(pool), pool._segment.name, semaphore_file(pool)
         pool.reset()
         1 / 0  # noqa: B018
-    assert all_gone(pids) and segment not in shm_segments()
+    assert all_gone(pids) and segment not in shm_segments() and not os.path.exists(semaphore)
 
 
 def test_only_same_step_autoreset_takes_shared_memory_for_final_observations():
@@ -548,7 +585,8 @@ def test_a_parent_stopped_by_ctrl_c_killed_or_hung_up_on_leaves_nothing_behind(t
         if __name__ == "__main__":
             pool = GamePool(4, game="Pong")
             pool.reset()
-            print(pool._segment.name, *[w.process.pid for w in pool._workers], flush=True)
+            semaphore = "sem." + pool._tickets._semlock.name.lstrip("/")
+            print(pool._segment.name, semaphore, *[w.process.pid for w in pool._workers], flush=True)
             while True:
                 pool.step([0, 0, 0, 0])
         """
@@ -559,7 +597,7 @@ def test_a_parent_stopped_by_ctrl_c_killed_or_hung_up_on_leaves_nothing_behind(t
     parent = subprocess.Popen(
         [sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
-    segment, *pids = parent.stdout.readline().split()
+    segment, semaphore, *pids = parent.stdout.readline().split()
     time.sleep(0.5)
     if how == "SIGHUP to the group":  # the parent, its workers, the fork server and the resource tracker
         os.killpg(parent.pid, signal.SIGHUP)
@@ -567,10 +605,11 @@ def test_a_parent_stopped_by_ctrl_c_killed_or_hung_up_on_leaves_nothing_behind(t
         parent.send_signal(getattr(signal, how))
     parent.wait(timeout=30)
     assert all_gone([int(pid) for pid in pids], within=10)
-    deadline = time.monotonic() + 10  # after SIGKILL or SIGHUP the resource tracker deletes the segment
-    while os.path.exists(f"/dev/shm/{segment}") and time.monotonic() < deadline:  # the script's, not this process's
+    # After SIGKILL or SIGHUP the resource tracker deletes the segment and the semaphore (the script's, not ours).
+    deadline, left = time.monotonic() + 10, [f"/dev/shm/{segment}", f"/dev/shm/{semaphore}"]
+    while any(map(os.path.exists, left)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not os.path.exists(f"/dev/shm/{segment}")
+    assert not any(map(os.path.exists, left))
     if how == "SIGINT":
         assert "KeyboardInterrupt" in parent.stderr.read()
 
