@@ -1,15 +1,17 @@
 """The pool parent's own CPU per batch step: this checkout's GamePool against another revision's, side by side.
 
     python benchmarks/parent_cpu.py --base HEAD~1 --envs 8 16 --rounds 6 --steps 500
+    python benchmarks/parent_cpu.py --base HEAD~1 --envs 256 --workers 64 --zero-copy --loops sync --steps 30
 
 A change to what the parent does between the workers' answers (`step`, `send`, `recv`) moves its CPU by µs to
 tens of µs per call: far less than a throughput run on a noisy machine resolves, but it is the parent's share of
 every step, and at a few envs per worker, or async, the cores spend it instead of emulating. The parent's own CPU
 time (user and system, from getrusage; the workers' is not counted) is steadier. The revision `--base` is exported
 from git into a temporary folder; each round runs, for every N and loop, one process of each side (which goes first
-alternates), each playing the throughput benchmark's games and settings with the default `copy=True`: the sync loop
-(`step`) and the async one (`send`/`recv` with batch N/2, EnvPool's loop, as `atari-game bench` plays it). It
-prints the medians and this checkout's over the base's, round by round.
+alternates), each playing the throughput benchmark's games and settings (`copy=True` and one worker per core unless
+`--zero-copy` and `--workers` say otherwise; more workers than cores is fine, as only the parent's CPU counts): the
+sync loop (`step`) and the async one (`send`/`recv` with batch N/2, EnvPool's loop, as `atari-game bench` plays it).
+It prints the medians and this checkout's over the base's, round by round.
 """
 
 from __future__ import annotations
@@ -94,10 +96,16 @@ def main() -> None:
     parser.add_argument("--loops", nargs="+", choices=LOOPS, default=list(LOOPS))
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--steps", type=int, default=500, help="batch steps per measurement")
+    parser.add_argument("--workers", type=int, help="worker processes (default: one per core)")
+    parser.add_argument("--zero-copy", action="store_true", help="copy=False, as the --parent-grid of the benchmark")
     args = parser.parse_args()
     from atari_game.benchmark import MACHINE, OUR_GAME
 
+    options = {**OUR_GAME, "n_workers": args.workers, "copy": not args.zero_copy}
+
+    workers = f"{args.workers} workers" if args.workers else "a worker per core"
     print(f"parent CPU per batch step, this checkout against {args.base}; {MACHINE}", flush=True)
+    print(f"{workers}, copy={not args.zero_copy}", flush=True)
     with tempfile.TemporaryDirectory() as base:
         export(args.base, Path(base))
         sides = {"base": Path(base), "this": REPO}
@@ -106,7 +114,7 @@ def main() -> None:
                 runs: dict[str, list[dict]] = {"base": [], "this": []}
                 for round_number in range(args.rounds):
                     for side in ("base", "this") if round_number % 2 == 0 else ("this", "base"):
-                        runs[side].append(run_side(sides[side], loop, n, args.steps, OUR_GAME))
+                        runs[side].append(run_side(sides[side], loop, n, args.steps, options))
                 report(loop, n, runs)
 
 
