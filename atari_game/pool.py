@@ -583,8 +583,8 @@ class GamePool(gymnasium.vector.VectorEnv):
 
     def _start_worker(self, env_ids: list[int]) -> _Worker:
         parent_end, child_end = pipe()
-        shared = (self._answers[1], self._wake[1], self._tickets)
-        args = (child_end, *shared, self._segment.name, self._layout, *self._block_arguments(env_ids))
+        channels = (self._answers[1], self._wake[1], self._tickets)  # what every worker shares with the parent
+        args = (child_end, *channels, self._segment.name, self._layout, *self._block_arguments(env_ids))
         process = self._context.Process(target=pool_worker, args=args, daemon=True)
         process.start()
         child_end.close()  # only the child holds it now, so a dead child reads as EOF
