@@ -6,8 +6,10 @@ straight into one shared-memory segment. A step costs a few bytes each way per w
 the parent writes the actions into the segment and one byte into each worker's pipe; each worker answers
 with its first env's id, four bytes into one answer socket that all workers share. In a step of the whole
 pool the last worker to finish (a shared semaphore holds a ticket for each of the others) also wakes the
-parent, so the parent sleeps once a step, not once a worker, and reads every answer with one call. Rare
-commands (reset, close) and errors go as pickled messages through the workers' own pipes.
+parent, so the parent sleeps once a step, not once a worker, and reads every answer with one call. A worker
+that has answered watches its count of commands in the segment for a millisecond before it sleeps, so a caller
+that steps again at once wakes nobody. Rare commands (reset, close) and errors go as pickled messages through the
+workers' own pipes.
 
     with GamePool(16, "Breakout", noop_max=30) as pool:
         obs, info = pool.reset(seed=0)                  # uint8 (16, 4, 84, 84)
@@ -25,6 +27,7 @@ import shutil
 import signal
 import socket
 import struct
+import time
 import traceback
 import weakref
 from collections.abc import Sequence
@@ -62,6 +65,13 @@ POOL_STEP_BYTES = tuple(bytes((tag,)) for tag in range(POOL_STEP_TAGS))
 LIVENESS_CHECK_SECONDS = 0.5
 # What an answer slot holds until an answer is read into it (answers are env ids, or -1 - id on failure).
 NO_ANSWER = np.iinfo(np.int32).min
+# How long a worker that has answered watches the segment for its next command, yielding its core meanwhile,
+# before it sleeps on its pipe: a command that comes within it wakes nobody, and waking a sleeping process costs
+# more than the watch (see the README's Speed section). A watch that finds nothing makes the worker sleep at once
+# for the next 1, 3, 7, ... commands (at most 2 ** WATCH_BACKOFF - 1), so that a parent busy between steps (a
+# learner, a slow policy) does not pay a core's millisecond for every step.
+WATCH_SECONDS = 0.001
+WATCH_BACKOFF = 6
 
 
 class PoolError(RuntimeError):
@@ -93,6 +103,9 @@ def _layout(n_envs: int, options: GameOptions, same_step: bool) -> dict[str, tup
         "game_ended": ((n_envs,), np.bool_),
         "game_return": ((n_envs,), np.float64),
         "game_length": ((n_envs,), np.int64),
+        # The commands the parent has sent to the worker whose first env is the row (a cache line per row), for
+        # the worker's watch (`CommandWatch`).
+        "commands": ((n_envs, 8), np.int64),
     }
 
 
@@ -267,6 +280,33 @@ class GameBlock:
 # --- the worker process ---------------------------------------------------------------------------------
 
 
+class CommandWatch:
+    """A worker's wait for its next command, awake for up to `WATCH_SECONDS` before it sleeps on its pipe.
+
+    `sent` is the worker's count of commands sent, which the parent raises after writing each command's byte;
+    the worker has read `handled` bytes. The count is only a hint: the worker reads the byte either way, and
+    a stale count costs a sleep, never a command.
+    """
+
+    def __init__(self) -> None:
+        self.misses = 0  # watches in a row that found no command
+        self.skip = 0  # commands still to wait for asleep, after a watch that found none
+
+    def wait(self, sent: np.ndarray, handled: int) -> None:
+        """Return once command `handled + 1` was sent, or when watching for it is not worth it (any longer)."""
+        if self.skip:
+            self.skip -= 1
+            return
+        deadline = time.perf_counter() + WATCH_SECONDS
+        while sent[0] <= handled:
+            if time.perf_counter() > deadline:
+                self.misses = min(self.misses + 1, WATCH_BACKOFF)
+                self.skip = 2**self.misses - 1
+                return
+            os.sched_yield()  # the core goes to anything else that can run on it (the parent, above all)
+        self.misses = 0
+
+
 def pool_worker(
     remote: connection.Connection,
     answers: connection.Connection,
@@ -288,7 +328,8 @@ def pool_worker(
     `answers` socket; a failed one with ``-1 - id`` after its traceback on `remote`. In a whole-pool step the
     parent puts one ticket fewer than there are workers into the shared semaphore `tickets`; each worker takes
     one before it answers, and the one that finds none left, the last, sends the tag on `wake` after its
-    answer. The worker stops on "close" or when the parent's end of `remote` closes.
+    answer. Between commands the worker first watches its count of commands sent (`CommandWatch`), then sleeps
+    on `remote`. The worker stops on "close" or when the parent's end of `remote` closes.
     """
     prepare_worker_process()
     segment = _attach(segment_name)
@@ -296,11 +337,14 @@ def pool_worker(
     rows = slice(env_ids[0], env_ids[-1] + 1)  # a worker's envs are one contiguous block
     block = GameBlock(env_ids, seeds, next_step_autoreset, options, {name: shared[name][rows] for name in shared})
     command_fd, answers_fd, wake_fd = remote.fileno(), answers.fileno(), wake.fileno()
+    sent, handled, watch = shared["commands"][env_ids[0]], 0, CommandWatch()
     # A send of four bytes on a Unix stream socket is queued whole, so answers of several workers never interleave.
     done, failed = struct.pack("=i", env_ids[0]), struct.pack("=i", -1 - env_ids[0])
     try:
         while True:
+            watch.wait(sent, handled)
             byte = os.read(command_fd, 1)
+            handled += 1
             if not byte:  # the parent is gone
                 return
             pool_step = byte[0] < POOL_STEP_TAGS
@@ -582,6 +626,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         return _arrays(self._segment.buf, self._layout)
 
     def _start_worker(self, env_ids: list[int]) -> _Worker:
+        self._shared["commands"][env_ids[0]] = 0  # a new worker has read no command (a replacement neither)
         parent_end, child_end = pipe()
         channels = (self._answers[1], self._wake[1], self._tickets)  # what every worker shares with the parent
         args = (child_end, *channels, self._segment.name, self._layout, *self._block_arguments(env_ids))
@@ -606,6 +651,7 @@ class GamePool(gymnasium.vector.VectorEnv):
                 pass
         else:
             _send_message(worker, command, data)
+        self._shared["commands"][worker.env_ids[0], 0] += 1  # after the byte: a watching worker reads it at once
 
     def _step_all(self) -> None:
         """Step every env, each worker all of its envs: `step`'s common case, with as little Python as can be.
@@ -626,13 +672,14 @@ class GamePool(gymnasium.vector.VectorEnv):
         for _ in range(len(self._workers) - 1):
             self._tickets.release()
         self._step_tag = (self._step_tag + 1) % POOL_STEP_TAGS
-        command = POOL_STEP_BYTES[self._step_tag]
+        command, commands = POOL_STEP_BYTES[self._step_tag], self._shared["commands"]
         for worker in self._workers:
             # (try costs nothing here, contextlib.suppress a call per worker)
             try:  # noqa: SIM105
                 os.write(worker.command_fd, command)
             except OSError:  # a dead worker: its answer never comes, and the general machinery finds out why
                 pass
+            commands[worker.env_ids[0], 0] += 1  # after the byte: a watching worker reads it at once
         answers = np.full(len(self._workers), NO_ANSWER, np.int32)
         try:
             self._read_pool_step(answers, command)

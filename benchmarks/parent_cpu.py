@@ -11,7 +11,8 @@ from git into a temporary folder; each round runs, for every N and loop, one pro
 alternates), each playing the throughput benchmark's games and settings (`copy=True` and one worker per core unless
 `--zero-copy` and `--workers` say otherwise; more workers than cores is fine, as only the parent's CPU counts): the
 sync loop (`step`) and the async one (`send`/`recv` with batch N/2, EnvPool's loop, as `atari-game bench` plays it).
-It prints the medians and this checkout's over the base's, round by round.
+It prints the medians and this checkout's over the base's, round by round: the parent's CPU, and the agent steps/s
+(which also show changes to the workers).
 """
 
 from __future__ import annotations
@@ -132,6 +133,11 @@ def report(loop: str, n: int, runs: dict[str, list[dict]]) -> None:
     ]
     spread = f"{np.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
     print(f"{loop:5} N={n:3} this / base parent CPU per round: median {spread}", flush=True)
+    # The same rounds' throughput: workers' changes show here, not in the parent's CPU.
+    rates = [this["steps_per_s"] / base["steps_per_s"] for this, base in zip(runs["this"], runs["base"], strict=True)]
+    faster = sum(rate >= 1 for rate in rates)
+    spread = f"{np.median(rates):.2f} ({min(rates):.2f}-{max(rates):.2f}; at least as fast in {faster}/{len(rates)})"
+    print(f"{loop:5} N={n:3} this / base agent steps/s per round: median {spread}", flush=True)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,14 @@ from gymnasium.vector import AutoresetMode
 
 from atari_game import Game, resolve_game
 from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW
-from atari_game.pool import POOL_STEP_BYTES, POOL_STEP_TAGS, GamePool, PoolError
+from atari_game.pool import (
+    POOL_STEP_BYTES,
+    POOL_STEP_TAGS,
+    WATCH_SECONDS,
+    CommandWatch,
+    GamePool,
+    PoolError,
+)
 
 OPTIONS = {"game": "Breakout", "fire_reset": True, "noop_max": 30}
 
@@ -505,6 +512,46 @@ def test_a_whole_step_wakes_the_parent_once_whatever_the_worker_count(pool_facto
         pool.step([0] * 8)
     sleeps = (resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - before) / 40
     assert 1 <= sleeps < 1.5
+
+
+def voluntary_switches(pid):
+    """How often process `pid` has slept so far (Linux's count of its voluntary context switches)."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("voluntary_ctxt_switches"))
+
+
+def test_workers_take_commands_that_come_quickly_without_sleeping(pool_factory):
+    # A worker that has answered watches for its next command before it sleeps: a quick caller wakes nobody.
+    pool = pool_factory(2, n_workers=2, game="Pong", life_loss="ignore")
+    pool.reset()
+    for _ in range(70):  # past any back-off that the slow start set (at most 63 commands)
+        pool.step([0, 0])
+    before = {pid: voluntary_switches(pid) for pid in worker_pids(pool)}
+    for _ in range(100):
+        pool.step([0, 0])
+    sleeps = [(voluntary_switches(pid) - count) / 100 for pid, count in before.items()]
+    assert max(sleeps) < 0.5  # without the watch: about 1 a step
+
+
+def test_a_worker_watches_less_and_less_while_commands_come_late():
+    # A parent busy between steps (a learner) would otherwise pay a core's WATCH_SECONDS every step.
+    watch, sent = CommandWatch(), np.zeros(1, np.int64)
+    watched = []
+    for command in range(1, 131):
+        watching, start = watch.skip == 0, time.perf_counter()
+        watch.wait(sent, 0)  # command 1 never comes
+        if watching:
+            watched.append(command)
+            assert time.perf_counter() - start >= WATCH_SECONDS
+    assert watched == [1, 3, 7, 15, 31, 63, 127]  # then every 64th
+    # Commands come in time again: the next watch finds one at once, and the back-off is over.
+    sent[0] = 1
+    for _ in range(64):
+        watching = watch.skip == 0
+        watch.wait(sent, 0)
+        if watching:
+            break
+    assert watching and watch.misses == 0 and watch.skip == 0
 
 
 def test_late_and_false_wake_ups_leave_every_step_exact(pool_factory):
