@@ -19,6 +19,11 @@ share of every step. From those stamps and the wall time per step, for N envs on
   it is what running in the pool adds to the work itself (a worker that slept between steps starts cold, and
   it shares the cores with the parent and the other workers).
 
+Before the pools it prints what one game restart costs (CPU time of `Game.reset` in this process) in
+`Game.play` steps, and for each N what a perfect split of the restarts' work between the workers would save: the
+waiting in the steps where a game restarted, as a share of the wall time (that much of the step a core idles
+while the other restarts a game; a shared queue of env steps, as the C++ pools have, could take it back).
+
 The stamps come from a wrapper around the workers' `GameBlock.run`, installed before the pool forks its
 workers (start_method="fork"); it adds two clock reads per worker and step.
 """
@@ -33,7 +38,7 @@ import numpy as np
 
 from atari_game import pool as pool_module
 from atari_game.benchmark import GAME, MACHINE, game_name, our_game
-from atari_game.game import GameOptions, action_meanings
+from atari_game.game import Game, GameOptions, action_meanings
 
 # A shared anonymous mapping made before the fork, so that every worker writes its stamps where the parent
 # reads them: (the worker's first env, step, [start, end, an episode ended]).
@@ -116,6 +121,24 @@ def alone(game: str, n_envs: int, steps: int) -> float:
     return (time.perf_counter() - start) / steps
 
 
+def restart_cost(game: str, plays: int = 2000, restarts: int = 100) -> tuple[float, float]:
+    """CPU seconds of one game restart (`Game.reset`: ALE's `reset_game`, the NOOP start, the first observation)
+    and of one `Game.play` (the restarts of the games it ends included), in this process, with the benchmark's
+    settings and random actions."""
+    single = Game(seed=0, **our_game(game))
+    single.reset()
+    row = np.zeros(single.observation_shape, np.uint8)
+    actions = np.random.default_rng(0).integers(len(action_meanings(game)), size=plays)
+    start = time.process_time()
+    for action in actions:
+        single.play(int(action), row)
+    play = (time.process_time() - start) / plays
+    start = time.process_time()
+    for _ in range(restarts):
+        single.reset()
+    return (time.process_time() - start) / restarts, play
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 16, 32])
@@ -128,6 +151,10 @@ def main() -> None:
     stamps = shared_stamps()
     install_stamps(stamps)
     print(f"GamePool sync step, {game}, random actions, one worker per core ({MACHINE})")
+    restart, play = restart_cost(game)
+    print(
+        f"a game restart: {1e6 * restart:,.0f} µs of CPU, as much as {restart / play:.1f} plays of {1e6 * play:.0f} µs"
+    )
     for n_envs in args.envs:
         row = breakdown(game, n_envs, args.steps, stamps)
         wall = row["wall"]
@@ -137,7 +164,9 @@ def main() -> None:
             f"waiting for the slowest worker {1e6 * row['waiting']:,.0f} ({row['waiting'] / wall:.0%}) + "
             f"between steps {1e6 * row['between']:,.0f} ({row['between'] / wall:.0%}); "
             f"{row['restart_share']:.0%} of the waiting in the {row['restart_steps']:.0%} of steps "
-            f"where a game restarted; the same work alone {1e6 * row['alone']:,.0f} µs per step "
+            f"where a game restarted (a perfect split of the restarts would save "
+            f"{row['restart_share'] * row['waiting'] / wall:.1%}); "
+            f"the same work alone {1e6 * row['alone']:,.0f} µs per step "
             f"(a worker's work in the pool: {row['work'] / row['alone'] - 1:+.0%})",
             flush=True,
         )

@@ -138,6 +138,12 @@ def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(mo
     assert row["alone"] > 0  # one worker's share of the Pong games, stepped in this process
 
 
+def test_a_game_restart_costs_more_than_a_step():
+    # ALE's reset_game emulates ~75 frames and the NOOP start up to 30 more: a step emulates 4.
+    restart, play = sync_breakdown.restart_cost("Breakout", plays=50, restarts=5)
+    assert restart > 5 * play > 0
+
+
 def test_throughput_benchmark_plays_the_game_asked_for_with_all_its_actions(tmp_path, capsys):
     from atari_game.benchmark import main, measure
 
