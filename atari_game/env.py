@@ -62,13 +62,13 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
     * ``terminated``: the episode ended by the game: a life lost (``life_loss="reset"`` or ``"terminal"``)
       or game over. ``truncated``: the game reached ``max_episode_frames`` emulator frames (counted per
       game, across lives). At most one of the two is True.
-    * ``info["lives"]``: the lives of the episode under way; on a done step that is the episode the Game
-      has already started (see `reset`), as `GamePool` reports it. On a done step also
+    * ``info["lives"]``: the game's lives after the step; on a done step, those the episode ended with (as
+      ale-py's env and a next-step `GamePool` report them). On a done step also
       ``info["episode"] = {"r": unclipped return, "l": length in agent steps}`` and, when a whole game
       ended and ``life_loss`` is not ``"reset"``, ``info["game"] = {"r", "l"}`` for that game.
 
-    After a done step, call `reset` (Gymnasium's rule). `render` after a done step shows the screen of the
-    episode the Game has already started, not the one that ended.
+    After a done step, call `reset` (Gymnasium's rule), which starts the next episode. `render` after a done step
+    shows the screen the episode ended on.
     """
 
     # What gymnasium.make reads from the class; each env replaces it with its own render_fps (hence no ClassVar).
@@ -92,8 +92,6 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         self.action_space = action_space(self.game.options)
         # Real-time playback (RecordVideo reads this) depends on this env's frame_skip, not the default's.
         self.metadata = {**self.metadata, "render_fps": ATARI_FPS / self.game.options.frame_skip}
-        # The first observation of the episode the Game started by itself on a done step, for the next reset().
-        self._started_obs: np.ndarray | None = None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -103,12 +101,12 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         * ``reset(seed=s)``: re-seed the game exactly as ``Game(seed=s)`` is seeded and restart it from scratch
           (all lives, NOOP and FIRE starts as configured), whatever came before.
         * ``reset()`` as the first call: start the first game (seeded with fresh entropy).
-        * ``reset()`` after a done step: no emulation at all. On that step the Game already started the next
-          episode, and this returns its first observation (the one `Game.step` returned), so the env plays
-          exactly the trajectory of a plain `Game`. That next episode is: with ``life_loss="reset"``, a new
-          game after every lost life, game over or truncation; with ``"terminal"``, after a lost life the
-          *same* game going on with the lives left (after a FIRE step with ``fire_reset``), after game over or
-          truncation a new game; with ``"ignore"`` (lost lives end nothing), a new game.
+        * ``reset()`` after a done step: start the next episode exactly as a plain `Game` starts it on its done
+          step (`Game.start_next_episode`), so the env plays exactly the trajectory of a plain `Game`. That next
+          episode is: with ``life_loss="reset"``, a new game after every lost life, game over or truncation;
+          with ``"terminal"``, after a lost life the *same* game going on with the lives left (after a FIRE step
+          with ``fire_reset``), after game over or truncation a new game; with ``"ignore"`` (lost lives end
+          nothing), a new game.
         * ``reset()`` in the middle of an episode: restart the game from scratch, as `Game.reset` does.
 
         ``options`` must be None or empty: there are no reset options.
@@ -119,28 +117,26 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         super().reset(seed=seed)
         if seed is not None:
             obs = self.game.reset(seed=seed)
-        elif self._started_obs is not None:
-            obs = self._started_obs
+        elif self.game.next_episode_due:
+            obs = self.game.start_next_episode()
         else:
             obs = self.game.reset()
-        self._started_obs = None
         return obs, {"lives": self.game.lives}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Play one agent step; see the class docstring for what is returned."""
-        obs, reward, done, episode_info = self.game.step(action)
+        if self.game.next_episode_due:  # a step after a done without reset() plays on in the next episode
+            self.game.start_next_episode()
+        # A done step leaves the next episode to reset(): obs is the ended episode's final observation.
+        obs, reward, done, episode_info = self.game.step(action, start_next=False)
         info: dict[str, Any] = {"lives": self.game.lives}
         if not done:
-            self._started_obs = None  # a step after a done without reset() plays on in the started episode
             return obs, reward, False, False, info
-
-        # The Game has started the next episode: keep its first observation for reset(), return the final one.
-        self._started_obs = obs
         info["episode"] = {"r": episode_info["reward"], "l": episode_info["length"]}
         if "game_reward" in episode_info:
             info["game"] = {"r": episode_info["game_reward"], "l": episode_info["game_length"]}
         truncated = episode_info["truncated"]
-        return self.game.final_observation, reward, not truncated, truncated, info
+        return obs, reward, not truncated, truncated, info
 
     def render(self) -> np.ndarray | None:
         """The emulator's colour screen, ``uint8`` of shape ``(210, 160, 3)``, with ``render_mode="rgb_array"``;

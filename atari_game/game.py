@@ -88,6 +88,7 @@ class _RomFacts(NamedTuple):
     legal_actions: tuple[str, ...]
     modes: tuple[int, ...]
     difficulties: tuple[int, ...]
+    screen: tuple[int, int]  # (height, width): 210-250 rows, by ROM
 
 
 @functools.cache
@@ -100,6 +101,7 @@ def _rom_facts(rom: str) -> _RomFacts:
         legal_actions=tuple(action.name for action in ale.getLegalActionSet()),
         modes=tuple(int(mode) for mode in ale.getAvailableModes()),
         difficulties=tuple(int(difficulty) for difficulty in ale.getAvailableDifficulties()),
+        screen=tuple(ale.getScreenDims()),
     )
 
 
@@ -319,6 +321,20 @@ class GameOptions:
         return (height, width, channels) if self.channels_last else (channels, height, width)
 
     @property
+    def screen_shape(self) -> tuple[int, ...]:
+        """The shape of what a Game reads from the emulator each frame: the game's screen, ``(height, 160)``
+        grayscale (210 rows in most games, up to 250) or ``(height, 160, 3)`` rgb, or the ``(128,)`` bytes of RAM."""
+        height, width = _rom_facts(self.game).screen
+        return {"grayscale": (height, width), "rgb": (height, width, 3), "ram": (RAM_SIZE,)}[self.obs_type]
+
+    @property
+    def stack_shape(self) -> tuple[int, ...]:
+        """The shape of a Game's stack of processed frames, oldest first: ``(stack, h, w)`` grayscale,
+        ``(stack, h, w, 3)`` rgb, ``(stack, 128)`` ram (`observation_shape` lays it out)."""
+        frame = {"grayscale": self.size, "rgb": (*self.size, 3), "ram": (RAM_SIZE,)}[self.obs_type]
+        return (self.stack, *frame)
+
+    @property
     def observation_dtype(self) -> np.dtype:
         """``float32`` with `scale_obs`, else ``uint8``."""
         return np.dtype(np.float32 if self.scale_obs else np.uint8)
@@ -337,6 +353,34 @@ class GameOptions:
     def n_actions(self) -> int | None:
         """How many discrete actions there are; None with `continuous` (see `check_continuous_actions`)."""
         return None if self.continuous else len(self.action_meanings)
+
+
+class GameState(NamedTuple):
+    """Everything `Game.play` reads and writes, from `Game.get_state`: what moves a game into another `Game` of
+    the same options (`Game.set_state`), where its next plays give exactly what this Game's would have.
+
+    Not in it: the NOOP-start generator (a game restart draws from it: restart in the Game the state came from,
+    or ``set_state`` it back there first), and ALE's last action under sticky actions, which ALE does not export
+    (so a moved game is exact only with ``sticky_actions=0``).
+
+    Attributes:
+        ale: the emulator's state, ALE's ``cloneState(include_rng=True)`` serialized (about 15 KB).
+        stack: the processed frames, ``(stack, *frame)`` uint8, oldest first.
+        screen: the last screen (or RAM) read, the one the next episode starts from in "terminal" mode (ALE's
+            state does not hold the screen).
+        lives, episode_reward, episode_length, game_reward, game_length: the Game's counters.
+        next_episode_due: the last play ended an episode with ``start_next=False``.
+    """
+
+    ale: bytes
+    stack: np.ndarray
+    screen: np.ndarray
+    lives: int
+    episode_reward: float
+    episode_length: int
+    game_reward: float
+    game_length: int
+    next_episode_due: bool
 
 
 class Game:
@@ -360,7 +404,11 @@ class Game:
       ``life_loss`` is not ``"reset"`` and the whole game ended, it also holds ``"game_reward"`` and
       ``"game_length"`` (the full game across lives: the number papers report).
     * ``play(action, out) -> (reward, done, episode_info)`` is `step` for pools: no action check (they
-      check a whole batch at once), and the observation written into `out` instead of a fresh array.
+      check a whole batch at once), and the observation written into `out` instead of a fresh array. With
+      ``start_next=False`` a done step leaves the next episode unstarted, and `out` gets the episode's last
+      observation; `start_next_episode` starts it later (a pool in next-step autoreset mode returns it a step
+      later anyway, and so can move the restart's work).
+    * ``get_state()`` and ``set_state(state)`` move a game between Games of the same options (see `GameState`).
 
     After a done step, ``final_observation`` holds the last observation of the episode that ended (what
     Gymnasium's vector envs report as the final observation): its newest frame is the screen the episode
@@ -385,27 +433,22 @@ class Game:
         self.action_meanings, self.n_actions = opts.action_meanings, opts.n_actions
         self._actions = [ale_py.Action[name] for name in self.action_meanings]
 
-        # Buffers reused every step: the last two screens (or RAM), their max, and the frame stack. A screen
-        # is (210, 160) grayscale or (210, 160, 3) colour; the stack holds `stack` processed frames of
-        # (h, w), (h, w, 3) or (128,), oldest first, and `_write_observation` lays them out.
-        height, width = self.ale.getScreenDims()
-        screen, frame = {
-            "grayscale": ((height, width), opts.size),
-            "rgb": ((height, width, 3), (*opts.size, 3)),
-            "ram": ((RAM_SIZE,), (RAM_SIZE,)),
-        }[opts.obs_type]
+        # Buffers reused every step: the last two screens (or RAM), their max, and the frame stack (`stack`
+        # processed frames, oldest first, which `_write_observation` lays out).
+        screen = opts.screen_shape
         # What reads a screen (or the RAM) into a buffer.
         grabs = {"grayscale": self.ale.getScreenGrayscale, "rgb": self.ale.getScreenRGB, "ram": self.ale.getRAM}
         self._grab = grabs[opts.obs_type]
         self._max_pool = opts.obs_type != "ram"  # RAM is state, not a picture: sprites do not flicker in it
         self._screens = np.zeros((2, *screen), dtype=np.uint8)
         self._pooled = np.zeros(screen, dtype=np.uint8)
-        self._stack = np.zeros((opts.stack, *frame), dtype=np.uint8)
+        self._stack = np.zeros(opts.stack_shape, dtype=np.uint8)
         self._dsize = (opts.size[1], opts.size[0])  # cv2 wants (width, height)
         self._observation_axes = self._stack_axes()
         # As in Gymnasium, the first reset() starts the first game (and makes the first seeded NOOP draw).
         self.lives = 0
         self._started = False
+        self._next_episode_due = False  # a play(start_next=False) ended an episode and left the next one unstarted
         self.final_observation: np.ndarray | None = None
 
     def reset(self, seed: int | None = None) -> np.ndarray:
@@ -416,6 +459,11 @@ class Game:
         if seed is not None:
             _check_int("seed", seed, low=0)
             self._seed(seed)
+        elif self._next_episode_due:
+            # Unseeded, the restart depends on the game it starts from (and draws from the NOOP generator): start
+            # the deferred episode first, as a Game that never deferred it would have.
+            self._start_next()
+        self._next_episode_due = False  # (a reloaded ROM drops it)
         self._restart_game()
         return self._observation()
 
@@ -432,21 +480,30 @@ class Game:
         if self.options.difficulty is not None:
             self.ale.setDifficulty(self.options.difficulty)
 
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
-        """Play one agent step; see the class docstring for what is returned."""
-        reward, done, episode_info = self.play(self._checked_action(action))
+    def step(self, action: Any, start_next: bool = True) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
+        """Play one agent step; see the class docstring for what is returned. With ``start_next=False`` a done step
+        returns the ended episode's last observation and leaves the next episode to `start_next_episode` (as
+        `play` does)."""
+        reward, done, episode_info = self.play(self._checked_action(action), start_next=start_next)
         return self._observation(), reward, done, episode_info
 
-    def play(self, action: Any, out: np.ndarray | None = None) -> tuple[float, bool, dict[str, Any] | None]:
+    def play(
+        self, action: Any, out: np.ndarray | None = None, start_next: bool = True
+    ) -> tuple[float, bool, dict[str, Any] | None]:
         """`step` for a pool that checked a whole batch of actions at once: `action` must already be valid (an
         index in ``[0, n_actions)``, or with `continuous` a float32 ``(radius, angle, fire)`` within the box; not
         checked here), and the observation is written into `out` (`observation_shape`, of `observation_dtype`)
         if given instead of into a fresh array.
 
+        With ``start_next=False``, a step that ends the episode does not start the next one (nor restart the
+        game): `out` gets the episode's last observation (also `final_observation`), and `start_next_episode`
+        must be called before the next `play`.
+
         Returns ``(reward, done, episode_info)`` as `step` does.
         """
-        if not self._started:
-            raise RuntimeError(f"{self!r}: call reset() before the first step()")
+        if not self._started or self._next_episode_due:
+            what = "start_next_episode()" if self._started else "reset()"
+            raise RuntimeError(f"{self!r}: call {what} before the next step()")
         ale_action, strength = self._ale_action(action)
         frame_skip, stop_on_life_loss = self.options.frame_skip, self.options.life_loss != "ignore"
 
@@ -479,15 +536,55 @@ class Game:
         episode_info = None
         if done:
             self.final_observation = self._observation()
-            episode_info = self._end_episode()
+            episode_info = self._end_episode(start_next)
         if self.options.clip_rewards:
             reward = float(np.sign(reward))
         if out is not None:
             self._observation(out)
         return reward, done, episode_info
 
-    def _end_episode(self) -> dict[str, Any]:
-        """Report the episode that just ended and start the next one, restarting the game if it is over."""
+    @property
+    def next_episode_due(self) -> bool:
+        """A ``play(..., start_next=False)`` ended the episode, and `start_next_episode` has not started the next."""
+        return self._next_episode_due
+
+    def start_next_episode(self, out: np.ndarray | None = None) -> np.ndarray:
+        """Start the episode that ``play(..., start_next=False)`` left unstarted, restarting the game if it is over
+        (nothing to start: nothing is done), and return its first observation (written into `out` if given)."""
+        if self._next_episode_due:
+            self._start_next()
+        return self._observation(out)
+
+    def get_state(self) -> GameState:
+        """This game's state, to play on in another Game of the same options (see `GameState`). (It holds ALE's
+        random generator too, which costs half of a move: without it, a restart of Seaquest already differs.)"""
+        if not self._started:
+            raise RuntimeError(f"{self!r}: call reset() before get_state()")
+        return GameState(
+            self.ale.cloneState(include_rng=True).__getstate__(),
+            self._stack.copy(),
+            self._screens[0].copy(),
+            self.lives,
+            self._episode_reward,
+            self._episode_length,
+            self._game_reward,
+            self._game_length,
+            self._next_episode_due,
+        )
+
+    def set_state(self, state: GameState) -> None:
+        """Continue from `state`, a `get_state` of a Game with the same options."""
+        ale_state = ale_py.ALEState.__new__(ale_py.ALEState)  # ALE builds a state only from its pickled bytes
+        ale_state.__setstate__(state.ale)
+        self.ale.restoreState(ale_state)
+        self._stack[...] = state.stack
+        self._screens[0] = state.screen
+        self.lives, self._next_episode_due, self._started = state.lives, state.next_episode_due, True
+        self._episode_reward, self._episode_length = state.episode_reward, state.episode_length
+        self._game_reward, self._game_length = state.game_reward, state.game_length
+
+    def _end_episode(self, start_next: bool) -> dict[str, Any]:
+        """Report the episode that just ended and (`start_next`) start the next one."""
         game_over = self.ale.game_over()
         info = {
             "reward": self._episode_reward,
@@ -496,12 +593,20 @@ class Game:
         }
         if game_over and self.options.life_loss != "reset":
             info.update(game_reward=self._game_reward, game_length=self._game_length)
-        if game_over or self.options.life_loss == "reset":
+        self._next_episode_due = True
+        if start_next:
+            self._start_next()
+        return info
+
+    def _start_next(self) -> None:
+        """Start the episode after the one that ended, restarting the game if it is over (the emulator has not
+        moved since, so game over reads as it did when the episode ended)."""
+        self._next_episode_due = False
+        if self.ale.game_over() or self.options.life_loss == "reset":
             self._restart_game()
         else:
             # "terminal" mode: the game goes on with the lives it has left.
             self._start_episode()
-        return info
 
     def _restart_game(self) -> None:
         self._started = True
@@ -521,17 +626,20 @@ class Game:
                 if self.ale.game_over():
                     self.ale.reset_game()
         self._game_reward, self._game_length = 0.0, 0
+        self._grab(self._screens[0])
         self._start_episode()
 
     def _start_episode(self) -> None:
+        """Start an episode from the current screen, which is in ``_screens[0]``: a restart grabs it there, and
+        so does the step that ended the last episode (in "terminal" mode the game goes on from that frame)."""
         if self.options.fire_reset:
             for _ in range(self.options.frame_skip):
                 self.ale.act(ale_py.Action.FIRE)
             if self.ale.game_over():  # vanishingly rare, but a finished game cannot start an episode
                 return self._restart_game()
+            self._grab(self._screens[0])
         # Every stack slot starts as the current screen (nothing older belongs to this episode).
         self.lives = self.ale.lives()
-        self._grab(self._screens[0])
         self._resize(self._screens[0], self._stack[-1])
         self._stack[:-1] = self._stack[-1]
         self._episode_reward, self._episode_length = 0.0, 0

@@ -9,7 +9,8 @@ pool the last worker to finish (a shared semaphore holds a ticket for each of th
 parent, so the parent sleeps once a step, not once a worker, and reads every answer with one call. A worker
 that has answered watches its count of commands in the segment for a millisecond before it sleeps, so a caller
 that steps again at once wakes nobody. Rare commands (reset, close) and errors go as pickled messages through the
-workers' own pipes.
+workers' own pipes. In a whole-pool step a worker whose games restart lends some of its envs to the next worker
+through slots of the segment (`atari_game.lending`).
 
     with GamePool(16, "Breakout", noop_max=30) as pool:
         obs, info = pool.reset(seed=0)                  # uint8 (16, 4, 84, 84)
@@ -39,6 +40,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from atari_game.game import Game, GameOptions, _check_int, check_continuous_actions
+from atari_game.lending import FOR_STEP, SLOTS, TOTAL, Loans, live_offer, loan_layout, lost_loans
 from atari_game.spaces import action_space, observation_space
 from atari_game.worker import (
     ParentEnd,
@@ -81,7 +83,14 @@ class PoolError(RuntimeError):
 # --- the shared segment: the same named arrays in the parent and in every worker --------------------------
 
 
-def _layout(n_envs: int, options: GameOptions, same_step: bool) -> dict[str, tuple[tuple[int, ...], type]]:
+def _layout(
+    n_envs: int,
+    options: GameOptions,
+    same_step: bool,
+    n_lenders: int = 0,
+    slots: int = 0,
+    screen_shape: tuple[int, ...] = (0,),
+) -> dict[str, tuple[tuple[int, ...], type]]:
     obs = ((n_envs, *options.observation_shape), options.observation_dtype)
     # Only same-step autoreset reports final observations beside the next episode's first: next-step mode
     # returns them as the step's obs, and reserving rows it never writes would halve the envs /dev/shm holds.
@@ -106,6 +115,9 @@ def _layout(n_envs: int, options: GameOptions, same_step: bool) -> dict[str, tup
         # The commands the parent has sent to the worker whose first env is the row (a cache line per row), for
         # the worker's watch (`CommandWatch`).
         "commands": ((n_envs, 8), np.int64),
+        # Envs lent between workers (`Loans`): `n_lenders` workers with `slots` slots each (room for screens of
+        # `screen_shape`), or none.
+        **loan_layout(n_lenders, slots, options, screen_shape),
     }
 
 
@@ -192,6 +204,10 @@ class GameBlock:
     the order of ``env_ids``. ``arrays`` holds one row per hosted env (row ``k`` is env ``env_ids[k]``): a
     `GamePool` worker passes its rows of the shared segment, a `RayGamePool` actor arrays of its own that it
     returns through Ray.
+
+    In next-step autoreset mode an env whose episode ended starts the next one (restarting its game) at its
+    next step, where that episode's first observation is due: so the restart's work is known a step ahead, and
+    a worker can lend envs away for the step it lands in (`Loans`).
     """
 
     def __init__(
@@ -206,16 +222,20 @@ class GameBlock:
         self.row = {i: k for k, i in enumerate(env_ids)}
         games = zip(env_ids, seeds, options, strict=True)
         self.games = {i: Game(seed=seed, **env_options) for i, seed, env_options in games}
-        # Next-step autoreset: the envs whose episode ended on their last step, with their next first observation.
-        self.owed: dict[int, np.ndarray] = {}
+        # Next-step autoreset: the envs whose next step is a reset step (their episode ended on their last step).
+        self.owed: set[int] = set()
+        # Envs another worker plays in the coming whole-pool step (`Loans`): skipped here.
+        self.lent: frozenset[int] = frozenset()
+        # CPU seconds spent on plays and on starting owed episodes, and how many: what `Loans` sizes a loan by.
+        self.play_seconds, self.plays, self.start_seconds, self.starts = 0.0, 0, 0.0, 0
 
     def run(self, command: str, data: Any) -> tuple[str, list[int], Any]:
         """Carry out one command and answer it.
 
         ``("step", ids)`` plays the envs `ids` (None: all of them) with the actions in the arrays;
-        ``("reset", (seeds, owed))`` resets all of them, re-seeding those with a seed, and owes the envs in
-        `owed` a next-step reset step. The answer is ``("ok", ids, ended)``: the envs played (none for a
-        reset) and whether an episode ended (its statistics are in the arrays); or ``("error", ids, traceback)``.
+        ``("reset", (seeds, owed))`` resets the envs `seeds` maps to their seeds (None: not re-seeded), and owes
+        the envs in `owed` a next-step reset step. The answer is ``("ok", ids, ended)``: the envs played (none for
+        a reset) and whether an episode ended (its statistics are in the arrays); or ``("error", ids, traceback)``.
         """
         ids = self.env_ids
         try:
@@ -230,51 +250,65 @@ class GameBlock:
             return "error", ids, traceback.format_exc()
 
     def step(self, ids: list[int]) -> bool:
-        """Play envs `ids`; True if an episode ended (the env's ``ended`` row and statistics say which)."""
-        a = self.arrays
-        obs, actions, ended_any = a["obs"], a["actions"], False
+        """Play envs `ids` but those `lent`; True if an episode ended (the env's ``ended`` row and statistics say
+        which)."""
+        a, ended_any, starts = self.arrays, False, 0.0
+        started = time.process_time()
         for i in ids:
-            k = self.row[i]
-            a["ended"][k] = False
-            if i in self.owed:
-                # Next-step autoreset's reset step: the action is ignored.
-                obs[k] = self.owed.pop(i)
-                a["rewards"][k], a["terminations"][k], a["truncations"][k] = 0.0, False, False
+            if i in self.lent:
                 continue
-            # The parent checked the actions; the Game writes the observation straight into the env's row.
-            game = self.games[i]
-            a["rewards"][k], done, info = game.play(actions[k], out=obs[k])
-            a["lives"][k] = game.lives
-            a["terminations"][k] = done and not info["truncated"]
-            a["truncations"][k] = done and info["truncated"]
-            if done:
+            k, game = self.row[i], self.games[i]
+            if i in self.owed:
+                # Next-step autoreset's reset step: the action is ignored; the next episode starts now.
+                self.owed.discard(i)
+                due, start = game.next_episode_due, time.process_time()  # (not due after a worker's replacement)
+                game.start_next_episode(a["obs"][k])
+                if due:
+                    starts += time.process_time() - start
+                    self.starts += 1
+                a["rewards"][k], a["terminations"][k], a["truncations"][k], a["ended"][k] = 0.0, False, False, False
+                a["lives"][k] = game.lives
+                continue
+            if self.play(game, a, k):
                 ended_any = True
-                self._record_episode(k, info)
                 if self.next_step_autoreset:
-                    self.owed[i] = obs[k].copy()
-                    obs[k] = game.final_observation
-                else:
-                    a["final_obs"][k] = game.final_observation
+                    self.owed.add(i)
+            self.plays += 1
+        self.start_seconds += starts
+        self.play_seconds += time.process_time() - started - starts
         return ended_any
 
-    def _record_episode(self, k: int, info: dict[str, Any]) -> None:
-        """Row `k`'s episode statistics, from the Game's episode info."""
-        a = self.arrays
-        a["ended"][k], a["episode_return"][k], a["episode_length"][k] = True, info["reward"], info["length"]
-        a["game_ended"][k] = "game_reward" in info
-        if "game_reward" in info:
-            a["game_return"][k], a["game_length"][k] = info["game_reward"], info["game_length"]
+    def play(self, game: Game, a: dict[str, np.ndarray], k: int) -> bool:
+        """Play `game` with the action in row `k` of the arrays `a` and write its results there; True if its
+        episode ended. (`Loans` plays a borrowed env with this, into the env's row of the whole segment.)"""
+        # The parent checked the actions; the Game writes the observation straight into the env's row (in
+        # next-step mode the ended episode's last one: the next episode starts at the env's next step).
+        a["rewards"][k], done, info = game.play(
+            a["actions"][k], out=a["obs"][k], start_next=not self.next_step_autoreset
+        )
+        a["lives"][k] = game.lives
+        a["terminations"][k] = done and not info["truncated"]
+        a["truncations"][k] = done and info["truncated"]
+        a["ended"][k] = done
+        if done:
+            a["episode_return"][k], a["episode_length"][k] = info["reward"], info["length"]
+            a["game_ended"][k] = "game_reward" in info
+            if "game_reward" in info:
+                a["game_return"][k], a["game_length"][k] = info["game_reward"], info["game_length"]
+            if not self.next_step_autoreset:
+                a["final_obs"][k] = game.final_observation
+        return done
 
-    def reset(self, seeds: list[int | None], owed: list[int]) -> None:
+    def reset(self, seeds: dict[int, int | None], owed: list[int]) -> None:
         a = self.arrays
-        for i, seed in zip(self.env_ids, seeds, strict=True):
+        for i, seed in seeds.items():
             k = self.row[i]
             a["obs"][k], a["lives"][k] = self.games[i].reset(seed=seed), self.games[i].lives
             a["rewards"][k], a["terminations"][k], a["truncations"][k] = 0.0, False, False
             a["ended"][k] = a["game_ended"][k] = False
-            self.owed.pop(i, None)
+            self.owed.discard(i)
             if i in owed and self.next_step_autoreset:
-                self.owed[i] = a["obs"][k].copy()
+                self.owed.add(i)  # its reset step returns this first observation again
 
 
 # --- the worker process ---------------------------------------------------------------------------------
@@ -318,6 +352,7 @@ def pool_worker(
     seeds: list[int | None],
     next_step_autoreset: bool,
     options: list[dict[str, Any]],
+    loans: tuple[int, dict[int, str], dict[str, Any]] | None,
 ) -> None:
     """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment and run its commands.
 
@@ -330,12 +365,16 @@ def pool_worker(
     one before it answers, and the one that finds none left, the last, sends the tag on `wake` after its
     answer. Between commands the worker first watches its count of commands sent (`CommandWatch`), then sleeps
     on `remote`. The worker stops on "close" or when the parent's end of `remote` closes.
+
+    With `loans` (the worker's index, and `Loans`' other arguments), it lends envs to the next worker and
+    borrows from the one before around each command (see `atari_game.lending`).
     """
     prepare_worker_process()
     segment = _attach(segment_name)
     shared = _arrays(segment.buf, layout)
     rows = slice(env_ids[0], env_ids[-1] + 1)  # a worker's envs are one contiguous block
     block = GameBlock(env_ids, seeds, next_step_autoreset, options, {name: shared[name][rows] for name in shared})
+    lending = Loans(block, shared, *loans) if loans else None
     command_fd, answers_fd, wake_fd = remote.fileno(), answers.fileno(), wake.fileno()
     sent, handled, watch = shared["commands"][env_ids[0]], 0, CommandWatch()
     # A send of four bytes on a Unix stream socket is queued whole, so answers of several workers never interleave.
@@ -351,18 +390,23 @@ def pool_worker(
             command, data = ("step", None) if byte == STEP_ALL or pool_step else remote.recv()
             if command == "close":
                 return
-            status, _, payload = block.run(command, data)
+            if lending:
+                status, _, payload = lending.run(command, data, whole_pool_step=pool_step)
+            else:
+                status, _, payload = block.run(command, data)
             if status == "error":
                 remote.send(payload)
             # A ticket taken before answering: once the parent has every answer, every worker has taken its ticket.
             last = pool_step and not tickets.acquire(False)
+            if last and lending:  # every other worker took its ticket after its offer: all offers are made
+                lending.balance()
             os.write(answers_fd, failed if status == "error" else done)
             if last:  # the parent sleeps once a step, not once a worker
                 os.write(wake_fd, byte)
     except (EOFError, OSError):  # the parent is gone (or was killed with unread data in the pipe)
         return
     finally:
-        del block, shared  # the numpy views must go before the segment can be closed
+        del block, lending, shared  # the numpy views must go before the segment can be closed
         segment.close()
 
 
@@ -476,6 +520,9 @@ def _describe_games(games: tuple[str, ...]) -> str:
 
 
 class GamePool(gymnasium.vector.VectorEnv):
+    # Whether workers lend envs to each other around game restarts (`atari_game.lending`): they need the shared segment.
+    lends_envs = True
+
     """`n_envs` `Game`s in `n_workers` processes, with the Gymnasium `VectorEnv` API and EnvPool-style async.
 
     Args:
@@ -509,7 +556,8 @@ class GamePool(gymnasium.vector.VectorEnv):
     ``(n_envs, 3)``) and returns ``obs`` (``uint8``, ``(n_envs, 4, 84, 84)`` by default; in general
     ``(n_envs, *GameOptions.observation_shape)`` of ``observation_dtype``), ``rewards`` (float64),
     ``terminations`` (a life or the game was lost, as `life_loss` says), ``truncations``
-    (`max_episode_frames` reached) and ``info``: ``lives`` for every env, and for envs whose episode ended
+    (`max_episode_frames` reached) and ``info``: ``lives`` for every env (the lives its observation's game has: on a
+    next-step done step the ended episode's, on a same-step one the next episode's), and for envs whose episode ended
     ``info["episode"]["r"|"l"]`` (unclipped return and length)
     with the mask ``info["_episode"]``, the layout of Gymnasium's vector ``RecordEpisodeStatistics``; when
     `life_loss` is not "reset" and a whole game ended, also ``info["game"]["r"|"l"]`` with ``info["_game"]``.
@@ -523,6 +571,11 @@ class GamePool(gymnasium.vector.VectorEnv):
     Async, as in EnvPool: ``send(actions, env_ids)`` starts those envs; ``recv()`` waits until `batch_size`
     envs have finished and returns them (the first to finish) with ``info["env_id"]`` (and their
     ``info["game_name"]``).
+
+    Load balance: a synchronous step ends when the slowest worker ends, and a game restart costs a worker as
+    much as ~15 plays. In next-step autoreset (with two or more workers and no sticky actions) a worker lends
+    some of its envs to the next worker for the step in which its games restart, so that both end together
+    (`atari_game.lending`); every result is what the lender would have computed. ``env_steps_lent`` counts them.
 
     The shared memory (in /dev/shm) is all taken when the pool starts: where there is no room for it, the
     pool raises `OSError` at once, saying how much it needs and how much is free.
@@ -569,11 +622,29 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._every_env = np.ones(n_envs, bool)
         self._game_names.flags.writeable = self._every_env.flags.writeable = False
 
+        # Workers lend envs to each other around game restarts (`atari_game.lending`): in next-step autoreset,
+        # where a restart is known a step ahead, and without sticky actions, whose last action ALE cannot move.
+        self._blocks = [[int(i) for i in block] for block in np.array_split(np.arange(n_envs), n_workers)]
+        lends = self.lends_envs and self.autoreset_mode == AutoresetMode.NEXT_STEP and not self.options.sticky_actions
+        slots = min(SLOTS, len(self._blocks[-1]) - 1) if lends and n_workers > 1 else 0
+        self._lending = slots > 0
+
         # The arrays and the workers; a finalizer owns both from the moment they exist, so that close(),
         # garbage collection and interpreter exit all leave nothing behind.
-        self._layout = _layout(n_envs, self.options, same_step=self.autoreset_mode == AutoresetMode.SAME_STEP)
+        same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
+        screen = max(dataclasses.replace(self.options, game=rom).screen_shape for rom in set(self.games))
+        self._layout = _layout(n_envs, self.options, same_step, n_workers if slots else 0, slots, screen)
         self._workers: list[Any] = []
-        self._shared = self._open()
+        try:
+            self._shared = self._open()
+        except OSError as error:
+            # Lending is a speed-up, not worth refusing a pool for: where /dev/shm has no room for its slots too,
+            # the pool goes without.
+            if not self._lending or error.errno not in (errno.ENOSPC, errno.ENOMEM):
+                raise
+            self._lending = False
+            self._layout = _layout(n_envs, self.options, same_step)
+            self._shared = self._open()
         self._restarts = 0  # workers replaced so far: a replacement's games get seeds never used before
         self._ready: list[int] = []  # envs finished by their worker and not yet returned by recv()
         self._pending = np.zeros(n_envs, bool)  # envs sent and not yet returned by recv()
@@ -581,10 +652,17 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._restarted: set[int] = set()  # envs restarted with a new worker, not yet reported
         self._broken: str | None = None
         self._was_reset = False  # Gymnasium's order: reset() before the first step() or send()
-        for block in np.array_split(np.arange(n_envs), n_workers):
-            self._workers.append(self._start_worker([int(i) for i in block]))
+        for block in self._blocks:
+            self._workers.append(self._start_worker(block))
         self._owner = {i: worker for worker in self._workers for i in worker.env_ids}
         self._all_ids = np.arange(n_envs)
+
+    @property
+    def env_steps_lent(self) -> int:
+        """How many env steps workers have played for another worker, lending envs around game restarts
+        (`atari_game.lending`; 0 where the pool does not lend: async steps, same-step autoreset, sticky actions,
+        one worker)."""
+        return int(self._shared["loans"][..., TOTAL].sum()) if self._lending else 0
 
     def _seeds(self, env_ids: list[int]) -> list[int | None]:
         """The seeds of envs `env_ids` in new games: a replaced worker's games get seeds never used before."""
@@ -630,10 +708,21 @@ class GamePool(gymnasium.vector.VectorEnv):
         parent_end, child_end = pipe()
         channels = (self._answers[1], self._wake[1], self._tickets)  # what every worker shares with the parent
         args = (child_end, *channels, self._segment.name, self._layout, *self._block_arguments(env_ids))
+        args += (self._loan_arguments(env_ids),)
         process = self._context.Process(target=pool_worker, args=args, daemon=True)
         process.start()
         child_end.close()  # only the child holds it now, so a dead child reads as EOF
         return _Worker(process, parent_end, env_ids)
+
+    def _loan_arguments(self, env_ids: list[int]) -> tuple[int, dict[int, str], dict[str, Any]] | None:
+        """What `Loans` takes for the worker of envs `env_ids`, but the block and arrays; None without lending."""
+        if not self._lending:
+            return None
+        index = self._blocks.index(env_ids)
+        self._shared["loans"][index] = 0  # a new worker has nothing lent (a replacement neither)
+        options = dataclasses.asdict(self.options)
+        del options["seed"], options["game"]
+        return index, {i: self.games[i] for i in self._blocks[index - 1]}, options
 
     def _replace(self, worker: _Worker) -> _Worker:
         """A new worker for a dead one's envs."""
@@ -673,6 +762,7 @@ class GamePool(gymnasium.vector.VectorEnv):
             self._tickets.release()
         self._step_tag = (self._step_tag + 1) % POOL_STEP_TAGS
         command, commands = POOL_STEP_BYTES[self._step_tag], self._shared["commands"]
+        self._shared["pool_step"][0] += 1  # which step a worker's loan is for (`atari_game.lending`)
         for worker in self._workers:
             # (try costs nothing here, contextlib.suppress a call per worker)
             try:  # noqa: SIM105
@@ -783,7 +873,7 @@ class GamePool(gymnasium.vector.VectorEnv):
             answered: list[_Worker] = []
             while unanswered := [worker for worker in self._workers if worker not in answered]:
                 for worker in unanswered:
-                    self._send(worker, "reset", ([seeds[i] for i in worker.env_ids], []), [])
+                    self._send(worker, "reset", ({i: seeds[i] for i in worker.env_ids}, []), [])
                 answered += unanswered
                 self._finish_in_flight()
             # After a reset nothing is pending, owed or to be reported as restarted.
@@ -904,14 +994,36 @@ class GamePool(gymnasium.vector.VectorEnv):
         owed = [i for sent in worker.in_flight for i in sent]
         self._restarts += 1
         self._busy.discard(worker)
+        index = self._workers.index(worker)
+        failure = None
+        if self._lending and live_offer(self._shared, index)[FOR_STEP] == self._shared["pool_step"][0]:
+            # Another worker may be playing envs the dead one lent it, into rows its replacement resets: first
+            # let every worker finish (an error is raised once the replacement runs).
+            try:
+                self._finish_in_flight()
+            except PoolError as error:
+                if self._broken:
+                    raise
+                failure = error
         replacement = self._replace(worker)
-        self._workers[self._workers.index(worker)] = replacement
+        self._workers[index] = replacement
         self._owner.update(dict.fromkeys(replacement.env_ids, replacement))
-        self._send(replacement, "reset", (self._seeds(replacement.env_ids), owed), [])
-        while replacement.in_flight:
-            self._collect()
-        self._restarted.update(replacement.env_ids)
+        self._restart_envs(replacement, replacement.env_ids, owed)
         self._ready.extend(owed)
+        if self._lending:
+            # Envs lent to the dead worker for this step were not played: their lender restarts them too.
+            for lender, lost in lost_loans(self._shared, index):
+                self._restart_envs(self._workers[lender], lost, lost)
+        if failure:
+            raise failure
+
+    def _restart_envs(self, worker: Any, env_ids: list[int], owed: list[int]) -> None:
+        """Reset envs `env_ids` of `worker` with new seeds, reported as restarted; those `owed` (the step in
+        progress) are reported truncated and owed a next-step reset step."""
+        self._send(worker, "reset", (dict(zip(env_ids, self._seeds(env_ids), strict=True)), owed), [])
+        while worker.in_flight:
+            self._collect()
+        self._restarted.update(env_ids)
         self._shared["truncations"][owed] = True
 
     def _check_usable(self, stepping: bool = True) -> None:

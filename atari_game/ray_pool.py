@@ -133,6 +133,8 @@ class RayGamePool(GamePool):
             a dead actor raises `PoolError` naming it and its envs.
     """
 
+    lends_envs = False  # actors share no memory to lend envs through
+
     def __init__(
         self,
         n_envs: int,

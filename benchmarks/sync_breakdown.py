@@ -9,8 +9,9 @@ share of every step. From those stamps and the wall time per step, for N envs on
 - *work*: the mean time a worker spends on its envs in a step (emulation, preprocessing, writing the rows);
 - *waiting for the slowest worker*: the mean of (slowest worker's time - mean worker's time): a core idles
   at the end of a step while another worker still plays. The line after it says how much of that comes from
-  steps in which one of the workers restarted a game (ALE's `reset_game` costs as much CPU as ~75 emulated
-  frames, then come 1..30 NOOPs: about 22 agent steps of work that land on that one worker);
+  steps in which a game restarted (in next-step autoreset, the step after its episode ended; ALE's `reset_game`
+  costs as much CPU as ~75 emulated frames, then come 1..30 NOOPs: 13-22 agent steps of work, depending on the
+  machine, that land on one worker, less what it lends to the other: `atari_game.lending`);
 - *between steps*: the wall time per step minus the span from the first worker's start to the last one's end:
   the parent reading the answers, building the results (and copying the observations), this loop drawing
   random actions, and the wake-ups of the parent and the workers;
@@ -24,8 +25,9 @@ Before the pools it prints what one game restart costs (CPU time of `Game.reset`
 waiting in the steps where a game restarted, as a share of the wall time (that much of the step a core idles
 while the other restarts a game; a shared queue of env steps, as the C++ pools have, could take it back).
 
-The stamps come from a wrapper around the workers' `GameBlock.run`, installed before the pool forks its
-workers (start_method="fork"); it adds two clock reads per worker and step.
+The stamps come from a wrapper around the workers' `Loans.run` (a worker's whole command: its own envs, the envs
+it borrows and lends), installed before the pool forks its workers (start_method="fork"); it adds two clock reads
+per worker and step.
 """
 
 from __future__ import annotations
@@ -36,59 +38,63 @@ import time
 
 import numpy as np
 
+from atari_game import lending
 from atari_game import pool as pool_module
 from atari_game.benchmark import GAME, MACHINE, game_name, our_game
 from atari_game.game import Game, GameOptions, action_meanings
 
 # A shared anonymous mapping made before the fork, so that every worker writes its stamps where the parent
-# reads them: (the worker's first env, step, [start, end, an episode ended]).
+# reads them: (the worker's first env, step, [start, end]).
 MAX_ENVS, MAX_STEPS = 256, 100_000
 WARM_UP = 10
 
 
 def shared_stamps() -> np.ndarray:
     """The stamps array, in an anonymous shared mapping that forked workers write to and the parent reads."""
-    buffer = mmap.mmap(-1, MAX_ENVS * MAX_STEPS * 3 * 8)
-    return np.frombuffer(buffer, np.float64).reshape(MAX_ENVS, MAX_STEPS, 3)
+    buffer = mmap.mmap(-1, MAX_ENVS * MAX_STEPS * 2 * 8)
+    return np.frombuffer(buffer, np.float64).reshape(MAX_ENVS, MAX_STEPS, 2)
 
 
 def install_stamps(stamps: np.ndarray) -> None:
-    """Wrap GameBlock.run so that each step of a worker stamps its start and end into `stamps`."""
-    run = pool_module.GameBlock.run
+    """Wrap Loans.run so that each step of a worker stamps its start and end into `stamps`."""
+    run = lending.Loans.run
 
-    def stamped_run(block: pool_module.GameBlock, command: str, data: object) -> tuple:
+    def stamped_run(loans: lending.Loans, command: str, data: object, whole_pool_step: bool) -> tuple:
         start = time.perf_counter()
-        answer = run(block, command, data)
+        answer = run(loans, command, data, whole_pool_step)
         if command == "step":
-            step = getattr(block, "stamp_count", 0)
-            stamps[block.env_ids[0], step] = start, time.perf_counter(), float(answer[2] is True)
-            block.stamp_count = step + 1
+            step = getattr(loans, "stamp_count", 0)
+            stamps[loans.block.env_ids[0], step] = start, time.perf_counter()
+            loans.stamp_count = step + 1
         return answer
 
-    pool_module.GameBlock.run = stamped_run
+    lending.Loans.run = stamped_run
 
 
 def breakdown(game: str, n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
     """Run `steps` sync steps of `n_envs` envs of `game` and split their mean wall time (seconds) as the docstring
     says."""
     rng, n_actions = np.random.default_rng(0), len(action_meanings(game))
+    ended = np.zeros(WARM_UP + steps, bool)  # an episode ended in the step (a game restarts in the next)
     with pool_module.GamePool(n_envs, start_method="fork", **our_game(game)) as pool:
+        if not pool._lending:
+            raise RuntimeError("these stamps need a pool whose workers lend envs (next-step autoreset, 2+ workers)")
         pool.reset(seed=0)
-        for _ in range(WARM_UP):
-            pool.step(rng.integers(n_actions, size=n_envs))
+        for t in range(WARM_UP):
+            ended[t] = np.any(pool.step(rng.integers(n_actions, size=n_envs))[2:4])
         start = time.perf_counter()
-        for _ in range(steps):
-            pool.step(rng.integers(n_actions, size=n_envs))
+        for t in range(WARM_UP, WARM_UP + steps):
+            ended[t] = np.any(pool.step(rng.integers(n_actions, size=n_envs))[2:4])
         wall = (time.perf_counter() - start) / steps
         firsts = [worker.env_ids[0] for worker in pool._workers]
     used = stamps[firsts, WARM_UP : WARM_UP + steps]
     if not (used[..., 1] > 0).all():
         raise RuntimeError("a worker did not stamp every step: were the stamps installed before the pool started?")
-    begin, end, ended = used[..., 0], used[..., 1], used[..., 2] > 0
+    begin, end = used[..., 0], used[..., 1]
     work = end - begin
     span = end.max(0) - begin.min(0)
     waiting = work.max(0) - work.mean(0)
-    restart = ended.any(0)
+    restart = ended[WARM_UP - 1 : WARM_UP + steps - 1]
     return {
         "workers": len(firsts),
         "wall": wall,
@@ -109,7 +115,7 @@ def alone(game: str, n_envs: int, steps: int) -> float:
     arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
     ids = list(range(n_envs))
     block = pool_module.GameBlock(ids, ids, True, [our_game(game)] * n_envs, arrays)
-    block.reset([None] * n_envs, [])
+    block.reset(dict.fromkeys(ids), [])
     actions = np.random.default_rng(1).integers(len(action_meanings(game)), size=(WARM_UP + steps, n_envs))
     for row in actions[:WARM_UP]:
         arrays["actions"][:] = row

@@ -109,20 +109,24 @@ def test_reset_options_are_refused():
 @pytest.mark.parametrize(("life_loss", "max_episode_frames"), [("reset", 400), ("terminal", 1000)])
 def test_env_plays_exactly_the_trajectory_of_a_plain_game(life_loss, max_episode_frames):
     options = {**OPTIONS, "life_loss": life_loss, "max_episode_frames": max_episode_frames}
+    # The plain Game steps with its next episode left to start_next_episode (as the env leaves it to reset()), so
+    # its lives on a done step are those the episode ended with; test_game checks that it plays as Game.step does.
     game, env = Game("Breakout", seed=5, **options), AtariGameEnv("Breakout", **options)
     obs, info = env.reset(seed=5)
     assert np.array_equal(obs, game.reset()) and info == {"lives": 5}
     seen = {"terminated": 0, "truncated": 0, "game": 0, "continued": 0}
     for action in np.random.default_rng(0).integers(4, size=1000):
-        expected_obs, expected_reward, done, episode = game.step(action)
+        lives = game.lives
+        expected_obs, expected_reward, done, episode = game.step(action, start_next=False)
         obs, reward, terminated, truncated, info = env.step(action)
-        assert reward == expected_reward and info["lives"] == game.lives
+        assert np.array_equal(obs, expected_obs) and reward == expected_reward and info["lives"] == game.lives
         if not done:
-            assert np.array_equal(obs, expected_obs) and not terminated and not truncated and "episode" not in info
+            assert not terminated and not truncated and "episode" not in info
             continue
-        # The done step: the ended episode's last observation, its statistics, and why it ended.
+        # The done step: the ended episode's last observation and lives, its statistics, and why it ended.
         assert np.array_equal(obs, game.final_observation)
         assert (terminated, truncated) == (not episode["truncated"], episode["truncated"])
+        assert info["lives"] < lives if terminated else info["lives"] == lives  # Breakout ends episodes by lost lives
         assert info["episode"] == {"r": episode["reward"], "l": episode["length"]}
         if "game_reward" in episode:
             assert info["game"] == {"r": episode["game_reward"], "l": episode["game_length"]}
@@ -130,10 +134,10 @@ def test_env_plays_exactly_the_trajectory_of_a_plain_game(life_loss, max_episode
             assert "game" not in info
         seen["terminated" if terminated else "truncated"] += 1
         seen["game"] += "game" in info
-        # reset() returns the episode the Game already started: a life loss in terminal mode goes on with the
-        # lives left instead of restarting the game.
+        # reset() starts the next episode: a life loss in terminal mode goes on with the lives left instead of
+        # restarting the game.
         obs, info = env.reset()
-        assert np.array_equal(obs, expected_obs) and info == {"lives": game.lives}
+        assert np.array_equal(obs, game.start_next_episode()) and info == {"lives": game.lives}
         seen["continued"] += info["lives"] < 5
     assert seen["terminated"] >= 10 and seen["truncated"] >= 1
     if life_loss == "terminal":

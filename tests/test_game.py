@@ -578,3 +578,71 @@ def test_random_starts_rewards_and_actions_are_not_part_of_the_episode():
             assert info["length"] == plain_info["length"] - len(start_actions)
             return
     pytest.fail("no game ended")
+
+
+# --- a deferred next episode, and a game moved between Games (what pools lend envs with) ---------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"noop_max": 30},
+        {"life_loss": "terminal", "fire_reset": True, "noop_max": 30, "max_episode_frames": 2000},
+        {"game": "Seaquest", "life_loss": "terminal", "random_starts": 5, "obs_type": "rgb"},
+        {"game": "Adventure", "mode": 2, "max_episode_frames": 400},  # its restarts draw from ALE's generator
+    ],
+    ids=["reset", "terminal-truncated", "seaquest-rgb", "adventure"],
+)
+def test_a_game_moved_between_games_and_its_next_episode_deferred_plays_exactly_as_one_game(options):
+    options = {"game": "Breakout", **options}
+    one = Game(seed=3, **options)  # plays every step itself and starts each episode at once
+    owner, other = Game(seed=3, **options), Game(seed=99, **options)  # the game moves to `other` every third step
+    one.reset(), owner.reset(), other.reset()
+    out = np.zeros(owner.observation_shape, owner.options.observation_dtype)
+    episodes = 0
+    for t, action in enumerate(random_actions(one, 2500, seed=1)):
+        obs, reward, done, info = one.step(action)
+        player = owner
+        if t % 3 == 0:
+            other.set_state(owner.get_state())
+            player = other
+        assert player.play(action, out, start_next=False) == (reward, done, info)
+        if player is other:
+            owner.set_state(other.get_state())
+        if done:
+            episodes += 1
+            # Deferred, the done step returns the episode's last observation; the next one starts on demand.
+            assert np.array_equal(out, one.final_observation) and owner.next_episode_due
+            with pytest.raises(RuntimeError, match="start_next_episode"):
+                owner.play(action, out)
+            assert np.array_equal(owner.start_next_episode(out), obs) and not owner.next_episode_due
+        assert np.array_equal(out, obs) and owner.lives == one.lives
+    assert episodes >= 3
+
+
+def test_a_reset_while_the_next_episode_is_due_restarts_as_if_it_had_started():
+    # Seaquest's RAM survives a restart, and the NOOP start draws from the generator: both must see the deferred
+    # restart before the reset's own.
+    options = {"game": "Seaquest", "noop_max": 30}
+    started, deferred = Game(seed=4, **options), Game(seed=4, **options)
+    started.reset(), deferred.reset()
+    for action in random_actions(started, 5000, seed=2):
+        _, _, done, _ = started.step(action)
+        deferred.play(action, start_next=False)
+        if done:
+            break
+    assert deferred.next_episode_due
+    assert np.array_equal(deferred.reset(), started.reset()) and not deferred.next_episode_due
+    assert np.array_equal(deferred.ale.getRAM(), started.ale.getRAM())
+    for action in random_actions(started, 300, seed=3):
+        ours, theirs = deferred.step(action), started.step(action)
+        assert np.array_equal(ours[0], theirs[0]) and ours[1:] == theirs[1:]
+    # A seeded reset reloads the game: nothing of a deferred episode is left.
+    while not deferred.play(0, start_next=False)[1]:
+        pass
+    assert np.array_equal(deferred.reset(seed=8), Game(seed=8, **options).reset())
+
+
+def test_get_state_before_reset_is_refused():
+    with pytest.raises(RuntimeError, match="reset"):
+        Game().get_state()

@@ -16,6 +16,7 @@ from gymnasium.vector import AutoresetMode
 
 from atari_game import Game, resolve_game
 from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW
+from atari_game.lending import BANKS, COUNT, FOR_STEP
 from atari_game.pool import (
     POOL_STEP_BYTES,
     POOL_STEP_TAGS,
@@ -157,16 +158,20 @@ def test_pool_plays_exactly_the_local_games(pool_factory, mode, games):
                 assert info["_final_info"][i] and info["final_info"]["episode"]["r"][i] == episode["reward"]
             episodes_seen += 1
     assert episodes_seen >= 10 and games_seen >= 1
+    # Next-step autoreset lends envs around restarts, so these steps were also played by the other worker.
+    assert (pool.env_steps_lent > 0) == (mode == AutoresetMode.NEXT_STEP)
 
 
 def test_same_seed_same_observations_whatever_the_worker_count(pool_factory):
     actions = np.random.default_rng(1).integers(4, size=(150, 6))
-    runs = []
+    runs, lent = [], []
     for n_workers in (1, 2, 3):
         pool = pool_factory(6, seed=3, n_workers=n_workers, **OPTIONS)
         runs.append([pool.reset()[0]] + [pool.step(row)[0] for row in actions])
+        lent.append(pool.env_steps_lent)
     for other in runs[1:]:
         assert all(np.array_equal(a, b) for a, b in zip(runs[0], other, strict=True))
+    assert lent[0] == 0 and lent[1] > 0 and lent[2] > 0  # three workers lend around a ring
 
 
 def test_reset_with_seed_reseeds(pool_factory):
@@ -425,6 +430,95 @@ def test_restart_workers_replaces_a_killed_worker_and_reports_its_envs_truncated
     assert not truncs.any() and "worker_restarted" not in info
     if mode == AutoresetMode.NEXT_STEP:  # the reset step the truncation owed
         assert np.array_equal(obs[0], fresh)
+
+
+def step_until_a_loan_is_offered(pool, lender):
+    """Step `pool` with random actions until worker `lender` offers envs for the next step; their ids."""
+    loans, pool_step, rng = pool._shared["loans"], pool._shared["pool_step"], np.random.default_rng(0)
+    for _ in range(500):
+        pool.step(rng.integers(4, size=pool.num_envs))
+        bank = (pool_step[0] + 1) % BANKS
+        if loans[lender, bank, FOR_STEP] == pool_step[0] + 1:
+            return pool._shared["lent_ids"][lender, bank, : loans[lender, bank, COUNT]].tolist()
+    pytest.fail("no loan in 500 steps")
+
+
+@pytest.mark.parametrize("killed", ["borrower", "lender"])
+def test_a_worker_killed_with_envs_on_loan_is_replaced_and_the_lent_envs_restart(pool_factory, killed):
+    pool = pool_factory(16, n_workers=2, restart_workers=True, **OPTIONS)
+    pool.reset()
+    lent = step_until_a_loan_is_offered(pool, lender=0)
+    dead = worker_pids(pool)[1 if killed == "borrower" else 0]
+    os.kill(dead, signal.SIGKILL)
+    assert all_gone([dead])
+    obs, rewards, terms, truncs, info = pool.step(np.zeros(16, int))
+    # The dead worker's envs restart; so do envs lent to it, which it never played (their lender restarts them).
+    restarted = sorted({*range(8, 16), *lent}) if killed == "borrower" else list(range(8))
+    assert np.flatnonzero(truncs).tolist() == restarted and not terms[restarted].any()
+    assert np.flatnonzero(info["worker_restarted"]).tolist() == restarted
+    for i in restarted:  # each a new game: seed + i + restarts * n_envs
+        assert np.array_equal(obs[i], Game(seed=i + 16, **OPTIONS).reset()) and rewards[i] == 0.0
+    rng = np.random.default_rng(1)
+    for _ in range(100):  # and it goes on, lending again
+        _, _, _, truncs, info = pool.step(rng.integers(4, size=16))
+        assert not truncs.any() and "worker_restarted" not in info
+    assert all_gone([dead]) and dead not in worker_pids(pool)
+
+
+def test_pools_lend_envs_only_where_a_moved_game_plays_exactly_and_steps_are_whole(pool_factory):
+    rng = np.random.default_rng(2)
+    actions = rng.integers(4, size=(300, 8))
+    lending = pool_factory(8, n_workers=2, **OPTIONS)
+    sticky = pool_factory(8, n_workers=2, sticky_actions=0.25, **OPTIONS)
+    same_step = pool_factory(8, n_workers=2, autoreset_mode=AutoresetMode.SAME_STEP, **OPTIONS)
+    for pool in (lending, sticky, same_step):
+        pool.reset()
+        for row in actions:
+            pool.step(row)
+    assert lending.env_steps_lent > 0 and sticky.env_steps_lent == same_step.env_steps_lent == 0
+    # Async steps are not whole-pool steps: an offer made after one is never taken, and the lender plays on.
+    lent, async_pool = lending.env_steps_lent, pool_factory(8, n_workers=2, batch_size=4, **OPTIONS)
+    local = [play_one(i, actions[:, i], same_step=False, **OPTIONS)[1] for i in range(8)]
+    async_pool.reset()
+    for t, row in enumerate(actions):
+        async_pool.send(row)
+        for _ in range(2):
+            obs, rewards, _, _, info = async_pool.recv()
+            for k, i in enumerate(info["env_id"]):
+                assert np.array_equal(obs[k], local[i][t][0]) and rewards[k] == local[i][t][1]
+    assert async_pool.env_steps_lent == 0 and lending.env_steps_lent == lent
+
+
+def test_a_pool_of_adventure_whose_restarts_draw_from_the_emulators_generator_lends_exactly(pool_factory):
+    options = {"game": "Adventure", "mode": 2, "max_episode_frames": 200}  # a restart every 50 steps
+    pool = pool_factory(6, n_workers=2, **options)
+    actions = np.random.default_rng(3).integers(pool.single_action_space.n, size=(160, 6))
+    local = [play_one(i, actions[:, i], same_step=False, **options) for i in range(6)]
+    obs, _ = pool.reset()
+    assert np.array_equal(obs, np.stack([first for first, _ in local]))
+    for t, row in enumerate(actions):
+        obs, rewards, terms, truncs, _ = pool.step(row)
+        for i, (_, steps) in enumerate(local):
+            assert np.array_equal(obs[i], steps[t][0]) and (rewards[i], terms[i], truncs[i]) == steps[t][1:4]
+    assert pool.env_steps_lent > 0
+
+
+def test_a_mixed_pool_lends_games_of_other_screen_heights_exactly_where_episodes_go_on_after_a_lost_life(pool_factory):
+    # A lent game's state holds its last screen (in "terminal" mode without a FIRE step the next episode starts from
+    # it: test_game moves such a game); KeystoneKapers' screen has 250 rows, Seaquest's 210: the slots fit both.
+    games = ["Seaquest", "KeystoneKapers"] * 4
+    options = {"life_loss": "terminal", "full_action_space": True, "max_episode_frames": 800}  # restarts to lend for
+    pool = pool_factory(8, game=games, n_workers=2, **options)
+    actions = np.random.default_rng(4).integers(18, size=(400, 8))
+    local = [play_one(i, actions[:, i], same_step=False, game=games[i], **options) for i in range(8)]
+    pool.reset()
+    ended = 0
+    for t, row in enumerate(actions):
+        obs, rewards, terms, truncs, _ = pool.step(row)
+        for i, (_, steps) in enumerate(local):
+            assert np.array_equal(obs[i], steps[t][0]) and (rewards[i], terms[i], truncs[i]) == steps[t][1:4]
+        ended += int(terms.sum())
+    assert ended >= 8 and pool.env_steps_lent > 0
 
 
 def test_a_worker_killed_before_reset_is_replaced_and_reset_with_the_seeds_asked_for(pool_factory):

@@ -21,9 +21,12 @@ SCRIPT = textwrap.dedent(
     from atari_game import GamePool
 
     if __name__ == "__main__":
-        with GamePool(8, "Pong", n_workers=2) as pool:  # 0.4 MiB: fits
+        with GamePool(8, "Pong", n_workers=2) as pool:  # 0.8 MiB: fits
             pool.reset(seed=0)
             print("fits", pool.step(pool.action_space.sample())[0].shape, flush=True)
+        with GamePool(64, "Pong", n_workers=2) as pool:  # 1.8 MiB, or 4.6 with the slots of lending envs
+            pool.reset(seed=0)
+            print("fits without lending", pool.step(pool.action_space.sample())[0].shape, pool._lending, flush=True)
         try:
             GamePool(200, "Pong", n_workers=1)  # 5.4 MiB: does not
         finally:
@@ -50,10 +53,11 @@ def small_shm_command() -> list[str]:
 def test_a_pool_that_does_not_fit_in_dev_shm_fails_at_once_saying_why(tmp_path):
     (tmp_path / "script.py").write_text(SCRIPT)
     result = subprocess.run(small_shm_command(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    # The pool that fits works there.
+    # The pool that fits works there, lending envs; the one that fits only without lending's slots goes without.
     assert result.stdout.splitlines()[0] == "fits (8, 4, 84, 84)", result.stderr
-    # The one that does not is refused before any worker starts, with nothing left behind.
-    assert result.stdout.splitlines()[1] == "left [] 0"
+    assert result.stdout.splitlines()[1] == "fits without lending (64, 4, 84, 84) False"
+    # The one that does not fit is refused before any worker starts, with nothing left behind.
+    assert result.stdout.splitlines()[2] == "left [] 0"
     assert result.returncode == 1
     layout = _layout(200, GameOptions(game="Pong"), same_step=False)
     needed = sum(_padded(shape, dtype) for shape, dtype in layout.values())
