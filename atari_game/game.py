@@ -556,8 +556,8 @@ class Game:
         return self._observation(out)
 
     def get_state(self) -> GameState:
-        """This game's state, to play on in another Game of the same options (see `GameState`). (It holds ALE's
-        random generator too, which costs half of a move: without it, a restart of Seaquest already differs.)"""
+        """This game's state, to play on in another Game of the same options (see `GameState`). It holds ALE's
+        random generator too, half of what a move costs: Adventure's restarts draw from it."""
         if not self._started:
             raise RuntimeError(f"{self!r}: call reset() before get_state()")
         return GameState(

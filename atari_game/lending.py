@@ -124,9 +124,9 @@ class Loans:
         lender_games: dict[int, str],
         options: dict[str, Any],
     ) -> None:
-        lender = (index - 1) % len(shared["loans"])
         self.block, self.shared, self.pool_step = block, shared, shared["pool_step"]
         self.n_workers = len(shared["loans"])
+        lender = (index - 1) % self.n_workers
         self.mine = [_Slots(shared, index, bank) for bank in range(BANKS)]
         self.theirs = [_Slots(shared, lender, bank) for bank in range(BANKS)]
         self.lender_games, self.options = lender_games, options
@@ -176,8 +176,8 @@ class Loans:
         self.block.lent = frozenset(lent)
 
     def offer(self) -> None:
-        """After a step: if restarts are coming at the envs' next step, offer the next worker envs for it, half the
-        restarts' measured work in plays, in the bank of the next step (a loan out for this step holds the other)."""
+        """After a step: if restarts are coming at the envs' next step, offer the next worker envs for it (as many as
+        `envs_for` says), in the bank of the next step (a loan out for this step holds the other)."""
         block, step = self.block, self.pool_step[0] + 1
         bank = self.mine[step % BANKS]
         bank.loans[RESTARTS] = restarts = sum(block.games[i].next_episode_due for i in block.owed)

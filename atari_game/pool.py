@@ -520,9 +520,6 @@ def _describe_games(games: tuple[str, ...]) -> str:
 
 
 class GamePool(gymnasium.vector.VectorEnv):
-    # Whether workers lend envs to each other around game restarts (`atari_game.lending`): they need the shared segment.
-    lends_envs = True
-
     """`n_envs` `Game`s in `n_workers` processes, with the Gymnasium `VectorEnv` API and EnvPool-style async.
 
     Args:
@@ -581,6 +578,9 @@ class GamePool(gymnasium.vector.VectorEnv):
     pool raises `OSError` at once, saying how much it needs and how much is free.
     """
 
+    # Whether workers lend envs to each other around game restarts (`atari_game.lending`): they need the shared segment.
+    lends_envs = True
+
     def __init__(
         self,
         n_envs: int,
@@ -632,6 +632,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         # The arrays and the workers; a finalizer owns both from the moment they exist, so that close(),
         # garbage collection and interpreter exit all leave nothing behind.
         same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
+        # A slot's screen has room for the pool's tallest (ALE's screens have 210-250 rows, by ROM).
         screen = max(dataclasses.replace(self.options, game=rom).screen_shape for rom in set(self.games))
         self._layout = _layout(n_envs, self.options, same_step, n_workers if slots else 0, slots, screen)
         self._workers: list[Any] = []

@@ -25,9 +25,9 @@ Before the pools it prints what one game restart costs (CPU time of `Game.reset`
 waiting in the steps where a game restarted, as a share of the wall time (that much of the step a core idles
 while the other restarts a game; a shared queue of env steps, as the C++ pools have, could take it back).
 
-The stamps come from a wrapper around the workers' `Loans.run` (a worker's whole command: its own envs, the envs
-it borrows and lends), installed before the pool forks its workers (start_method="fork"); it adds two clock reads
-per worker and step.
+The stamps come from wrappers around the workers' `GameBlock.run` and, where workers lend envs, `Loans.run` (a
+worker's whole command: its own envs, the envs it borrows and lends), installed before the pool forks its workers
+(start_method="fork"); they add two to four clock reads per worker and step.
 """
 
 from __future__ import annotations
@@ -56,19 +56,27 @@ def shared_stamps() -> np.ndarray:
 
 
 def install_stamps(stamps: np.ndarray) -> None:
-    """Wrap Loans.run so that each step of a worker stamps its start and end into `stamps`."""
-    run = lending.Loans.run
+    """Wrap GameBlock.run so that each step of a worker stamps its start and end into `stamps`, and Loans.run so
+    that a lending worker's stamp spans its whole command."""
+    block_run, loans_run = pool_module.GameBlock.run, lending.Loans.run
 
-    def stamped_run(loans: lending.Loans, command: str, data: object, whole_pool_step: bool) -> tuple:
+    def stamped_block_run(block: pool_module.GameBlock, command: str, data: object) -> tuple:
         start = time.perf_counter()
-        answer = run(loans, command, data, whole_pool_step)
+        answer = block_run(block, command, data)
         if command == "step":
-            step = getattr(loans, "stamp_count", 0)
-            stamps[loans.block.env_ids[0], step] = start, time.perf_counter()
-            loans.stamp_count = step + 1
+            step = getattr(block, "stamp_count", 0)
+            stamps[block.env_ids[0], step] = start, time.perf_counter()
+            block.stamp_count = step + 1
         return answer
 
-    lending.Loans.run = stamped_run
+    def stamped_loans_run(loans: lending.Loans, command: str, data: object, whole_pool_step: bool) -> tuple:
+        start = time.perf_counter()
+        answer = loans_run(loans, command, data, whole_pool_step)
+        if command == "step":  # over the block's own stamp of this step
+            stamps[loans.block.env_ids[0], loans.block.stamp_count - 1] = start, time.perf_counter()
+        return answer
+
+    pool_module.GameBlock.run, lending.Loans.run = stamped_block_run, stamped_loans_run
 
 
 def breakdown(game: str, n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
@@ -77,8 +85,6 @@ def breakdown(game: str, n_envs: int, steps: int, stamps: np.ndarray) -> dict[st
     rng, n_actions = np.random.default_rng(0), len(action_meanings(game))
     ended = np.zeros(WARM_UP + steps, bool)  # an episode ended in the step (a game restarts in the next)
     with pool_module.GamePool(n_envs, start_method="fork", **our_game(game)) as pool:
-        if not pool._lending:
-            raise RuntimeError("these stamps need a pool whose workers lend envs (next-step autoreset, 2+ workers)")
         pool.reset(seed=0)
         for t in range(WARM_UP):
             ended[t] = np.any(pool.step(rng.integers(n_actions, size=n_envs))[2:4])

@@ -22,6 +22,7 @@ from torch import nn
 
 from atari_game import Game
 from atari_game.dqn import Config
+from atari_game.lending import Loans
 from atari_game.pool import GameBlock
 from atari_game.training import game_options
 from atari_game.worker import available_cores
@@ -128,7 +129,9 @@ def test_dqn_learning_means_over_seeds_and_their_difference(capsys):
 
 
 def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(monkeypatch):
-    monkeypatch.setattr(GameBlock, "run", GameBlock.run)  # the stamping wrapper goes again after the test
+    # The stamping wrappers go again after the test.
+    monkeypatch.setattr(GameBlock, "run", GameBlock.run)
+    monkeypatch.setattr(Loans, "run", Loans.run)
     stamps = sync_breakdown.shared_stamps()
     sync_breakdown.install_stamps(stamps)
     row = sync_breakdown.breakdown("Pong", 4, 30, stamps)  # raises if a worker missed a step's stamp
