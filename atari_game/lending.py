@@ -1,24 +1,30 @@
-"""Lending envs between a `GamePool`'s workers, so that a game restart does not leave the other workers idle.
+"""Lending envs between a `GamePool`'s workers, so that a game restart, or a slow core, does not leave the other
+workers idle.
 
 A synchronous step ends when the slowest worker ends. A game restart costs as much CPU as 15-22 plays (ALE's
-``reset_game`` emulates ~75 frames, then come the NOOPs), all of it on one worker while the others wait. In
-next-step autoreset mode a worker knows a step ahead which of its games restart: those whose episode ended start
-the next one at their next step. So at the end of a step a worker with restarts coming offers some of its other
-envs to the next worker (the workers form a ring) for the coming step, their whole `GameState` written into its
-slots of the shared segment. If that step is a whole-pool step, the borrower plays them after its own envs, into
-their rows, and writes their states back; the lender skips them, and takes them back at the start of its next
-command. Any other next command (a reset, an async step) cancels the offer: the lender's Games never moved. A
-worker's slots come in two banks, used by turns from step to step, so that it can offer envs for the next step
-while a loan for this one is out.
+``reset_game`` emulates ~75 frames, then come the NOOPs), all of it on one worker while the others wait. And a core
+can be slower than the others for seconds at a time: other work shares it, or (on shared cloud machines) the host
+runs it at half speed. In next-step autoreset mode a worker knows a step ahead which of its games restart: those
+whose episode ended start the next one at their next step. So at the end of a step a worker with more work coming
+than the next worker (the workers form a ring) offers it some of its other envs for the coming step, their whole
+`GameState` written into its slots of the shared segment. If that step is a whole-pool step, the borrower plays them
+after its own envs, into their rows, and writes their states back; the lender skips them, and takes them back at the
+start of its next command. Any other next command (a reset, an async step) cancels the offer: the lender's Games
+never moved. A worker's slots come in two banks, used by turns from step to step, so that it can offer envs for the
+next step while a loan for this one is out.
 
 Every output stays exactly what the lender would have computed, as `GameState` carries everything a play reads
 and writes (the pool tests compare pools with local Games, bit for bit). ALE does not export the last action that
 sticky actions repeat, so pools lend only with ``sticky_actions=0``.
 
-How many envs: so that lender and borrower end together, R / (2P + o) per restart coming, from the CPU times the
-worker measures: R a restart, P a play, o what a borrowed play costs over a play (moving its state there and back);
-~6 on Breakout. At most `SLOTS`. When two workers both restart games in a step, each would lend to the other: the
-last of them to finish the step before (it sees both offers) nets them into one, from the worker with more restarts.
+How many envs: so that lender and borrower end together, the difference of their work coming over (P + B), each
+worker's work being its plays at P (the seconds a play takes it, averaged over its last ~10 steps:
+`GameBlock.play_cost`) and its restarts at R (the seconds a restart took it so far), and B the seconds a borrowed
+play takes the borrower, moving its state there and back included (its P until it has borrowed). Wall times, not CPU
+times: other work on a core slows a play's wall time, not its CPU time (a core the host slows down, both). About 6
+envs per restart on Breakout; at most `SLOTS`. A worker offers not knowing the next worker's restarts yet; when two
+workers lend to each other (two workers make a ring of two), the last of them to finish the step before (it sees
+both offers) keeps only the offer of the one with more work coming, cut to the envs that even out their work.
 """
 
 from __future__ import annotations
@@ -37,9 +43,11 @@ SLOTS = 12
 ALE_STATE_BYTES = 20_480
 # A worker's bank of slots serves the whole-pool steps of its parity; its row of "loans" (a cache line) holds the
 # pool step its offer is for (0: no offer), how many envs it offers, the pool step its borrower played them in, how
-# many env steps it has lent so far, and how many of its games restart in the step the bank serves next.
+# many env steps it has lent so far, how many of its games restart in the step the bank serves next, and the
+# seconds (in ns; 0: not yet timed) a play of its own envs takes it then (`GameBlock.play_cost`) and a borrowed play
+# (moving the state there and back included).
 BANKS = 2
-FOR_STEP, COUNT, DONE, TOTAL, RESTARTS = range(5)
+FOR_STEP, COUNT, DONE, TOTAL, RESTARTS, PLAY_NS, BORROWED_PLAY_NS = range(7)
 # A slot's numbers: the Game's counters (`GameState` but its arrays), then the ALE state's length.
 COUNTERS = ("lives", "episode_reward", "episode_length", "game_reward", "game_length", "next_episode_due")
 
@@ -114,6 +122,7 @@ class Loans:
 
     `lender_games` maps each env of the worker before to its game's ROM id, and `options` holds the options every
     env shares (but ``game`` and ``seed``): the borrower plays lent envs on Games of its own, one per game.
+    `borrower_envs` is how many envs the next worker hosts.
     """
 
     def __init__(
@@ -123,12 +132,15 @@ class Loans:
         index: int,
         lender_games: dict[int, str],
         options: dict[str, Any],
+        borrower_envs: int,
     ) -> None:
         self.block, self.shared, self.pool_step = block, shared, shared["pool_step"]
         self.n_workers = len(shared["loans"])
         lender = (index - 1) % self.n_workers
         self.mine = [_Slots(shared, index, bank) for bank in range(BANKS)]
         self.theirs = [_Slots(shared, lender, bank) for bank in range(BANKS)]
+        # The next worker's rows of "loans" (its restarts and CPU time per play), and how many envs it hosts.
+        self.borrower, self.borrower_envs = shared["loans"][(index + 1) % self.n_workers], borrower_envs
         self.lender_games, self.options = lender_games, options
         # A borrowed env is played on a spare Game of its game, made when first needed (a ROM load, ~0.1 s): the one
         # of the env lent first (the lender's last) now.
@@ -176,12 +188,15 @@ class Loans:
         self.block.lent = frozenset(lent)
 
     def offer(self) -> None:
-        """After a step: if restarts are coming at the envs' next step, offer the next worker envs for it (as many as
-        `envs_for` says), in the bank of the next step (a loan out for this step holds the other)."""
+        """After a step: if this worker has more work coming in the next step than the next worker (restarts, or a
+        slower core), offer it envs for that step (as many as `envs_to_lend` says, not knowing the next worker's
+        restarts yet), in the bank of the next step (a loan out for this step holds the other)."""
         block, step = self.block, self.pool_step[0] + 1
         bank = self.mine[step % BANKS]
         bank.loans[RESTARTS] = restarts = sum(block.games[i].next_episode_due for i in block.owed)
-        wanted = min(len(bank.ids), self.envs_for(restarts))
+        bank.loans[PLAY_NS] = round(block.play_cost * 1e9)
+        bank.loans[BORROWED_PLAY_NS] = round(self.borrow_seconds / self.borrowed * 1e9) if self.borrowed else 0
+        wanted = min(len(bank.ids), max(self.envs_to_lend(restarts, 0), 0))
         # The envs at the end of the block, but those starting an episode (a restart stays with its own Game) and
         # those out on loan (their Games are behind).
         lent = [i for i in reversed(block.env_ids) if i not in block.owed and i not in block.lent][:wanted]
@@ -197,19 +212,26 @@ class Loans:
             bank.loans[COUNT], bank.loans[DONE] = count, 0
             bank.loans[FOR_STEP] = step  # last: the offer is whole once this is written
 
-    def envs_for(self, restarts: int) -> int:
-        """How many envs to lend for `restarts` coming restarts (negative: to borrow), R / (2P + o) each (see the
-        module docstring); 0 until the worker has timed a restart and a play."""
-        block = self.block
-        if not block.starts or not block.plays:
+    def envs_to_lend(self, restarts: int, borrower_restarts: int) -> int:
+        """How many envs to lend the next worker (negative: to borrow from it) for a step in which this worker has
+        `restarts` games to restart and the next worker `borrower_restarts`, so that both end together: the
+        difference of their work over (P + B), each worker's work being its plays at the time a play takes it (P here,
+        P' there) and its restarts at R each, and B what a borrowed play takes the next worker (P' until it has
+        borrowed); see the module docstring. 0 until both workers have timed a play."""
+        block, borrower = self.block, self.borrower[(self.pool_step[0] + 1) % BANKS]
+        play, borrower_play = block.play_cost, borrower[PLAY_NS] * 1e-9
+        if not play or not borrower_play:
             return 0
-        play = block.play_seconds / block.plays
-        overhead = max(self.borrow_seconds / self.borrowed - play, 0.0) if self.borrowed else 0.0
-        return round(restarts * (block.start_seconds / block.starts) / (2 * play + overhead))
+        borrowed_play = borrower[BORROWED_PLAY_NS] * 1e-9 or borrower_play
+        restart = block.start_seconds / block.starts if block.starts else 0.0
+        work = (len(block.env_ids) - restarts) * play + restarts * restart
+        borrower_work = (self.borrower_envs - borrower_restarts) * borrower_play + borrower_restarts * restart
+        return round((work - borrower_work) / (play + borrowed_play))
 
     def balance(self) -> None:
-        """Run by the last worker to finish a whole-pool step, once every offer for the next step is made: two
-        workers that both restart games in it lend only the difference of their restarts' work (or nothing)."""
+        """Run by the last worker to finish a whole-pool step, once every offer for the next step is made (each made
+        not knowing the other's restarts): of two workers, only the one with more work coming lends, and only the
+        envs that even out their work (at most those it offered)."""
         step = self.pool_step[0] + 1
         if self.n_workers != 2:
             return
@@ -217,10 +239,10 @@ class Loans:
         # A worker's restarts: those it counted, and those of its envs that ended while on loan in this step (their
         # lender starts them, and learns of them only when it takes them back).
         restarts = [
-            bank.loans[RESTARTS] + self._ended_on_loan(lender)
+            int(bank.loans[RESTARTS] + self._ended_on_loan(lender))
             for bank, lender in ((mine, self.mine), (theirs, self.theirs))
         ]
-        net = self.envs_for(int(restarts[0] - restarts[1]))
+        net = self.envs_to_lend(*restarts)
         lender, count = (mine, net) if net > 0 else (theirs, -net)
         for bank in (mine, theirs):
             if bank.loans[FOR_STEP] != step:
@@ -253,7 +275,7 @@ class Loans:
         bank = self.theirs[step % BANKS]
         if bank.loans[FOR_STEP] != step:
             return
-        started = time.process_time()
+        started = time.perf_counter()
         ids = bank.ids[: bank.loans[COUNT]].tolist()
         for j, i in enumerate(ids):
             game = self._spare(self.lender_games[i])
@@ -261,5 +283,5 @@ class Loans:
             self.block.play(game, self.shared, i)
             bank.write(j, game.get_state())
         bank.loans[DONE] = step
-        self.borrow_seconds += time.process_time() - started
+        self.borrow_seconds += time.perf_counter() - started
         self.borrowed += len(ids)

@@ -74,6 +74,8 @@ NO_ANSWER = np.iinfo(np.int32).min
 # learner, a slow policy) does not pay a core's millisecond for every step.
 WATCH_SECONDS = 0.001
 WATCH_BACKOFF = 6
+# The weight of a step's CPU time per play in a worker's moving average of it (`GameBlock.play_cost`).
+PLAY_COST_WEIGHT = 0.1
 
 
 class PoolError(RuntimeError):
@@ -226,8 +228,11 @@ class GameBlock:
         self.owed: set[int] = set()
         # Envs another worker plays in the coming whole-pool step (`Loans`): skipped here.
         self.lent: frozenset[int] = frozenset()
-        # CPU seconds spent on plays and on starting owed episodes, and how many: what `Loans` sizes a loan by.
-        self.play_seconds, self.plays, self.start_seconds, self.starts = 0.0, 0, 0.0, 0
+        # What `Loans` sizes a loan by: the seconds a play takes, averaged over about the last `1 / PLAY_COST_WEIGHT`
+        # steps, and the seconds spent on starting owed episodes, and how many. Wall time, not CPU time: a core that
+        # other work shares, or that the host slows down (shared cloud cores can run at half speed for seconds),
+        # shows in it within a few steps.
+        self.play_cost, self.start_seconds, self.starts = 0.0, 0.0, 0
 
     def run(self, command: str, data: Any) -> tuple[str, list[int], Any]:
         """Carry out one command and answer it.
@@ -252,8 +257,8 @@ class GameBlock:
     def step(self, ids: list[int]) -> bool:
         """Play envs `ids` but those `lent`; True if an episode ended (the env's ``ended`` row and statistics say
         which)."""
-        a, ended_any, starts = self.arrays, False, 0.0
-        started = time.process_time()
+        a, ended_any, starts, plays = self.arrays, False, 0.0, 0
+        started = time.perf_counter()
         for i in ids:
             if i in self.lent:
                 continue
@@ -261,10 +266,10 @@ class GameBlock:
             if i in self.owed:
                 # Next-step autoreset's reset step: the action is ignored; the next episode starts now.
                 self.owed.discard(i)
-                due, start = game.next_episode_due, time.process_time()  # (not due after a worker's replacement)
+                due, start = game.next_episode_due, time.perf_counter()  # (not due after a worker's replacement)
                 game.start_next_episode(a["obs"][k])
                 if due:
-                    starts += time.process_time() - start
+                    starts += time.perf_counter() - start
                     self.starts += 1
                 a["rewards"][k], a["terminations"][k], a["truncations"][k], a["ended"][k] = 0.0, False, False, False
                 a["lives"][k] = game.lives
@@ -273,9 +278,11 @@ class GameBlock:
                 ended_any = True
                 if self.next_step_autoreset:
                     self.owed.add(i)
-            self.plays += 1
+            plays += 1
         self.start_seconds += starts
-        self.play_seconds += time.process_time() - started - starts
+        if plays:
+            cost = (time.perf_counter() - started - starts) / plays
+            self.play_cost += (cost - self.play_cost) * (PLAY_COST_WEIGHT if self.play_cost else 1.0)
         return ended_any
 
     def play(self, game: Game, a: dict[str, np.ndarray], k: int) -> bool:
@@ -352,7 +359,7 @@ def pool_worker(
     seeds: list[int | None],
     next_step_autoreset: bool,
     options: list[dict[str, Any]],
-    loans: tuple[int, dict[int, str], dict[str, Any]] | None,
+    loans: tuple[int, dict[int, str], dict[str, Any], int] | None,
 ) -> None:
     """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment and run its commands.
 
@@ -569,10 +576,12 @@ class GamePool(gymnasium.vector.VectorEnv):
     envs have finished and returns them (the first to finish) with ``info["env_id"]`` (and their
     ``info["game_name"]``).
 
-    Load balance: a synchronous step ends when the slowest worker ends, and a game restart costs a worker as
-    much as ~15 plays. In next-step autoreset (with two or more workers and no sticky actions) a worker lends
-    some of its envs to the next worker for the step in which its games restart, so that both end together
-    (`atari_game.lending`); every result is what the lender would have computed. ``env_steps_lent`` counts them.
+    Load balance: a synchronous step ends when the slowest worker ends, a game restart costs a worker as much as
+    ~15 plays, and a core can run slower than the others for seconds (other work on it, or a cloud host). In
+    next-step autoreset (with two or more workers and no sticky actions) a worker with more work coming than the
+    next worker, from its restarts or its slower plays, lends it some of its envs for the step, so that both end
+    together (`atari_game.lending`); every result is what the lender would have computed. ``env_steps_lent``
+    counts them.
 
     The shared memory (in /dev/shm) is all taken when the pool starts: where there is no room for it, the
     pool raises `OSError` at once, saying how much it needs and how much is free.
@@ -715,7 +724,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         child_end.close()  # only the child holds it now, so a dead child reads as EOF
         return _Worker(process, parent_end, env_ids)
 
-    def _loan_arguments(self, env_ids: list[int]) -> tuple[int, dict[int, str], dict[str, Any]] | None:
+    def _loan_arguments(self, env_ids: list[int]) -> tuple[int, dict[int, str], dict[str, Any], int] | None:
         """What `Loans` takes for the worker of envs `env_ids`, but the block and arrays; None without lending."""
         if not self._lending:
             return None
@@ -723,7 +732,8 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._shared["loans"][index] = 0  # a new worker has nothing lent (a replacement neither)
         options = dataclasses.asdict(self.options)
         del options["seed"], options["game"]
-        return index, {i: self.games[i] for i in self._blocks[index - 1]}, options
+        borrower = self._blocks[(index + 1) % len(self._blocks)]
+        return index, {i: self.games[i] for i in self._blocks[index - 1]}, options, len(borrower)
 
     def _replace(self, worker: _Worker) -> _Worker:
         """A new worker for a dead one's envs."""

@@ -13,6 +13,12 @@ alternates), each playing the throughput benchmark's games and settings (`copy=T
 sync loop (`step`) and the async one (`send`/`recv` with batch N/2, EnvPool's loop, as `atari-game bench` plays it).
 It prints the medians and this checkout's over the base's, round by round: the parent's CPU, and the agent steps/s
 (which also show changes to the workers).
+
+    sudo python benchmarks/parent_cpu.py --base HEAD~1 --envs 16 32 --loops sync --slow-worker 0.5
+
+puts the first worker of every pool in a CPU cgroup that gives it half a core (a quota in every 2 ms period): a
+core that other work shares, or that a cloud host slows down for seconds at a time, as workers meet it (the load
+balance of `atari_game.lending` answers it). It needs root and cgroup v1's cpu controller or cgroup v2's.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,14 +40,20 @@ REPO = Path(__file__).resolve().parent.parent
 LOOPS = ("sync", "async")
 
 
-def measure(loop: str, n: int, steps: int, options: dict) -> dict[str, float | str]:
+def measure(loop: str, n: int, steps: int, options: dict, slow_tasks: str | None = None) -> dict[str, float | str]:
     """One side's parent CPU µs (user, system) per batch step of N envs, its agent steps/s (after a warm-up) and
-    the folder its `atari_game` came from: run in a process whose `atari_game` is that side's."""
+    the folder its `atari_game` came from: run in a process whose `atari_game` is that side's. With `slow_tasks` (a
+    cgroup's tasks file), the pool's first worker goes into that cgroup."""
     import atari_game
     from atari_game import GamePool
 
     batch = n // 2 if loop == "async" else n
     with GamePool(n, batch_size=batch, **options) as pool:
+        if slow_tasks:
+            pid = pool._workers[0].process.pid
+            Path(slow_tasks).write_text(str(pid))
+            if str(Path(slow_tasks).parent.name) not in Path(f"/proc/{pid}/cgroup").read_text():
+                raise RuntimeError(f"the first worker (pid {pid}) did not go into {Path(slow_tasks).parent}")
         # Random actions of the game's own action set (`options` name the game).
         actions = np.random.default_rng(0).integers(pool.single_action_space.n, size=(steps + 20, n))
         pool.reset(seed=0)
@@ -68,15 +81,36 @@ def measure(loop: str, n: int, steps: int, options: dict) -> dict[str, float | s
     }
 
 
-def run_side(source: Path, loop: str, n: int, steps: int, options: dict) -> dict[str, float | str]:
-    """`measure` in a new process that imports atari_game from `source` (a folder holding the package)."""
-    command = [sys.executable, __file__, "--child", json.dumps([loop, n, steps, options])]
+def run_side(source: Path, *arguments: Any) -> dict[str, float | str]:
+    """`measure(*arguments)` in a new process that imports atari_game from `source` (a folder holding the package)."""
+    command = [sys.executable, __file__, "--child", json.dumps(arguments)]
     env = {**os.environ, "PYTHONPATH": str(source)}  # ahead of the editable install
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=source, check=True)
     result = json.loads(done.stdout.splitlines()[-1])
     if Path(result["package"]) != source / "atari_game":  # an install that PYTHONPATH does not override
         raise RuntimeError(f"the side in {source} imported atari_game from {result['package']}: not a comparison")
     return result
+
+
+def slow_cgroup(fraction: float) -> str:
+    """Make a CPU cgroup whose tasks get `fraction` of a core (at least 0.05) in every period of 2 ms (longer where
+    the quota would be under the kernel's 1 ms); return the file that takes a task into it."""
+    period = max(2000, round(1000 / fraction))
+    quota = round(period * fraction)
+    v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+    try:
+        if (v1 / "cpu.cfs_quota_us").exists():
+            group = v1 / "atari_game_slow_worker"
+            group.mkdir(exist_ok=True)
+            (group / "cpu.cfs_period_us").write_text(str(period))
+            (group / "cpu.cfs_quota_us").write_text(str(quota))
+            return str(group / "tasks")
+        group = v2 / "atari_game_slow_worker"
+        group.mkdir(exist_ok=True)
+        (group / "cpu.max").write_text(f"{quota} {period}")
+        return str(group / "cgroup.procs")
+    except OSError as error:
+        raise SystemExit(f"--slow-worker needs root and a cgroup cpu controller: {error}") from None
 
 
 def export(revision: str, folder: Path) -> None:
@@ -99,14 +133,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=500, help="batch steps per measurement")
     parser.add_argument("--workers", type=int, help="worker processes (default: one per core)")
     parser.add_argument("--zero-copy", action="store_true", help="copy=False, as the --parent-grid of the benchmark")
+    parser.add_argument("--slow-worker", type=float, help="the share of a core the first worker gets (e.g. 0.5)")
     args = parser.parse_args()
+    if args.slow_worker is not None and not 0.05 <= args.slow_worker < 1:
+        parser.error(f"--slow-worker must be in [0.05, 1), got {args.slow_worker}")
+    slow_tasks = slow_cgroup(args.slow_worker) if args.slow_worker else None
     from atari_game.benchmark import MACHINE, OUR_GAME
 
     options = {**OUR_GAME, "n_workers": args.workers, "copy": not args.zero_copy}
 
     workers = f"{args.workers} workers" if args.workers else "a worker per core"
     print(f"parent CPU per batch step, this checkout against {args.base}; {MACHINE}", flush=True)
-    print(f"{workers}, copy={not args.zero_copy}", flush=True)
+    slow = f"; the first worker on {args.slow_worker:.0%} of a core" if slow_tasks else ""
+    print(f"{workers}, copy={not args.zero_copy}{slow}", flush=True)
     with tempfile.TemporaryDirectory() as base:
         export(args.base, Path(base))
         sides = {"base": Path(base), "this": REPO}
@@ -115,7 +154,7 @@ def main() -> None:
                 runs: dict[str, list[dict]] = {"base": [], "this": []}
                 for round_number in range(args.rounds):
                     for side in ("base", "this") if round_number % 2 == 0 else ("this", "base"):
-                        runs[side].append(run_side(sides[side], loop, n, args.steps, options))
+                        runs[side].append(run_side(sides[side], loop, n, args.steps, options, slow_tasks))
                 report(loop, n, runs)
 
 

@@ -2,6 +2,7 @@
 are too long for CI)."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -221,3 +222,13 @@ def test_parent_cpu_compares_a_revision_exported_from_git_with_this_checkout(tmp
             result = parent_cpu.run_side(source, loop, 2, 5, {**OUR_GAME, "n_workers": 1})
             assert result["package"] == str(source / "atari_game")
             assert result["user_us"] + result["system_us"] > 0 and result["steps_per_s"] > 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a CPU cgroup needs root")
+def test_parent_cpu_can_slow_the_first_worker_down_with_a_cpu_cgroup():
+    from atari_game.benchmark import OUR_GAME
+
+    tasks = parent_cpu.slow_cgroup(0.5)
+    result = parent_cpu.run_side(parent_cpu.REPO, "sync", 4, 20, {**OUR_GAME, "n_workers": 2}, tasks)
+    assert result["steps_per_s"] > 0  # (measure checks that the worker went into the cgroup)
+    assert not Path(tasks).read_text().split()  # and the worker is gone with its pool

@@ -9,14 +9,15 @@ import sys
 import textwrap
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
 from atari_game import Game, resolve_game
-from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW
-from atari_game.lending import BANKS, COUNT, FOR_STEP
+from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW, GameOptions
+from atari_game.lending import BANKS, BORROWED_PLAY_NS, COUNT, FOR_STEP, PLAY_NS, Loans, loan_layout
 from atari_game.pool import (
     POOL_STEP_BYTES,
     POOL_STEP_TAGS,
@@ -519,6 +520,31 @@ def test_a_mixed_pool_lends_games_of_other_screen_heights_exactly_where_episodes
             assert np.array_equal(obs[i], steps[t][0]) and (rewards[i], terms[i], truncs[i]) == steps[t][1:4]
         ended += int(terms.sum())
     assert ended >= 8 and pool.env_steps_lent > 0
+
+
+def test_a_loan_evens_out_the_work_coming_from_restarts_and_from_a_slower_core():
+    # Worker 0 of two, 8 envs each, sized in-process over the lending arrays: a play takes it P, the other worker P'.
+    layout = loan_layout(2, 7, GameOptions.from_kwargs(game="Pong"), (210, 160))
+    shared = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
+    block = types.SimpleNamespace(
+        env_ids=list(range(8)), play_cost=0.0, start_seconds=0.0, starts=0, owed=set(), lent=frozenset()
+    )
+    loans = Loans(block, shared, 0, dict.fromkeys(range(8, 16), "pong"), {}, 8)
+    borrower = shared["loans"][1, 1]  # the next worker's row for the next whole-pool step (pool step 1)
+    assert loans.envs_to_lend(0, 0) == 0  # nothing timed yet
+    block.play_cost, borrower[PLAY_NS] = 300e-6, 300_000
+    assert loans.envs_to_lend(0, 0) == 0  # as fast, no restarts: nothing to even out
+    block.start_seconds, block.starts = 4.5e-3, 1  # a restart takes 15 plays
+    assert loans.envs_to_lend(1, 0) == 7  # (7 P + R - 8 P) / 2P
+    assert loans.envs_to_lend(1, 1) == 0 and loans.envs_to_lend(0, 1) == -7  # the other worker would lend
+    block.play_cost = 600e-6  # a core at half speed
+    assert loans.envs_to_lend(0, 0) == 3  # (8 P - 8 P') / (P + P') = 2400 / 900
+    borrower[BORROWED_PLAY_NS] = 500_000  # a borrowed play, states moved there and back, takes the next worker that
+    assert loans.envs_to_lend(0, 0) == 2  # 2400 / 1100
+    # The slower worker is the other one: worker 0 offers nothing (it does not lend a negative count).
+    block.play_cost, borrower[PLAY_NS] = 300e-6, 600_000
+    loans.offer()
+    assert shared["loans"][0, 1, FOR_STEP] == 0
 
 
 def test_a_worker_killed_before_reset_is_replaced_and_reset_with_the_seeds_asked_for(pool_factory):
