@@ -5,13 +5,13 @@ A synchronous step ends when the slowest worker ends. A game restart costs as mu
 ``reset_game`` emulates ~75 frames, then come the NOOPs), all of it on one worker while the others wait. And a core
 can be slower than the others for seconds at a time: other work shares it, or (on shared cloud machines) the host
 runs it at half speed. In next-step autoreset mode a worker knows a step ahead which of its games restart: those
-whose episode ended start the next one at their next step. So at the end of a step a worker with more work coming
-than the next worker (the workers form a ring) offers it some of its other envs for the coming step, their whole
-`GameState` written into its slots of the shared segment. If that step is a whole-pool step, the borrower plays them
-after its own envs, into their rows, and writes their states back; the lender skips them, and takes them back at the
-start of its next command. Any other next command (a reset, an async step) cancels the offer: the lender's Games
-never moved. A worker's slots come in two banks, used by turns from step to step, so that it can offer envs for the
-next step while a loan for this one is out.
+whose episode ended start the next one at their next step. So at the end of a whole-pool step a worker with more
+work coming than the next worker (the workers form a ring) offers it some of its other envs for the coming step,
+their whole `GameState` written into its slots of the shared segment. If that step is a whole-pool step too, the
+borrower plays them after its own envs, into their rows, and writes their states back; the lender skips them, and
+takes them back at the start of its next command. Any other next command (a reset, an async step) cancels the
+offer: the lender's Games never moved. A worker's slots come in two banks, used by turns from step to step, so that
+it can offer envs for the next step while a loan for this one is out.
 
 Every output stays exactly what the lender would have computed, as `GameState` carries everything a play reads
 and writes (the pool tests compare pools with local Games, bit for bit). ALE does not export the last action that
@@ -149,8 +149,8 @@ class Loans:
         self.borrow_seconds, self.borrowed = 0.0, 0  # CPU time of borrowed plays (state moves included), and how many
 
     def run(self, command: str, data: Any, whole_pool_step: bool) -> tuple[str, list[int], Any]:
-        """`GameBlock.run`, with the loans around it: settle the last offer, play the command, play what the worker
-        before lent for this step (a whole-pool step), and offer envs for the next step if restarts are coming."""
+        """`GameBlock.run`, with the loans around it: settle the last offer, play the command, and in a whole-pool
+        step play what the worker before lent for it and offer envs for the next step if more work is coming here."""
         try:
             self.settle(whole_pool_step)
         except Exception:
@@ -159,8 +159,10 @@ class Loans:
         try:
             if whole_pool_step:
                 self.borrow()
-            if command == "step" and answer[0] == "ok":
-                self.offer()
+                # Offers only after whole-pool steps: an async pool's partial steps never take one (a slower core
+                # would copy states out after every step for nothing).
+                if answer[0] == "ok":
+                    self.offer()
         except Exception:
             return "error", answer[1], traceback.format_exc()
         return answer
