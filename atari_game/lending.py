@@ -18,20 +18,21 @@ and writes (the pool tests compare pools with local Games, bit for bit). ALE doe
 sticky actions repeat, so pools lend only with ``sticky_actions=0``.
 
 How many envs: so that lender and borrower end together, the difference of their work coming over (P + B), each
-worker's work being its plays at P (the seconds a play takes it, averaged over its last ~10 steps:
-`GameBlock.play_cost`) and its restarts at R (the seconds a restart took it so far), and B the seconds a borrowed
-play takes the borrower, moving its state there and back included (its P until it has borrowed). Wall times, not CPU
-times: other work on a core slows a play's wall time, not its CPU time (a core the host slows down, both). About 6
-envs per restart on Breakout; at most `SLOTS`. A worker offers not knowing the next worker's restarts yet; when two
-workers lend to each other (two workers make a ring of two), the last of them to finish the step before (it sees
-both offers) keeps only the offer of the one with more work coming, cut to the envs that even out their work.
+worker's work being its plays at its own P (the seconds a play takes it, averaged over its last ~10 steps:
+`GameBlock.play_cost`) and its restarts at its R (the seconds a restart took it so far; the other's until it has
+timed one), P the lender's and B the seconds a borrowed play takes the borrower, moving its state there and back
+included (its P until it has borrowed). Wall times, not CPU times: other work on a core slows a play's wall time,
+not its CPU time (a core the host slows down, both). About 6 envs per restart on Breakout; at most `SLOTS`. A worker
+offers not knowing the next worker's restarts yet; when two workers lend to each other (two workers make a ring of
+two), the last of them to finish the step before (it sees both offers and both workers' timings) keeps only the
+offer of the one with more work coming, cut to the envs that even out their work.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -44,10 +45,13 @@ ALE_STATE_BYTES = 20_480
 # A worker's bank of slots serves the whole-pool steps of its parity; its row of "loans" (a cache line) holds the
 # pool step its offer is for (0: no offer), how many envs it offers, the pool step its borrower played them in, how
 # many env steps it has lent so far, how many of its games restart in the step the bank serves next, and the
-# seconds (in ns; 0: not yet timed) a play of its own envs takes it then (`GameBlock.play_cost`) and a borrowed play
-# (moving the state there and back included).
+# seconds (in ns; 0: not yet timed) that a play of its own envs takes it then (`GameBlock.play_cost`), a borrowed play
+# (moving the state there and back included) and a restart.
 BANKS = 2
-FOR_STEP, COUNT, DONE, TOTAL, RESTARTS, PLAY_NS, BORROWED_PLAY_NS = range(7)
+FOR_STEP, COUNT, DONE, TOTAL, RESTARTS, PLAY_NS, BORROWED_PLAY_NS, RESTART_NS = range(8)
+# The weight of a step's time per play in a worker's moving average of it (`GameBlock.play_cost`, and the borrowed
+# plays' `Loans.borrowed_play`): about the last 10 steps.
+PLAY_COST_WEIGHT = 0.1
 # A slot's numbers: the Game's counters (`GameState` but its arrays), then the ALE state's length.
 COUNTERS = ("lives", "episode_reward", "episode_length", "game_reward", "game_length", "next_episode_due")
 
@@ -83,6 +87,30 @@ def lost_loans(shared: dict[str, np.ndarray], borrower: int) -> list[tuple[int, 
     if row[FOR_STEP] != step or row[DONE] == step:
         return []
     return [(lender, shared["lent_ids"][lender, step % BANKS, : row[COUNT]].tolist())]
+
+
+class _Side(NamedTuple):
+    """One worker's side of a loan: its envs, its restarts coming, and the seconds it takes for a play of its own, a
+    borrowed play and a restart (0: not yet timed)."""
+
+    envs: int
+    restarts: int
+    play: float
+    borrowed_play: float
+    restart: float
+
+    def work(self, restart: float) -> float:
+        """The seconds its step will take, a restart taking `restart` where it has not timed one."""
+        return (self.envs - self.restarts) * self.play + self.restarts * (self.restart or restart)
+
+
+def _loan(lender: _Side, borrower: _Side) -> int:
+    """How many envs `lender` lends `borrower` so that both end together (see the module docstring)."""
+    restart = lender.restart or borrower.restart
+    moved = lender.play + (
+        borrower.borrowed_play or borrower.play
+    )  # what each env lent takes off one, adds to the other
+    return round((lender.work(restart) - borrower.work(restart)) / moved)
 
 
 class _Slots:
@@ -139,14 +167,15 @@ class Loans:
         lender = (index - 1) % self.n_workers
         self.mine = [_Slots(shared, index, bank) for bank in range(BANKS)]
         self.theirs = [_Slots(shared, lender, bank) for bank in range(BANKS)]
-        # The next worker's rows of "loans" (its restarts and CPU time per play), and how many envs it hosts.
+        # The next worker's rows of "loans" (its restarts and timings), and how many envs it hosts.
         self.borrower, self.borrower_envs = shared["loans"][(index + 1) % self.n_workers], borrower_envs
         self.lender_games, self.options = lender_games, options
         # A borrowed env is played on a spare Game of its game, made when first needed (a ROM load, ~0.1 s): the one
         # of the env lent first (the lender's last) now.
         self.spares: dict[str, Game] = {}
         self._spare(lender_games[max(lender_games)])
-        self.borrow_seconds, self.borrowed = 0.0, 0  # CPU time of borrowed plays (state moves included), and how many
+        # The seconds a borrowed play takes (its state moved there and back included), averaged as `play_cost` is.
+        self.borrowed_play = 0.0
 
     def run(self, command: str, data: Any, whole_pool_step: bool) -> tuple[str, list[int], Any]:
         """`GameBlock.run`, with the loans around it: settle the last offer, play the command, and in a whole-pool
@@ -196,8 +225,10 @@ class Loans:
         block, step = self.block, self.pool_step[0] + 1
         bank = self.mine[step % BANKS]
         bank.loans[RESTARTS] = restarts = sum(block.games[i].next_episode_due for i in block.owed)
-        bank.loans[PLAY_NS] = round(block.play_cost * 1e9)
-        bank.loans[BORROWED_PLAY_NS] = round(self.borrow_seconds / self.borrowed * 1e9) if self.borrowed else 0
+        mine = self._side(restarts)
+        bank.loans[PLAY_NS], bank.loans[BORROWED_PLAY_NS], bank.loans[RESTART_NS] = (
+            round(seconds * 1e9) for seconds in mine[2:]
+        )
         wanted = min(len(bank.ids), max(self.envs_to_lend(restarts, 0), 0))
         # The envs at the end of the block, but those starting an episode (a restart stays with its own Game) and
         # those out on loan (their Games are behind).
@@ -215,20 +246,23 @@ class Loans:
             bank.loans[FOR_STEP] = step  # last: the offer is whole once this is written
 
     def envs_to_lend(self, restarts: int, borrower_restarts: int) -> int:
-        """How many envs to lend the next worker (negative: to borrow from it) for a step in which this worker has
-        `restarts` games to restart and the next worker `borrower_restarts`, so that both end together: the
-        difference of their work over (P + B), each worker's work being its plays at the time a play takes it (P here,
-        P' there) and its restarts at R each, and B what a borrowed play takes the next worker (P' until it has
-        borrowed); see the module docstring. 0 until both workers have timed a play."""
-        block, borrower = self.block, self.borrower[(self.pool_step[0] + 1) % BANKS]
-        play, borrower_play = block.play_cost, borrower[PLAY_NS] * 1e-9
-        if not play or not borrower_play:
+        """How many envs to lend the next worker (negative: how many it should lend this one) for a step in which this
+        worker has `restarts` games to restart and the next worker `borrower_restarts`, so that both end together:
+        the difference of their work over (P + B), P what a play takes the lender, B what a borrowed play takes the
+        borrower (see the module docstring); 0 until both workers have timed a play."""
+        mine = self._side(restarts)
+        row = self.borrower[(self.pool_step[0] + 1) % BANKS]
+        theirs = _Side(self.borrower_envs, borrower_restarts, *(row[[PLAY_NS, BORROWED_PLAY_NS, RESTART_NS]] * 1e-9))
+        if not mine.play or not theirs.play:
             return 0
-        borrowed_play = borrower[BORROWED_PLAY_NS] * 1e-9 or borrower_play
+        restart = mine.restart or theirs.restart
+        return _loan(mine, theirs) if mine.work(restart) >= theirs.work(restart) else -_loan(theirs, mine)
+
+    def _side(self, restarts: int) -> _Side:
+        """This worker's side of a loan, for a step with `restarts` of its games to restart."""
+        block = self.block
         restart = block.start_seconds / block.starts if block.starts else 0.0
-        work = (len(block.env_ids) - restarts) * play + restarts * restart
-        borrower_work = (self.borrower_envs - borrower_restarts) * borrower_play + borrower_restarts * restart
-        return round((work - borrower_work) / (play + borrowed_play))
+        return _Side(len(block.env_ids), restarts, block.play_cost, self.borrowed_play, restart)
 
     def balance(self) -> None:
         """Run by the last worker to finish a whole-pool step, once every offer for the next step is made (each made
@@ -277,13 +311,13 @@ class Loans:
         bank = self.theirs[step % BANKS]
         if bank.loans[FOR_STEP] != step:
             return
-        started = time.perf_counter()
         ids = bank.ids[: bank.loans[COUNT]].tolist()
-        for j, i in enumerate(ids):
-            game = self._spare(self.lender_games[i])
+        games = [self._spare(self.lender_games[i]) for i in ids]  # (a first spare loads its ROM: not timed)
+        started = time.perf_counter()
+        for j, (i, game) in enumerate(zip(ids, games, strict=True)):
             game.set_state(bank.read(j, game))
             self.block.play(game, self.shared, i)
             bank.write(j, game.get_state())
         bank.loans[DONE] = step
-        self.borrow_seconds += time.perf_counter() - started
-        self.borrowed += len(ids)
+        cost = (time.perf_counter() - started) / len(ids)
+        self.borrowed_play += (cost - self.borrowed_play) * (PLAY_COST_WEIGHT if self.borrowed_play else 1.0)

@@ -40,7 +40,16 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from atari_game.game import Game, GameOptions, _check_int, check_continuous_actions
-from atari_game.lending import FOR_STEP, SLOTS, TOTAL, Loans, live_offer, loan_layout, lost_loans
+from atari_game.lending import (
+    FOR_STEP,
+    PLAY_COST_WEIGHT,
+    SLOTS,
+    TOTAL,
+    Loans,
+    live_offer,
+    loan_layout,
+    lost_loans,
+)
 from atari_game.spaces import action_space, observation_space
 from atari_game.worker import (
     ParentEnd,
@@ -74,8 +83,6 @@ NO_ANSWER = np.iinfo(np.int32).min
 # learner, a slow policy) does not pay a core's millisecond for every step.
 WATCH_SECONDS = 0.001
 WATCH_BACKOFF = 6
-# The weight of a step's CPU time per play in a worker's moving average of it (`GameBlock.play_cost`).
-PLAY_COST_WEIGHT = 0.1
 
 
 class PoolError(RuntimeError):

@@ -24,6 +24,7 @@ balance of `atari_game.lending` answers it). It needs root and cgroup v1's cpu c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -104,13 +105,18 @@ def slow_cgroup(fraction: float) -> str:
             group.mkdir(exist_ok=True)
             (group / "cpu.cfs_period_us").write_text(str(period))
             (group / "cpu.cfs_quota_us").write_text(str(quota))
-            return str(group / "tasks")
+            return str(group / "cgroup.procs")
         group = v2 / "atari_game_slow_worker"
         group.mkdir(exist_ok=True)
         (group / "cpu.max").write_text(f"{quota} {period}")
         return str(group / "cgroup.procs")
     except OSError as error:
         raise SystemExit(f"--slow-worker needs root and a cgroup cpu controller: {error}") from None
+
+
+def remove_cgroup(procs: str) -> None:
+    """Remove the cgroup of `slow_cgroup` (whose processes file is `procs`), once its processes are gone."""
+    Path(procs).parent.rmdir()
 
 
 def export(revision: str, folder: Path) -> None:
@@ -146,7 +152,9 @@ def main() -> None:
     print(f"parent CPU per batch step, this checkout against {args.base}; {MACHINE}", flush=True)
     slow = f"; the first worker on {args.slow_worker:.0%} of a core" if slow_tasks else ""
     print(f"{workers}, copy={not args.zero_copy}{slow}", flush=True)
-    with tempfile.TemporaryDirectory() as base:
+    with tempfile.TemporaryDirectory() as base, contextlib.ExitStack() as cleanup:
+        if slow_tasks:
+            cleanup.callback(remove_cgroup, slow_tasks)
         export(args.base, Path(base))
         sides = {"base": Path(base), "this": REPO}
         for n in args.envs:

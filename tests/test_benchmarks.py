@@ -228,7 +228,13 @@ def test_parent_cpu_compares_a_revision_exported_from_git_with_this_checkout(tmp
 def test_parent_cpu_can_slow_the_first_worker_down_with_a_cpu_cgroup():
     from atari_game.benchmark import OUR_GAME
 
-    tasks = parent_cpu.slow_cgroup(0.5)
-    result = parent_cpu.run_side(parent_cpu.REPO, "sync", 4, 20, {**OUR_GAME, "n_workers": 2}, tasks)
-    assert result["steps_per_s"] > 0  # (measure checks that the worker went into the cgroup)
-    assert not Path(tasks).read_text().split()  # and the worker is gone with its pool
+    try:
+        tasks = parent_cpu.slow_cgroup(0.5)
+    except SystemExit as error:  # root, but no writable cgroup cpu controller (a container)
+        pytest.skip(str(error))
+    try:
+        result = parent_cpu.run_side(parent_cpu.REPO, "sync", 4, 20, {**OUR_GAME, "n_workers": 2}, tasks)
+        assert result["steps_per_s"] > 0  # (measure checks that the worker went into the cgroup)
+        assert not Path(tasks).read_text().split()  # and the worker is gone with its pool
+    finally:
+        parent_cpu.remove_cgroup(tasks)

@@ -477,7 +477,7 @@ def test_pools_lend_envs_only_where_a_moved_game_plays_exactly_and_steps_are_who
         for row in actions:
             pool.step(row)
     assert lending.env_steps_lent > 0 and sticky.env_steps_lent == same_step.env_steps_lent == 0
-    # Async steps are not whole-pool steps: an offer made after one is never taken, and the lender plays on.
+    # Async steps are not whole-pool steps: nothing is offered after one, nor taken, and the lender plays on.
     lent, async_pool = lending.env_steps_lent, pool_factory(8, n_workers=2, batch_size=4, **OPTIONS)
     local = [play_one(i, actions[:, i], same_step=False, **OPTIONS)[1] for i in range(8)]
     async_pool.reset()
@@ -545,6 +545,8 @@ def test_a_loan_evens_out_the_work_coming_from_restarts_and_from_a_slower_core()
     block.play_cost, borrower[PLAY_NS] = 300e-6, 600_000
     loans.offer()
     assert shared["loans"][0, 1, FOR_STEP] == 0
+    loans.borrowed_play = 400e-6  # it should lend this worker (4800 - 2400) / (its P + this worker's B) envs
+    assert loans.envs_to_lend(0, 0) == -2
 
 
 def test_a_worker_killed_before_reset_is_replaced_and_reset_with_the_seeds_asked_for(pool_factory):
