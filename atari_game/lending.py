@@ -89,6 +89,11 @@ def lost_loans(shared: dict[str, np.ndarray], borrower: int) -> list[tuple[int, 
     return [(lender, shared["lent_ids"][lender, step % BANKS, : row[COUNT]].tolist())]
 
 
+def moving_average(average: float, sample: float) -> float:
+    """`average` moved towards `sample` by `PLAY_COST_WEIGHT` (the first sample, where `average` is still 0)."""
+    return average + (sample - average) * (PLAY_COST_WEIGHT if average else 1.0)
+
+
 class _Side(NamedTuple):
     """One worker's side of a loan: its envs, its restarts coming, and the seconds it takes for a play of its own, a
     borrowed play and a restart (0: not yet timed)."""
@@ -99,18 +104,16 @@ class _Side(NamedTuple):
     borrowed_play: float
     restart: float
 
-    def work(self, restart: float) -> float:
-        """The seconds its step will take, a restart taking `restart` where it has not timed one."""
-        return (self.envs - self.restarts) * self.play + self.restarts * (self.restart or restart)
+    def work(self) -> float:
+        """The seconds its step will take."""
+        return (self.envs - self.restarts) * self.play + self.restarts * self.restart
 
 
 def _loan(lender: _Side, borrower: _Side) -> int:
     """How many envs `lender` lends `borrower` so that both end together (see the module docstring)."""
-    restart = lender.restart or borrower.restart
-    moved = lender.play + (
-        borrower.borrowed_play or borrower.play
-    )  # what each env lent takes off one, adds to the other
-    return round((lender.work(restart) - borrower.work(restart)) / moved)
+    # Each env lent takes a play off the lender and adds a borrowed play to the borrower.
+    moved = lender.play + (borrower.borrowed_play or borrower.play)
+    return round((lender.work() - borrower.work()) / moved)
 
 
 class _Slots:
@@ -227,7 +230,7 @@ class Loans:
         bank.loans[RESTARTS] = restarts = sum(block.games[i].next_episode_due for i in block.owed)
         mine = self._side(restarts)
         bank.loans[PLAY_NS], bank.loans[BORROWED_PLAY_NS], bank.loans[RESTART_NS] = (
-            round(seconds * 1e9) for seconds in mine[2:]
+            round(seconds * 1e9) for seconds in (mine.play, mine.borrowed_play, mine.restart)
         )
         wanted = min(len(bank.ids), max(self.envs_to_lend(restarts, 0), 0))
         # The envs at the end of the block, but those starting an episode (a restart stays with its own Game) and
@@ -255,8 +258,10 @@ class Loans:
         theirs = _Side(self.borrower_envs, borrower_restarts, *(row[[PLAY_NS, BORROWED_PLAY_NS, RESTART_NS]] * 1e-9))
         if not mine.play or not theirs.play:
             return 0
-        restart = mine.restart or theirs.restart
-        return _loan(mine, theirs) if mine.work(restart) >= theirs.work(restart) else -_loan(theirs, mine)
+        # A worker that has timed no restart yet counts the other's.
+        mine = mine._replace(restart=mine.restart or theirs.restart)
+        theirs = theirs._replace(restart=theirs.restart or mine.restart)
+        return _loan(mine, theirs) if mine.work() >= theirs.work() else -_loan(theirs, mine)
 
     def _side(self, restarts: int) -> _Side:
         """This worker's side of a loan, for a step with `restarts` of its games to restart."""
@@ -319,5 +324,4 @@ class Loans:
             self.block.play(game, self.shared, i)
             bank.write(j, game.get_state())
         bank.loans[DONE] = step
-        cost = (time.perf_counter() - started) / len(ids)
-        self.borrowed_play += (cost - self.borrowed_play) * (PLAY_COST_WEIGHT if self.borrowed_play else 1.0)
+        self.borrowed_play = moving_average(self.borrowed_play, (time.perf_counter() - started) / len(ids))

@@ -9,8 +9,8 @@ pool the last worker to finish (a shared semaphore holds a ticket for each of th
 parent, so the parent sleeps once a step, not once a worker, and reads every answer with one call. A worker
 that has answered watches its count of commands in the segment for a millisecond before it sleeps, so a caller
 that steps again at once wakes nobody. Rare commands (reset, close) and errors go as pickled messages through the
-workers' own pipes. In a whole-pool step a worker whose games restart lends some of its envs to the next worker
-through slots of the segment (`atari_game.lending`).
+workers' own pipes. In a whole-pool step a worker with more work coming (games to restart, a slower core) lends
+some of its envs to the next worker through slots of the segment (`atari_game.lending`).
 
     with GamePool(16, "Breakout", noop_max=30) as pool:
         obs, info = pool.reset(seed=0)                  # uint8 (16, 4, 84, 84)
@@ -42,13 +42,13 @@ from gymnasium.vector import AutoresetMode
 from atari_game.game import Game, GameOptions, _check_int, check_continuous_actions
 from atari_game.lending import (
     FOR_STEP,
-    PLAY_COST_WEIGHT,
     SLOTS,
     TOTAL,
     Loans,
     live_offer,
     loan_layout,
     lost_loans,
+    moving_average,
 )
 from atari_game.spaces import action_space, observation_space
 from atari_game.worker import (
@@ -235,10 +235,10 @@ class GameBlock:
         self.owed: set[int] = set()
         # Envs another worker plays in the coming whole-pool step (`Loans`): skipped here.
         self.lent: frozenset[int] = frozenset()
-        # What `Loans` sizes a loan by: the seconds a play takes, averaged over about the last `1 / PLAY_COST_WEIGHT`
-        # steps, and the seconds spent on starting owed episodes, and how many. Wall time, not CPU time: a core that
-        # other work shares, or that the host slows down (shared cloud cores can run at half speed for seconds),
-        # shows in it within a few steps.
+        # What `Loans` sizes a loan by: the seconds a play takes, averaged over about the last 10 steps
+        # (`moving_average`), and the seconds spent on starting owed episodes, and how many. Wall time, not CPU
+        # time: a core that other work shares, or that the host slows down (shared cloud cores can run at half
+        # speed for seconds), shows in it within a few steps.
         self.play_cost, self.start_seconds, self.starts = 0.0, 0.0, 0
 
     def run(self, command: str, data: Any) -> tuple[str, list[int], Any]:
@@ -288,8 +288,7 @@ class GameBlock:
             plays += 1
         self.start_seconds += starts
         if plays:
-            cost = (time.perf_counter() - started - starts) / plays
-            self.play_cost += (cost - self.play_cost) * (PLAY_COST_WEIGHT if self.play_cost else 1.0)
+            self.play_cost = moving_average(self.play_cost, (time.perf_counter() - started - starts) / plays)
         return ended_any
 
     def play(self, game: Game, a: dict[str, np.ndarray], k: int) -> bool:
@@ -594,7 +593,7 @@ class GamePool(gymnasium.vector.VectorEnv):
     pool raises `OSError` at once, saying how much it needs and how much is free.
     """
 
-    # Whether workers lend envs to each other around game restarts (`atari_game.lending`): they need the shared segment.
+    # Whether workers lend envs to each other (`atari_game.lending`): they need the shared segment.
     lends_envs = True
 
     def __init__(
@@ -638,8 +637,8 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._every_env = np.ones(n_envs, bool)
         self._game_names.flags.writeable = self._every_env.flags.writeable = False
 
-        # Workers lend envs to each other around game restarts (`atari_game.lending`): in next-step autoreset,
-        # where a restart is known a step ahead, and without sticky actions, whose last action ALE cannot move.
+        # Workers lend envs to each other (`atari_game.lending`): in next-step autoreset, where a restart is known a
+        # step ahead, and without sticky actions, whose last action ALE cannot move.
         self._blocks = [[int(i) for i in block] for block in np.array_split(np.arange(n_envs), n_workers)]
         lends = self.lends_envs and self.autoreset_mode == AutoresetMode.NEXT_STEP and not self.options.sticky_actions
         slots = min(SLOTS, len(self._blocks[-1]) - 1) if lends and n_workers > 1 else 0
@@ -676,7 +675,7 @@ class GamePool(gymnasium.vector.VectorEnv):
 
     @property
     def env_steps_lent(self) -> int:
-        """How many env steps workers have played for another worker, lending envs around game restarts
+        """How many env steps workers have played for another worker, lent to even out their work
         (`atari_game.lending`; 0 where the pool does not lend: async steps, same-step autoreset, sticky actions,
         one worker)."""
         return int(self._shared["loans"][..., TOTAL].sum()) if self._lending else 0

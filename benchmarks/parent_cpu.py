@@ -44,7 +44,7 @@ LOOPS = ("sync", "async")
 def measure(loop: str, n: int, steps: int, options: dict, slow_tasks: str | None = None) -> dict[str, float | str]:
     """One side's parent CPU µs (user, system) per batch step of N envs, its agent steps/s (after a warm-up) and
     the folder its `atari_game` came from: run in a process whose `atari_game` is that side's. With `slow_tasks` (a
-    cgroup's tasks file), the pool's first worker goes into that cgroup."""
+    cgroup's processes file, from `slow_cgroup`), the pool's first worker goes into that cgroup."""
     import atari_game
     from atari_game import GamePool
 
@@ -53,7 +53,7 @@ def measure(loop: str, n: int, steps: int, options: dict, slow_tasks: str | None
         if slow_tasks:
             pid = pool._workers[0].process.pid
             Path(slow_tasks).write_text(str(pid))
-            if str(Path(slow_tasks).parent.name) not in Path(f"/proc/{pid}/cgroup").read_text():
+            if Path(slow_tasks).parent.name not in Path(f"/proc/{pid}/cgroup").read_text():
                 raise RuntimeError(f"the first worker (pid {pid}) did not go into {Path(slow_tasks).parent}")
         # Random actions of the game's own action set (`options` name the game).
         actions = np.random.default_rng(0).integers(pool.single_action_space.n, size=(steps + 20, n))
@@ -95,7 +95,7 @@ def run_side(source: Path, *arguments: Any) -> dict[str, float | str]:
 
 def slow_cgroup(fraction: float) -> str:
     """Make a CPU cgroup whose tasks get `fraction` of a core (at least 0.05) in every period of 2 ms (longer where
-    the quota would be under the kernel's 1 ms); return the file that takes a task into it."""
+    the quota would be under the kernel's 1 ms); return the file that takes a process into it."""
     period = max(2000, round(1000 / fraction))
     quota = round(period * fraction)
     v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
