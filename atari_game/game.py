@@ -364,7 +364,8 @@ class GameState(NamedTuple):
     (so a moved game is exact only with ``sticky_actions=0``).
 
     Attributes:
-        ale: the emulator's state, ALE's ``cloneState(include_rng=True)`` serialized (about 15 KB).
+        ale: the emulator's state, ALE's ``cloneState(include_rng=True)`` serialized (about 15 KB; 8 KB without
+            the generator).
         stack: the processed frames, ``(stack, *frame)`` uint8, oldest first.
         screen: the last screen (or RAM) read, the one the next episode starts from in "terminal" mode (ALE's
             state does not hold the screen).
@@ -555,13 +556,18 @@ class Game:
             self._start_next()
         return self._observation(out)
 
-    def get_state(self) -> GameState:
-        """This game's state, to play on in another Game of the same options (see `GameState`). It holds ALE's
-        random generator too, half of what a move costs: Adventure's restarts draw from it."""
+    def get_state(self, with_rng: bool = True) -> GameState:
+        """This game's state, to play on in another Game of the same options (see `GameState`).
+
+        It holds ALE's environment generator too, unless ``with_rng=False``: that halves a move's cost, and the Game
+        it moves into plays on with its own generator. ALE's act draws from it every frame, so a generator left
+        behind lags the game from then on; that is exact only where nothing reads it: no sticky actions, and a game
+        whose restarts do not (all but Adventure's in ale-py 0.11-0.12, which selects its mode with it).
+        """
         if not self._started:
             raise RuntimeError(f"{self!r}: call reset() before get_state()")
         return GameState(
-            self.ale.cloneState(include_rng=True).__getstate__(),
+            self.ale.cloneState(include_rng=with_rng).__getstate__(),
             self._stack.copy(),
             self._screens[0].copy(),
             self.lives,

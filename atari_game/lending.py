@@ -15,7 +15,8 @@ it can offer envs for the next step while a loan for this one is out.
 
 Every output stays exactly what the lender would have computed, as `GameState` carries everything a play reads
 and writes (the pool tests compare pools with local Games, bit for bit). ALE does not export the last action that
-sticky actions repeat, so pools lend only with ``sticky_actions=0``.
+sticky actions repeat, so pools lend only with ``sticky_actions=0``; and a few games' saved state misses a detail
+of the emulator (`UNMOVABLE_GAMES`), so their envs are never lent.
 
 How many envs: so that lender and borrower end together, the difference of their work coming over (P + B), each
 worker's work being its plays at its own P (the seconds a play takes it, averaged over its last ~10 steps:
@@ -34,6 +35,7 @@ import time
 import traceback
 from typing import Any, NamedTuple
 
+import ale_py
 import numpy as np
 
 from atari_game.game import Game, GameOptions, GameState
@@ -52,8 +54,28 @@ FOR_STEP, COUNT, DONE, TOTAL, RESTARTS, PLAY_NS, BORROWED_PLAY_NS, RESTART_NS = 
 # The weight of a step's time per play in a worker's moving average of it (`GameBlock.play_cost`, and the borrowed
 # plays' `Loans.borrowed_play`): about the last 10 steps.
 PLAY_COST_WEIGHT = 0.1
+# Games whose moved state does not play on exactly as the game left in place would (ale-py 0.12.1), so their envs
+# are never lent. ALE's saved state leaves out the TIA's partial-frame flag, which changes the cycles of the next
+# frame (Q*bert and Tetris: ALE's fix #732, after 0.12.1), rounds the DPC cartridge's fractional clocks (Pitfall II)
+# and saves Miniature Golf's level, par and hits as booleans. `benchmarks/moved_games.py` (2,000 plays of every game,
+# moved to a spare emulator and back every other play) did not catch those four, but finds Tic-Tac-Toe 3D's first
+# play after a move 19 pixels off and Yars' Revenge's play 1,665 259 pixels off: a sample, to run again on upgrades.
+UNMOVABLE_GAMES = frozenset({"miniature_golf", "pitfall2", "qbert", "tetris", "tic_tac_toe_3d", "yars_revenge"})
+# Moves leave ALE's environment generator behind (half a move's cost; the lender's own generator goes on when the game
+# comes back) where nothing reads it. ALE's act draws from it every frame (for sticky actions, which lending pools do
+# not have), so a generator left behind lags the game; by the source of the ale-py releases below only Adventure's
+# settings read it (to select a mode at a restart). With any other release, moves carry it.
+RNG_FREE_RELEASES = ("0.11.", "0.12.")
+RNG_GAMES = frozenset({"adventure"})
+
+
 # A slot's numbers: the Game's counters (`GameState` but its arrays), then the ALE state's length.
 COUNTERS = ("lives", "episode_reward", "episode_length", "game_reward", "game_length", "next_episode_due")
+
+
+def moves_rng(game: str) -> bool:
+    """Whether a move of an env of game `game` (a ROM id) carries ALE's environment generator."""
+    return game in RNG_GAMES or not ale_py.__version__.startswith(RNG_FREE_RELEASES)
 
 
 def loan_layout(
@@ -173,6 +195,8 @@ class Loans:
         # The next worker's rows of "loans" (its restarts and timings), and how many envs it hosts.
         self.borrower, self.borrower_envs = shared["loans"][(index + 1) % self.n_workers], borrower_envs
         self.lender_games, self.options = lender_games, options
+        # This worker's envs it never lends (`UNMOVABLE_GAMES`).
+        self.unmovable = frozenset(i for i, game in block.games.items() if game.options.game in UNMOVABLE_GAMES)
         # A borrowed env is played on a spare Game of its game, made when first needed (a ROM load, ~0.1 s): the one
         # of the env lent first (the lender's last) now.
         self.spares: dict[str, Game] = {}
@@ -233,12 +257,13 @@ class Loans:
             round(seconds * 1e9) for seconds in (mine.play, mine.borrowed_play, mine.restart)
         )
         wanted = min(len(bank.ids), max(self.envs_to_lend(restarts, 0), 0))
-        # The envs at the end of the block, but those starting an episode (a restart stays with its own Game) and
-        # those out on loan (their Games are behind).
-        lent = [i for i in reversed(block.env_ids) if i not in block.owed and i not in block.lent][:wanted]
+        # The envs at the end of the block, but those starting an episode (a restart stays with its own Game), those
+        # out on loan (their Games are behind) and those of games that do not move exactly.
+        unlendable = block.owed | block.lent | self.unmovable
+        lent = [i for i in reversed(block.env_ids) if i not in unlendable][:wanted]
         count = 0
         for i in lent:
-            state = block.games[i].get_state()
+            state = block.games[i].get_state(with_rng=moves_rng(block.games[i].options.game))
             if len(state.ale) > ALE_STATE_BYTES:  # no room for it: lend those before it
                 break
             bank.write(count, state)
@@ -322,6 +347,6 @@ class Loans:
         for j, (i, game) in enumerate(zip(ids, games, strict=True)):
             game.set_state(bank.read(j, game))
             self.block.play(game, self.shared, i)
-            bank.write(j, game.get_state())
+            bank.write(j, game.get_state(with_rng=moves_rng(self.lender_games[i])))
         bank.loans[DONE] = step
         self.borrowed_play = moving_average(self.borrowed_play, (time.perf_counter() - started) / len(ids))

@@ -44,6 +44,7 @@ from atari_game.lending import (
     FOR_STEP,
     SLOTS,
     TOTAL,
+    UNMOVABLE_GAMES,
     Loans,
     live_offer,
     loan_layout,
@@ -586,8 +587,9 @@ class GamePool(gymnasium.vector.VectorEnv):
     ~15 plays, and a core can run slower than the others for seconds (other work on it, or a cloud host). In
     next-step autoreset (with two or more workers and no sticky actions) a worker with more work coming than the
     next worker, from its restarts or its slower plays, lends it some of its envs for the step, so that both end
-    together (`atari_game.lending`); every result is what the lender would have computed. ``env_steps_lent``
-    counts them.
+    together (`atari_game.lending`); every result is what the lender would have computed. Envs of the few games
+    whose emulator state does not move exactly (`atari_game.lending.UNMOVABLE_GAMES`) are never lent.
+    ``env_steps_lent`` counts them.
 
     The shared memory (in /dev/shm) is all taken when the pool starts: where there is no room for it, the
     pool raises `OSError` at once, saying how much it needs and how much is free.
@@ -638,9 +640,10 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._game_names.flags.writeable = self._every_env.flags.writeable = False
 
         # Workers lend envs to each other (`atari_game.lending`): in next-step autoreset, where a restart is known a
-        # step ahead, and without sticky actions, whose last action ALE cannot move.
+        # step ahead, without sticky actions, whose last action ALE cannot move, and with games that move exactly.
         self._blocks = [[int(i) for i in block] for block in np.array_split(np.arange(n_envs), n_workers)]
         lends = self.lends_envs and self.autoreset_mode == AutoresetMode.NEXT_STEP and not self.options.sticky_actions
+        lends = lends and not UNMOVABLE_GAMES.issuperset(self.games)
         slots = min(SLOTS, len(self._blocks[-1]) - 1) if lends and n_workers > 1 else 0
         self._lending = slots > 0
 

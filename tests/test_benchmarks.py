@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 import dqn_final_agents
 import dqn_learning
 import dqn_speed
+import moved_games
 import numpy as np
 import parent_cpu
 import ppo_learning
@@ -23,7 +24,7 @@ from torch import nn
 
 from atari_game import Game
 from atari_game.dqn import Config
-from atari_game.lending import Loans
+from atari_game.lending import Loans, moves_rng
 from atari_game.pool import GameBlock
 from atari_game.training import game_options
 from atari_game.worker import available_cores
@@ -181,6 +182,23 @@ def test_state_transfer_finds_restarts_moved_between_emulators_exact_and_tells_s
     assert state_transfer.same(a, b)
     a.act(a.getMinimalActionSet()[1])  # one frame more: the frame counts (and maybe more) differ
     assert not state_transfer.same(a, b)
+
+
+def test_moved_games_finds_where_a_game_moved_out_and_back_first_differs(capsys, monkeypatch):
+    assert moved_games.first_difference("TicTacToe3D", plays=40, with_rng=True).startswith("play 30: 19 pixels")
+    assert moved_games.first_difference("Breakout", plays=40, with_rng=False) is None
+    monkeypatch.setattr(sys, "argv", ["moved_games.py", "--plays", "40", "--games", "TicTacToe3D", "Pong"])
+    moved_games.main()
+    assert "1 of 2 games differ; not in UNMOVABLE_GAMES: none" in capsys.readouterr().out
+
+
+def test_moves_leave_ales_generator_behind_except_for_adventure_whose_restarts_read_it(monkeypatch):
+    # Adventure's mode selection at a restart draws from the generator: left behind, it draws other numbers.
+    monkeypatch.setitem(moved_games.OPTIONS, "max_episode_frames", 400)
+    monkeypatch.setitem(moved_games.OPTIONS, "mode", 2)
+    assert moved_games.first_difference("Adventure", plays=200, with_rng=False) is not None
+    assert moved_games.first_difference("Adventure", plays=200, with_rng=True) is None
+    assert moves_rng("adventure") and not moves_rng("breakout")
 
 
 def test_final_agents_loads_cleanrl_models_and_plays_whole_games_in_our_env(tmp_path):

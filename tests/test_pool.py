@@ -504,6 +504,28 @@ def test_a_pool_of_adventure_whose_restarts_draw_from_the_emulators_generator_le
     assert pool.env_steps_lent > 0
 
 
+def test_envs_of_games_that_do_not_move_exactly_are_never_lent(pool_factory):
+    # Tic-Tac-Toe 3D's moved state plays on differently (test_game): a pool of it does not lend at all, and a pool
+    # mixing it with Breakout lends only Breakout's envs, every result as the local Games give it.
+    alone = pool_factory(4, n_workers=2, game="TicTacToe3D")
+    assert not alone._lending and alone._shared["lent_ale"].size == 0  # no slots either
+    games = ["TicTacToe3D", "Breakout"] * 4
+    options = {"max_episode_frames": 200, "noop_max": 30, "full_action_space": True}  # a restart every 50 steps
+    pool = pool_factory(8, game=games, n_workers=2, **options)
+    actions = np.random.default_rng(5).integers(18, size=(200, 8))
+    local = [play_one(i, actions[:, i], same_step=False, game=games[i], **options) for i in range(8)]
+    lent = set()
+    pool.reset()
+    for t, row in enumerate(actions):
+        step, banks = pool._shared["pool_step"][0] + 1, pool._shared["loans"][:, :, FOR_STEP]
+        obs, rewards, terms, truncs, _ = pool.step(row)
+        for worker, bank in np.argwhere(banks == step):  # the offers for this step, as balanced
+            lent.update(pool._shared["lent_ids"][worker, bank, : pool._shared["loans"][worker, bank, COUNT]].tolist())
+        for i, (_, steps) in enumerate(local):
+            assert np.array_equal(obs[i], steps[t][0]) and (rewards[i], terms[i], truncs[i]) == steps[t][1:4]
+    assert pool.env_steps_lent > 0 and lent and all(games[i] == "Breakout" for i in lent)
+
+
 def test_a_mixed_pool_lends_games_of_other_screen_heights_exactly_where_episodes_go_on_after_a_lost_life(pool_factory):
     # A lent game's state holds its last screen (in "terminal" mode without a FIRE step the next episode starts from
     # it: test_game moves such a game); KeystoneKapers' screen has 250 rows, Seaquest's 210: the slots fit both.
