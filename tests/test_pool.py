@@ -549,7 +549,7 @@ def test_a_loan_evens_out_the_work_coming_from_restarts_and_from_a_slower_core()
     layout = loan_layout(2, 7, GameOptions.from_kwargs(game="Pong"), (210, 160))
     shared = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
     block = types.SimpleNamespace(
-        env_ids=list(range(8)), play_cost=0.0, start_seconds=0.0, starts=0, owed=set(), lent=frozenset()
+        env_ids=list(range(8)), games={}, play_cost=0.0, start_seconds=0.0, starts=0, owed=set(), lent=frozenset()
     )
     loans = Loans(block, shared, 0, dict.fromkeys(range(8, 16), "pong"), {}, 8)
     borrower = shared["loans"][1, 1]  # the next worker's row for the next whole-pool step (pool step 1)
