@@ -63,10 +63,10 @@ PLAY_COST_WEIGHT = 0.1
 UNMOVABLE_GAMES = frozenset({"miniature_golf", "pitfall2", "qbert", "tetris", "tic_tac_toe_3d", "yars_revenge"})
 # Moves leave ALE's environment generator behind (half a move's cost; the lender's own generator goes on when the game
 # comes back) where nothing reads it. ALE's act draws from it every frame (for sticky actions, which lending pools do
-# not have), so a generator left behind lags the game; by the source of the ale-py releases below only Adventure's
+# not have), so a generator left behind lags the game; by the source of ale-py 0.11 and 0.12 only Adventure's
 # settings read it (to select a mode at a restart). With any other release, moves carry it.
-RNG_FREE_RELEASES = ("0.11.", "0.12.")
 RNG_GAMES = frozenset({"adventure"})
+RNG_FREE_MOVES = ale_py.__version__.startswith(("0.11.", "0.12."))
 
 
 # A slot's numbers: the Game's counters (`GameState` but its arrays), then the ALE state's length.
@@ -75,7 +75,7 @@ COUNTERS = ("lives", "episode_reward", "episode_length", "game_reward", "game_le
 
 def moves_rng(game: str) -> bool:
     """Whether a move of an env of game `game` (a ROM id) carries ALE's environment generator."""
-    return game in RNG_GAMES or not ale_py.__version__.startswith(RNG_FREE_RELEASES)
+    return game in RNG_GAMES or not RNG_FREE_MOVES
 
 
 def loan_layout(
