@@ -48,6 +48,32 @@ def our_game(game: str) -> dict[str, Any]:
     return {**OUR_GAME, "game": game}
 
 
+# An --options value that plays episodes as the trainers do (one per life, FIRE to start).
+TRAINERS_EPISODES = '{"life_loss": "terminal", "fire_reset": true}'
+
+
+def add_options_argument(parser: argparse.ArgumentParser) -> None:
+    """Give a benchmark script ``--options``: Game options over OUR_GAME's, as a JSON object (default: none)."""
+    parser.add_argument(
+        "--options",
+        type=game_options_json,
+        default={},
+        help=f"Game options over the throughput benchmark's, as JSON: '{TRAINERS_EPISODES}' plays episodes as the "
+        "trainers do",
+    )
+
+
+def game_options_json(text: str) -> dict[str, Any]:
+    """``--options``' value: a JSON object, else an error that shows one."""
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON ({error}); for example '{TRAINERS_EPISODES}'") from None
+    if not isinstance(options, dict):
+        raise argparse.ArgumentTypeError(f"a JSON object of Game options, for example '{TRAINERS_EPISODES}'")
+    return options
+
+
 def game_name(name: str) -> str:
     """`--game`'s value as Gymnasium names the game ("ms_pacman" -> "MsPacman"); an unknown name is refused with
     the closest games."""

@@ -549,6 +549,20 @@ class Game:
         """A ``play(..., start_next=False)`` ended the episode, and `start_next_episode` has not started the next."""
         return self._next_episode_due
 
+    def next_start(self) -> tuple[bool, int]:
+        """What `start_next_episode` will do, without doing it: whether it restarts the game (else the game goes on
+        with the lives it has left), and how many emulator frames the restart plays after ALE's reset (its NOOP start
+        and random start, drawn from a copy of the seeded generator: the draws the restart will make). A pool sizes
+        its loans by it (`atari_game.lending`): the NOOPs alone move a restart's cost by up to 30 frames."""
+        if not (self._next_episode_due and self._restarts_game()):
+            return False, 0
+        rng = np.random.Generator(type(self._rng.bit_generator)(0))
+        rng.bit_generator.state = self._rng.bit_generator.state
+        frames = int(rng.integers(1, self.options.noop_max + 1)) if self.options.noop_max > 0 else 0
+        if self.options.random_starts > 0:
+            frames += int(rng.integers(0, self.options.random_starts + 1)) * self.options.frame_skip
+        return True, frames
+
     def start_next_episode(self, out: np.ndarray | None = None) -> np.ndarray:
         """Start the episode that ``play(..., start_next=False)`` left unstarted, restarting the game if it is over
         (nothing to start: nothing is done), and return its first observation (written into `out` if given)."""
@@ -608,11 +622,16 @@ class Game:
         """Start the episode after the one that ended, restarting the game if it is over (the emulator has not
         moved since, so game over reads as it did when the episode ended)."""
         self._next_episode_due = False
-        if self.ale.game_over() or self.options.life_loss == "reset":
+        if self._restarts_game():
             self._restart_game()
         else:
             # "terminal" mode: the game goes on with the lives it has left.
             self._start_episode()
+
+    def _restarts_game(self) -> bool:
+        """Whether the next episode starts with a game restart: the game is over (or truncated), or every episode is
+        a game ("reset" mode)."""
+        return self.ale.game_over() or self.options.life_loss == "reset"
 
     def _restart_game(self) -> None:
         self._started = True

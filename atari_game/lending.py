@@ -20,13 +20,15 @@ of the emulator (`UNMOVABLE_GAMES`), so their envs are never lent.
 
 How many envs: so that lender and borrower end together, the difference of their work coming over (P + B), each
 worker's work being its plays at its own P (the seconds a play takes it, averaged over its last ~10 steps:
-`GameBlock.play_cost`) and its restarts at its R (the seconds a restart took it so far; the other's until it has
-timed one), P the lender's and B the seconds a borrowed play takes the borrower, moving its state there and back
-included (its P until it has borrowed). Wall times, not CPU times: other work on a core slows a play's wall time,
-not its CPU time (a core the host slows down, both). About 6 envs per restart on Breakout; at most `SLOTS`. A worker
-offers not knowing the next worker's restarts yet; when two workers lend to each other (two workers make a ring of
-two), the last of them to finish the step before (it sees both offers and both workers' timings) keeps only the
-offer of the one with more work coming, cut to the envs that even out their work.
+`GameBlock.play_cost`) and its episode starts at what each will take it (`StartCosts`, from the starts it has timed:
+a game restart by the NOOP and random-start frames `Game.next_start` reads a step ahead; a new episode of a game that
+goes on, in "terminal" mode, costs about a play, not a restart's 15), P the lender's and B the seconds a borrowed
+play takes the borrower, moving its state there and back included (its P until it has borrowed). Wall times, not CPU
+times: other work on a core slows a play's wall time, not its CPU time (a core the host slows down, both). About 7
+envs per restart on Breakout; at most `SLOTS`. A worker offers not knowing the next worker's starts yet; when two
+workers lend to each other (two workers make a ring of two), the last of them to finish the step before (it sees
+both offers and both workers' timings) keeps only the offer of the one with more work coming, cut to the envs that
+even out their work.
 """
 
 from __future__ import annotations
@@ -44,13 +46,14 @@ from atari_game.game import Game, GameOptions, GameState
 # every ROM of ale-py 0.12.1; a bigger one is not lent).
 SLOTS = 12
 ALE_STATE_BYTES = 20_480
-# A worker's bank of slots serves the whole-pool steps of its parity; its row of "loans" (a cache line) holds the
+# A worker's bank of slots serves the whole-pool steps of its parity; its row of "loans" (two cache lines) holds the
 # pool step its offer is for (0: no offer), how many envs it offers, the pool step its borrower played them in, how
-# many env steps it has lent so far, how many of its games restart in the step the bank serves next, and the
-# seconds (in ns; 0: not yet timed) that a play of its own envs takes it then (`GameBlock.play_cost`), a borrowed play
-# (moving the state there and back included) and a restart.
-BANKS = 2
-FOR_STEP, COUNT, DONE, TOTAL, RESTARTS, PLAY_NS, BORROWED_PLAY_NS, RESTART_NS = range(8)
+# many env steps it has lent so far, how many of its envs start an episode in the step the bank serves next and the
+# seconds (in ns, as all times here) those starts will take it (`StartCosts.predict`), the mean seconds of the starts
+# it has timed, and the seconds (0: not yet timed) that a play of its own envs takes it then (`GameBlock.play_cost`)
+# and a borrowed play (moving the state there and back included).
+BANKS, ROW = 2, 16
+FOR_STEP, COUNT, DONE, TOTAL, STARTS, START_NS, MEAN_START_NS, PLAY_NS, BORROWED_PLAY_NS = range(9)
 # The weight of a step's time per play in a worker's moving average of it (`GameBlock.play_cost`, and the borrowed
 # plays' `Loans.borrowed_play`): about the last 10 steps.
 PLAY_COST_WEIGHT = 0.1
@@ -86,7 +89,7 @@ def loan_layout(
     whole-pool steps."""
     return {
         "pool_step": ((8,), np.int64),
-        "loans": ((n_lenders, BANKS, 8), np.int64),
+        "loans": ((n_lenders, BANKS, ROW), np.int64),
         "lent_ids": ((n_lenders, BANKS, slots), np.int64),
         "lent_numbers": ((n_lenders, BANKS, slots, len(COUNTERS) + 1), np.float64),
         "lent_stacks": ((n_lenders, BANKS, slots, *options.stack_shape), np.uint8),
@@ -116,19 +119,56 @@ def moving_average(average: float, sample: float) -> float:
     return average + (sample - average) * (PLAY_COST_WEIGHT if average else 1.0)
 
 
+class StartCosts:
+    """The seconds a worker's episode starts take it, from those it has timed, to predict the starts coming: a game
+    restart (ALE's ``reset_game``, then `frames` frames of NOOP start and random start, which `Game.next_start`
+    reads a step ahead) as a + b * frames, fitted by least squares (their mean until the frames vary); and a new
+    episode in a game that goes on ("terminal" mode, after a lost life: the FIRE frames and the first observation),
+    their mean. On Breakout a restart takes 4.0 ms after 1 NOOP and 5.5 ms after 30, and a new episode 0.27 ms, as
+    long as a play (AMD EPYC, 2026-11-25)."""
+
+    def __init__(self) -> None:
+        # Over the restarts timed: their count and the sums of frames, seconds, frames², frames x seconds; over the
+        # other starts: their count and seconds.
+        self.restarts, self.others = np.zeros(5), np.zeros(2)
+
+    def add(self, restart: bool, frames: int, seconds: float) -> None:
+        if restart:
+            self.restarts += (1, frames, seconds, frames * frames, frames * seconds)
+        else:
+            self.others += (1, seconds)
+
+    def predict(self, restart: bool, frames: int) -> float:
+        """The seconds a start (`Game.next_start`'s answer) will take; 0 if none of its kind was timed yet."""
+        if not restart:
+            count, seconds = self.others
+            return seconds / count if count else 0.0
+        count, x, y, xx, xy = self.restarts
+        if not count:
+            return 0.0
+        spread = count * xx - x * x
+        slope = max((count * xy - x * y) / spread, 0.0) if spread > 0 else 0.0
+        return max((y - slope * x) / count + slope * frames, 0.0)
+
+    def mean(self) -> float:
+        """The mean seconds of the starts timed, of both kinds (0: none yet)."""
+        count = self.restarts[0] + self.others[0]
+        return (self.restarts[2] + self.others[1]) / count if count else 0.0
+
+
 class _Side(NamedTuple):
-    """One worker's side of a loan: its envs, its restarts coming, and the seconds it takes for a play of its own, a
-    borrowed play and a restart (0: not yet timed)."""
+    """One worker's side of a loan: its envs, how many of them start an episode and the seconds those starts take,
+    and the seconds a play of its own and a borrowed play take it (0: not yet timed)."""
 
     envs: int
-    restarts: int
+    starts: int
+    start_work: float
     play: float
     borrowed_play: float
-    restart: float
 
     def work(self) -> float:
         """The seconds its step will take."""
-        return (self.envs - self.restarts) * self.play + self.restarts * self.restart
+        return (self.envs - self.starts) * self.play + self.start_work
 
 
 def _loan(lender: _Side, borrower: _Side) -> int:
@@ -192,7 +232,7 @@ class Loans:
         lender = (index - 1) % self.n_workers
         self.mine = [_Slots(shared, index, bank) for bank in range(BANKS)]
         self.theirs = [_Slots(shared, lender, bank) for bank in range(BANKS)]
-        # The next worker's rows of "loans" (its restarts and timings), and how many envs it hosts.
+        # The next worker's rows of "loans" (its starts and timings), and how many envs it hosts.
         self.borrower, self.borrower_envs = shared["loans"][(index + 1) % self.n_workers], borrower_envs
         self.lender_games, self.options = lender_games, options
         # This worker's envs it never lends (`UNMOVABLE_GAMES`).
@@ -246,17 +286,21 @@ class Loans:
         self.block.lent = frozenset(lent)
 
     def offer(self) -> None:
-        """After a step: if this worker has more work coming in the next step than the next worker (restarts, or a
-        slower core), offer it envs for that step (as many as `envs_to_lend` says, not knowing the next worker's
-        restarts yet), in the bank of the next step (a loan out for this step holds the other)."""
+        """After a step: if this worker has more work coming in the next step than the next worker (episode starts,
+        above all game restarts, or a slower core), offer it envs for that step (as many as `envs_to_lend` says, not
+        knowing the next worker's starts yet), in the bank of the next step (a loan out for this step holds the
+        other)."""
         block, step = self.block, self.pool_step[0] + 1
         bank = self.mine[step % BANKS]
-        bank.loans[RESTARTS] = restarts = sum(block.games[i].next_episode_due for i in block.owed)
-        mine = self._side(restarts)
-        bank.loans[PLAY_NS], bank.loans[BORROWED_PLAY_NS], bank.loans[RESTART_NS] = (
-            round(seconds * 1e9) for seconds in (mine.play, mine.borrowed_play, mine.restart)
+        # The episodes that start here in the next step, and what they will take (a kind not yet timed: a play).
+        starts = [block.games[i].next_start() for i in block.owed if block.games[i].next_episode_due]
+        start_work = sum(block.start_costs.predict(*start) or block.play_cost for start in starts)
+        bank.loans[STARTS] = len(starts)
+        bank.loans[START_NS], bank.loans[MEAN_START_NS], bank.loans[PLAY_NS], bank.loans[BORROWED_PLAY_NS] = (
+            round(seconds * 1e9)
+            for seconds in (start_work, block.start_costs.mean(), block.play_cost, self.borrowed_play)
         )
-        wanted = min(len(bank.ids), max(self.envs_to_lend(restarts, 0), 0))
+        wanted = min(len(bank.ids), max(self.envs_to_lend((len(starts), start_work)), 0))
         # The envs at the end of the block, but those starting an episode (a restart stays with its own Game), those
         # out on loan (their Games are behind) and those of games that do not move exactly.
         unlendable = block.owed | block.lent | self.unmovable
@@ -273,42 +317,35 @@ class Loans:
             bank.loans[COUNT], bank.loans[DONE] = count, 0
             bank.loans[FOR_STEP] = step  # last: the offer is whole once this is written
 
-    def envs_to_lend(self, restarts: int, borrower_restarts: int) -> int:
+    def envs_to_lend(self, starts: tuple[int, float], borrower_starts: tuple[int, float] = (0, 0.0)) -> int:
         """How many envs to lend the next worker (negative: how many it should lend this one) for a step in which this
-        worker has `restarts` games to restart and the next worker `borrower_restarts`, so that both end together:
-        the difference of their work over (P + B), P what a play takes the lender, B what a borrowed play takes the
-        borrower (see the module docstring); 0 until both workers have timed a play."""
-        mine = self._side(restarts)
+        worker has `starts` episodes to start (how many, and the seconds they will take) and the next worker
+        `borrower_starts`, so that both end together: the difference of their work over (P + B), P what a play takes
+        the lender, B what a borrowed play takes the borrower (see the module docstring); 0 until both workers have
+        timed a play."""
+        mine = _Side(len(self.block.env_ids), *starts, self.block.play_cost, self.borrowed_play)
         row = self.borrower[(self.pool_step[0] + 1) % BANKS]
-        theirs = _Side(self.borrower_envs, borrower_restarts, *(row[[PLAY_NS, BORROWED_PLAY_NS, RESTART_NS]] * 1e-9))
+        theirs = _Side(self.borrower_envs, *borrower_starts, *(row[[PLAY_NS, BORROWED_PLAY_NS]] * 1e-9))
         if not mine.play or not theirs.play:
             return 0
-        # A worker that has timed no restart yet counts the other's.
-        mine = mine._replace(restart=mine.restart or theirs.restart)
-        theirs = theirs._replace(restart=theirs.restart or mine.restart)
         return _loan(mine, theirs) if mine.work() >= theirs.work() else -_loan(theirs, mine)
-
-    def _side(self, restarts: int) -> _Side:
-        """This worker's side of a loan, for a step with `restarts` of its games to restart."""
-        block = self.block
-        restart = block.start_seconds / block.starts if block.starts else 0.0
-        return _Side(len(block.env_ids), restarts, block.play_cost, self.borrowed_play, restart)
 
     def balance(self) -> None:
         """Run by the last worker to finish a whole-pool step, once every offer for the next step is made (each made
-        not knowing the other's restarts): of two workers, only the one with more work coming lends, and only the
+        not knowing the other's starts): of two workers, only the one with more work coming lends, and only the
         envs that even out their work (at most those it offered)."""
         step = self.pool_step[0] + 1
         if self.n_workers != 2:
             return
         mine, theirs = self.mine[step % BANKS], self.theirs[step % BANKS]
-        # A worker's restarts: those it counted, and those of its envs that ended while on loan in this step (their
-        # lender starts them, and learns of them only when it takes them back).
-        restarts = [
-            int(bank.loans[RESTARTS] + self._ended_on_loan(lender))
-            for bank, lender in ((mine, self.mine), (theirs, self.theirs))
-        ]
-        net = self.envs_to_lend(*restarts)
+        # A worker's starts: those it counted, and those of its envs that ended while on loan in this step (their
+        # lender starts them, and learns of them only when it takes them back: each counted at its mean start).
+        starts = []
+        for bank, lender in ((mine, self.mine), (theirs, self.theirs)):
+            ended, row = self._ended_on_loan(lender), bank.loans
+            nanoseconds = row[START_NS] + ended * (row[MEAN_START_NS] or row[PLAY_NS])
+            starts.append((int(row[STARTS]) + ended, nanoseconds * 1e-9))
+        net = self.envs_to_lend(*starts)
         lender, count = (mine, net) if net > 0 else (theirs, -net)
         for bank in (mine, theirs):
             if bank.loans[FOR_STEP] != step:

@@ -46,6 +46,7 @@ from atari_game.lending import (
     TOTAL,
     UNMOVABLE_GAMES,
     Loans,
+    StartCosts,
     live_offer,
     loan_layout,
     lost_loans,
@@ -237,10 +238,10 @@ class GameBlock:
         # Envs another worker plays in the coming whole-pool step (`Loans`): skipped here.
         self.lent: frozenset[int] = frozenset()
         # What `Loans` sizes a loan by: the seconds a play takes, averaged over about the last 10 steps
-        # (`moving_average`), and the seconds spent on starting owed episodes, and how many. Wall time, not CPU
+        # (`moving_average`), and the seconds each kind of episode start takes (`StartCosts`). Wall time, not CPU
         # time: a core that other work shares, or that the host slows down (shared cloud cores can run at half
         # speed for seconds), shows in it within a few steps.
-        self.play_cost, self.start_seconds, self.starts = 0.0, 0.0, 0
+        self.play_cost, self.start_costs = 0.0, StartCosts()
 
     def run(self, command: str, data: Any) -> tuple[str, list[int], Any]:
         """Carry out one command and answer it.
@@ -274,11 +275,13 @@ class GameBlock:
             if i in self.owed:
                 # Next-step autoreset's reset step: the action is ignored; the next episode starts now.
                 self.owed.discard(i)
-                due, start = game.next_episode_due, time.perf_counter()  # (not due after a worker's replacement)
+                start = time.perf_counter()
+                due, kind = game.next_episode_due, game.next_start()  # (not due after a worker's replacement)
                 game.start_next_episode(a["obs"][k])
                 if due:
-                    starts += time.perf_counter() - start
-                    self.starts += 1
+                    seconds = time.perf_counter() - start
+                    starts += seconds
+                    self.start_costs.add(*kind, seconds)
                 a["rewards"][k], a["terminations"][k], a["truncations"][k], a["ended"][k] = 0.0, False, False, False
                 a["lives"][k] = game.lives
                 continue
@@ -287,7 +290,6 @@ class GameBlock:
                 if self.next_step_autoreset:
                     self.owed.add(i)
             plays += 1
-        self.start_seconds += starts
         if plays:
             self.play_cost = moving_average(self.play_cost, (time.perf_counter() - started - starts) / plays)
         return ended_any

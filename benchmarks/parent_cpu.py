@@ -131,6 +131,8 @@ def main() -> None:
     if sys.argv[1:2] == ["--child"]:
         print(json.dumps(measure(*json.loads(sys.argv[2]))))
         return
+    from atari_game.benchmark import MACHINE, OUR_GAME, add_options_argument
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the git revision to compare with, e.g. HEAD~1 or main")
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 16])
@@ -140,18 +142,18 @@ def main() -> None:
     parser.add_argument("--workers", type=int, help="worker processes (default: one per core)")
     parser.add_argument("--zero-copy", action="store_true", help="copy=False, as the --parent-grid of the benchmark")
     parser.add_argument("--slow-worker", type=float, help="the share of a core the first worker gets (e.g. 0.5)")
+    add_options_argument(parser)
     args = parser.parse_args()
     if args.slow_worker is not None and not 0.05 <= args.slow_worker < 1:
         parser.error(f"--slow-worker must be in [0.05, 1), got {args.slow_worker}")
     slow_tasks = slow_cgroup(args.slow_worker) if args.slow_worker else None
-    from atari_game.benchmark import MACHINE, OUR_GAME
-
-    options = {**OUR_GAME, "n_workers": args.workers, "copy": not args.zero_copy}
+    options = {**OUR_GAME, **args.options, "n_workers": args.workers, "copy": not args.zero_copy}
 
     workers = f"{args.workers} workers" if args.workers else "a worker per core"
     print(f"parent CPU per batch step, this checkout against {args.base}; {MACHINE}", flush=True)
     slow = f"; the first worker on {args.slow_worker:.0%} of a core" if slow_tasks else ""
-    print(f"{workers}, copy={not args.zero_copy}{slow}", flush=True)
+    game = "".join(f", {name}={value!r}" for name, value in args.options.items())
+    print(f"{workers}, copy={not args.zero_copy}{slow}{game}", flush=True)
     with tempfile.TemporaryDirectory() as base, contextlib.ExitStack() as cleanup:
         if slow_tasks:
             cleanup.callback(remove_cgroup, slow_tasks)

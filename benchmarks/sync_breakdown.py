@@ -2,6 +2,9 @@
 time between steps; and what the same work takes outside the pool.
 
     python benchmarks/sync_breakdown.py --envs 8 16 32 --steps 1500 [--game Pong]
+    python benchmarks/sync_breakdown.py --envs 16 32 --options '{"life_loss": "terminal", "fire_reset": true}'
+
+(`--options`: Game options over the throughput benchmark's; those above play an episode a life, as the trainers do.)
 
 Each worker process stamps (with time.perf_counter, one clock for all processes) when it starts and ends its
 share of every step. From those stamps and the wall time per step, for N envs on one worker per core:
@@ -9,9 +12,9 @@ share of every step. From those stamps and the wall time per step, for N envs on
 - *work*: the mean time a worker spends on its envs in a step (emulation, preprocessing, writing the rows);
 - *waiting for the slowest worker*: the mean of (slowest worker's time - mean worker's time): a core idles
   at the end of a step while another worker still plays. The line after it says how much of that comes from
-  steps in which a game restarted (in next-step autoreset, the step after its episode ended; ALE's `reset_game`
-  costs as much CPU as ~75 emulated frames, then come 1..30 NOOPs: 13-22 agent steps of work, depending on the
-  machine, that land on one worker, less what it lends to the other: `atari_game.lending`);
+  steps in which an episode started (in next-step autoreset, the step after the last one ended; a game restart:
+  ALE's `reset_game` costs as much CPU as ~75 emulated frames, then come 1..30 NOOPs: 13-22 agent steps of work,
+  depending on the machine, that land on one worker, less what it lends to the other: `atari_game.lending`);
 - *between steps*: the wall time per step minus the span from the first worker's start to the last one's end:
   the parent reading the answers, building the results (and copying the observations), this loop drawing
   random actions, and the wake-ups of the parent and the workers;
@@ -21,8 +24,8 @@ share of every step. From those stamps and the wall time per step, for N envs on
   it shares the cores with the parent and the other workers).
 
 Before the pools it prints what one game restart costs (CPU time of `Game.reset` in this process) in
-`Game.play` steps, and for each N what a perfect split of the restarts' work between the workers would save: the
-waiting in the steps where a game restarted, as a share of the wall time (that much of the step a core idles
+`Game.play` steps, and for each N what a perfect split of the episode starts' work between the workers would save:
+the waiting in the steps where an episode started, as a share of the wall time (that much of the step a core idles
 while the other restarts a game; a shared queue of env steps, as the C++ pools have, could take it back).
 
 The stamps come from wrappers around the workers' `GameBlock.run` and, where workers lend envs, `Loans.run` (a
@@ -40,7 +43,7 @@ import numpy as np
 
 from atari_game import lending
 from atari_game import pool as pool_module
-from atari_game.benchmark import GAME, MACHINE, game_name, our_game
+from atari_game.benchmark import GAME, MACHINE, add_options_argument, game_name, our_game
 from atari_game.game import Game, GameOptions, action_meanings
 
 # A shared anonymous mapping made before the fork, so that every worker writes its stamps where the parent
@@ -79,12 +82,12 @@ def install_stamps(stamps: np.ndarray) -> None:
     pool_module.GameBlock.run, lending.Loans.run = stamped_block_run, stamped_loans_run
 
 
-def breakdown(game: str, n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
-    """Run `steps` sync steps of `n_envs` envs of `game` and split their mean wall time (seconds) as the docstring
-    says."""
-    rng, n_actions = np.random.default_rng(0), len(action_meanings(game))
-    ended = np.zeros(WARM_UP + steps, bool)  # an episode ended in the step (a game restarts in the next)
-    with pool_module.GamePool(n_envs, start_method="fork", **our_game(game)) as pool:
+def breakdown(options: dict, n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
+    """Run `steps` sync steps of `n_envs` envs with the Game `options` and split their mean wall time (seconds) as
+    the docstring says."""
+    rng, n_actions = np.random.default_rng(0), len(action_meanings(options["game"]))
+    ended = np.zeros(WARM_UP + steps, bool)  # an episode ended in the step (the next one starts in the next)
+    with pool_module.GamePool(n_envs, start_method="fork", **options) as pool:
         pool.reset(seed=0)
         for t in range(WARM_UP):
             ended[t] = np.any(pool.step(rng.integers(n_actions, size=n_envs))[2:4])
@@ -109,20 +112,20 @@ def breakdown(game: str, n_envs: int, steps: int, stamps: np.ndarray) -> dict[st
         "restart_share": waiting[restart].sum() / waiting.sum(),
         "restart_steps": restart.mean(),
         "between": wall - span.mean(),
-        "alone": alone(game, n_envs // len(firsts), steps),
+        "alone": alone(options, n_envs // len(firsts), steps),
     }
 
 
-def alone(game: str, n_envs: int, steps: int) -> float:
-    """Mean wall time (seconds) of one step of a `GameBlock` of `n_envs` games of `game`, played in this process
-    over arrays of its own: a worker's work with no pool around it."""
-    options = GameOptions.from_kwargs(**our_game(game))
-    layout = pool_module._layout(n_envs, options, same_step=False)  # the pool's default, next-step autoreset
+def alone(options: dict, n_envs: int, steps: int) -> float:
+    """Mean wall time (seconds) of one step of a `GameBlock` of `n_envs` games with the Game `options`, played in
+    this process over arrays of its own: a worker's work with no pool around it."""
+    layout = pool_module._layout(n_envs, GameOptions.from_kwargs(**options), same_step=False)  # next-step autoreset
     arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
     ids = list(range(n_envs))
-    block = pool_module.GameBlock(ids, ids, True, [our_game(game)] * n_envs, arrays)
+    block = pool_module.GameBlock(ids, ids, True, [options] * n_envs, arrays)
     block.reset(dict.fromkeys(ids), [])
-    actions = np.random.default_rng(1).integers(len(action_meanings(game)), size=(WARM_UP + steps, n_envs))
+    n_actions = len(action_meanings(options["game"]))
+    actions = np.random.default_rng(1).integers(n_actions, size=(WARM_UP + steps, n_envs))
     for row in actions[:WARM_UP]:
         arrays["actions"][:] = row
         block.step(ids)
@@ -156,19 +159,22 @@ def main() -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 16, 32])
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--game", type=game_name, default=GAME, help="any game of atari_game.list_games()")
+    add_options_argument(parser)
     args = parser.parse_args()
     if args.steps + WARM_UP > MAX_STEPS or max(args.envs) > MAX_ENVS:
         parser.error(f"--steps must be at most {MAX_STEPS - WARM_UP} and --envs at most {MAX_ENVS}")
     game = args.game
     stamps = shared_stamps()
     install_stamps(stamps)
-    print(f"GamePool sync step, {game}, random actions, one worker per core ({MACHINE})")
+    options = {**our_game(game), **args.options}
+    settings = "".join(f", {name}={value!r}" for name, value in args.options.items())
+    print(f"GamePool sync step, {game}{settings}, random actions, one worker per core ({MACHINE})")
     restart, play = restart_cost(game)
     print(
         f"a game restart: {1e6 * restart:,.0f} µs of CPU, as much as {restart / play:.1f} plays of {1e6 * play:.0f} µs"
     )
     for n_envs in args.envs:
-        row = breakdown(game, n_envs, args.steps, stamps)
+        row = breakdown(options, n_envs, args.steps, stamps)
         wall = row["wall"]
         print(
             f"N={n_envs} ({row['workers']} workers): {1e6 * wall:,.0f} µs per step = "
@@ -176,7 +182,7 @@ def main() -> None:
             f"waiting for the slowest worker {1e6 * row['waiting']:,.0f} ({row['waiting'] / wall:.0%}) + "
             f"between steps {1e6 * row['between']:,.0f} ({row['between'] / wall:.0%}); "
             f"{row['restart_share']:.0%} of the waiting in the {row['restart_steps']:.0%} of steps "
-            f"where a game restarted (a perfect split of the restarts would save "
+            f"where an episode started (a perfect split of those starts would save "
             f"{row['restart_share'] * row['waiting'] / wall:.1%}); "
             f"the same work alone {1e6 * row['alone']:,.0f} µs per step "
             f"(a worker's work in the pool: {row['work'] / row['alone'] - 1:+.0%})",

@@ -1,6 +1,7 @@
 """The benchmark scripts read both trainers' outputs right and fit the parent's costs right (the runs themselves
 are too long for CI)."""
 
+import argparse
 import json
 import os
 import sys
@@ -23,6 +24,7 @@ import torch
 from torch import nn
 
 from atari_game import Game
+from atari_game.benchmark import game_options_json, our_game
 from atari_game.dqn import Config
 from atari_game.lending import Loans, moves_rng
 from atari_game.pool import GameBlock
@@ -136,7 +138,7 @@ def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(mo
     monkeypatch.setattr(Loans, "run", Loans.run)
     stamps = sync_breakdown.shared_stamps()
     sync_breakdown.install_stamps(stamps)
-    row = sync_breakdown.breakdown("Pong", 4, 30, stamps)  # raises if a worker missed a step's stamp
+    row = sync_breakdown.breakdown(our_game("Pong"), 4, 30, stamps)  # raises if a worker missed a step's stamp
     assert row["workers"] == min(4, available_cores())
     assert row["work"] > 0 and row["waiting"] >= 0 and row["work"] + row["waiting"] < row["wall"]
     assert 0 < row["between"] < row["wall"] and 0 <= row["restart_steps"] <= 1
@@ -256,3 +258,14 @@ def test_parent_cpu_can_slow_the_first_worker_down_with_a_cpu_cgroup():
         assert not Path(tasks).read_text().split()  # and the worker is gone with its pool
     finally:
         parent_cpu.remove_cgroup(tasks)
+
+
+def test_benchmark_options_are_a_json_object_of_game_options_and_anything_else_says_what_to_write():
+    assert game_options_json('{"life_loss": "terminal", "fire_reset": true}') == {
+        "life_loss": "terminal",
+        "fire_reset": True,
+    }
+    for text, message in (("life_loss=terminal", "not JSON"), ('["terminal"]', "a JSON object")):
+        with pytest.raises(argparse.ArgumentTypeError, match=message) as error:
+            game_options_json(text)
+        assert '{"life_loss": "terminal", "fire_reset": true}' in str(error.value)

@@ -665,6 +665,26 @@ def test_a_reset_while_the_next_episode_is_due_restarts_as_if_it_had_started():
     assert np.array_equal(deferred.reset(seed=8), Game(seed=8, **options).reset())
 
 
+def test_next_start_tells_a_step_ahead_whether_the_game_restarts_and_the_frames_its_noop_and_random_starts_play():
+    options = {"game": "Breakout", "life_loss": "terminal", "fire_reset": True, "noop_max": 30, "random_starts": 3}
+    peeked, plain = Game(seed=5, **options), Game(seed=5, **options)
+    peeked.reset(), plain.reset()
+    assert peeked.next_start() == (False, 0)  # no episode due
+    kinds, frames_seen, offsets = [], set(), set()
+    for action in random_actions(peeked, 3000, seed=4):
+        _, done, _ = peeked.play(action, start_next=False)
+        plain.play(action, start_next=False)
+        if done:
+            restart, frames = peeked.next_start()
+            kinds.append(restart)
+            assert np.array_equal(peeked.start_next_episode(), plain.start_next_episode())  # peeking draws nothing
+            if restart:  # the frames played since ALE's reset: the FIRE step (4 frames) and those it foretold
+                frames_seen.add(frames)
+                offsets.add(peeked.ale.getEpisodeFrameNumber() - frames)
+    assert offsets == {4} and len(frames_seen) > 5
+    assert 3 <= sum(kinds) < len(kinds)  # game restarts, and new episodes after a lost life (False, 0)
+
+
 def test_get_state_before_reset_is_refused():
     with pytest.raises(RuntimeError, match="reset"):
         Game().get_state()

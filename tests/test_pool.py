@@ -17,7 +17,7 @@ from gymnasium.vector import AutoresetMode
 
 from atari_game import Game, resolve_game
 from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW, GameOptions
-from atari_game.lending import BANKS, BORROWED_PLAY_NS, COUNT, FOR_STEP, PLAY_NS, Loans, loan_layout
+from atari_game.lending import BANKS, BORROWED_PLAY_NS, COUNT, FOR_STEP, PLAY_NS, Loans, StartCosts, loan_layout
 from atari_game.pool import (
     POOL_STEP_BYTES,
     POOL_STEP_TAGS,
@@ -544,31 +544,47 @@ def test_a_mixed_pool_lends_games_of_other_screen_heights_exactly_where_episodes
     assert ended >= 8 and pool.env_steps_lent > 0
 
 
-def test_a_loan_evens_out_the_work_coming_from_restarts_and_from_a_slower_core():
+def test_a_loan_evens_out_the_work_coming_from_episode_starts_and_from_a_slower_core():
     # Worker 0 of two, 8 envs each, sized in-process over the lending arrays: a play takes it P, the other worker P'.
     layout = loan_layout(2, 7, GameOptions.from_kwargs(game="Pong"), (210, 160))
     shared = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
     block = types.SimpleNamespace(
-        env_ids=list(range(8)), games={}, play_cost=0.0, start_seconds=0.0, starts=0, owed=set(), lent=frozenset()
+        env_ids=list(range(8)), games={}, play_cost=0.0, start_costs=StartCosts(), owed=set(), lent=frozenset()
     )
     loans = Loans(block, shared, 0, dict.fromkeys(range(8, 16), "pong"), {}, 8)
     borrower = shared["loans"][1, 1]  # the next worker's row for the next whole-pool step (pool step 1)
-    assert loans.envs_to_lend(0, 0) == 0  # nothing timed yet
+    none, restart = (0, 0.0), (1, 4.5e-3)  # (episode starts, the seconds they take): a restart takes 15 plays
+    assert loans.envs_to_lend(none) == 0  # nothing timed yet
     block.play_cost, borrower[PLAY_NS] = 300e-6, 300_000
-    assert loans.envs_to_lend(0, 0) == 0  # as fast, no restarts: nothing to even out
-    block.start_seconds, block.starts = 4.5e-3, 1  # a restart takes 15 plays
-    assert loans.envs_to_lend(1, 0) == 7  # (7 P + R - 8 P) / 2P
-    assert loans.envs_to_lend(1, 1) == 0 and loans.envs_to_lend(0, 1) == -7  # the other worker would lend
+    assert loans.envs_to_lend(none) == 0  # as fast, no starts: nothing to even out
+    assert loans.envs_to_lend(restart) == 7  # (7 P + R - 8 P) / 2P
+    assert loans.envs_to_lend(restart, restart) == 0 and loans.envs_to_lend(none, restart) == -7  # the other lends
+    assert loans.envs_to_lend((2, 4.8e-3)) == 7  # a restart and a new episode of a game that goes on (a play's worth)
+    assert loans.envs_to_lend((1, 6.3e-3)) == 10  # a restart with 30 NOOPs: 6 plays more
     block.play_cost = 600e-6  # a core at half speed
-    assert loans.envs_to_lend(0, 0) == 3  # (8 P - 8 P') / (P + P') = 2400 / 900
+    assert loans.envs_to_lend(none) == 3  # (8 P - 8 P') / (P + P') = 2400 / 900
     borrower[BORROWED_PLAY_NS] = 500_000  # a borrowed play, states moved there and back, takes the next worker that
-    assert loans.envs_to_lend(0, 0) == 2  # 2400 / 1100
+    assert loans.envs_to_lend(none) == 2  # 2400 / 1100
     # The slower worker is the other one: worker 0 offers nothing (it does not lend a negative count).
     block.play_cost, borrower[PLAY_NS] = 300e-6, 600_000
     loans.offer()
     assert shared["loans"][0, 1, FOR_STEP] == 0
     loans.borrowed_play = 400e-6  # it should lend this worker (4800 - 2400) / (its P + this worker's B) envs
-    assert loans.envs_to_lend(0, 0) == -2
+    assert loans.envs_to_lend(none) == -2
+
+
+def test_start_costs_predict_a_restart_by_the_frames_of_its_noop_start_and_a_new_episode_by_the_mean():
+    costs = StartCosts()
+    assert costs.predict(True, 10) == costs.predict(False, 0) == costs.mean() == 0.0  # nothing timed
+    costs.add(True, 10, 4.0e-3)
+    assert costs.predict(True, 30) == pytest.approx(4.0e-3)  # one restart: its time, whatever its frames
+    costs.add(True, 30, 5.0e-3)  # 50 µs a frame, over 3.5 ms
+    assert costs.predict(True, 20) == pytest.approx(4.5e-3) and costs.predict(True, 1) == pytest.approx(3.55e-3)
+    costs.add(True, 20, 4.9e-3)  # off the line: least squares
+    assert costs.predict(True, 20) == pytest.approx(4.0e-3 / 3 + 5.0e-3 / 3 + 4.9e-3 / 3)  # the mean, at the mean
+    costs.add(False, 0, 0.3e-3), costs.add(False, 0, 0.5e-3)
+    assert costs.predict(False, 0) == pytest.approx(0.4e-3)
+    assert costs.mean() == pytest.approx((4.0 + 5.0 + 4.9 + 0.3 + 0.5) * 1e-3 / 5)
 
 
 def test_a_worker_killed_before_reset_is_replaced_and_reset_with_the_seeds_asked_for(pool_factory):
