@@ -119,13 +119,18 @@ def moving_average(average: float, sample: float) -> float:
     return average + (sample - average) * (PLAY_COST_WEIGHT if average else 1.0)
 
 
+# The restarts `StartCosts` times before it fits their cost to their frames.
+FITTED_RESTARTS = 8
+
+
 class StartCosts:
     """The seconds a worker's episode starts take it, from those it has timed, to predict the starts coming: a game
     restart (ALE's ``reset_game``, then `frames` frames of NOOP start and random start, which `Game.next_start`
-    reads a step ahead) as a + b * frames, fitted by least squares (their mean until the frames vary); and a new
-    episode in a game that goes on ("terminal" mode, after a lost life: the FIRE frames and the first observation),
-    their mean. On Breakout a restart takes 4.0 ms after 1 NOOP and 5.5 ms after 30, and a new episode 0.27 ms, as
-    long as a play (AMD EPYC, 2026-11-25)."""
+    reads a step ahead) as a + b * frames, fitted by least squares once `FITTED_RESTARTS` are timed (their mean until
+    then: a slope from a few noisy wall times could be anything); and a new episode in a game that goes on
+    ("terminal" mode, after a lost life: the FIRE frames and the first observation), their mean. On Breakout a
+    restart takes 4.0 ms after 1 NOOP and 5.5 ms after 30, and a new episode 0.27 ms, as long as a play (AMD EPYC,
+    2026-11-25)."""
 
     def __init__(self) -> None:
         # Over the restarts timed: their count and the sums of frames, seconds, frames², frames x seconds; over the
@@ -147,7 +152,7 @@ class StartCosts:
         if not count:
             return 0.0
         spread = count * xx - x * x
-        slope = max((count * xy - x * y) / spread, 0.0) if spread > 0 else 0.0
+        slope = max((count * xy - x * y) / spread, 0.0) if count >= FITTED_RESTARTS and spread > 0 else 0.0
         return max((y - slope * x) / count + slope * frames, 0.0)
 
     def mean(self) -> float:

@@ -17,7 +17,17 @@ from gymnasium.vector import AutoresetMode
 
 from atari_game import Game, resolve_game
 from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW, GameOptions
-from atari_game.lending import BANKS, BORROWED_PLAY_NS, COUNT, FOR_STEP, PLAY_NS, Loans, StartCosts, loan_layout
+from atari_game.lending import (
+    BANKS,
+    BORROWED_PLAY_NS,
+    COUNT,
+    FITTED_RESTARTS,
+    FOR_STEP,
+    PLAY_NS,
+    Loans,
+    StartCosts,
+    loan_layout,
+)
 from atari_game.pool import (
     POOL_STEP_BYTES,
     POOL_STEP_TAGS,
@@ -578,13 +588,17 @@ def test_start_costs_predict_a_restart_by_the_frames_of_its_noop_start_and_a_new
     assert costs.predict(True, 10) == costs.predict(False, 0) == costs.mean() == 0.0  # nothing timed
     costs.add(True, 10, 4.0e-3)
     assert costs.predict(True, 30) == pytest.approx(4.0e-3)  # one restart: its time, whatever its frames
-    costs.add(True, 30, 5.0e-3)  # 50 µs a frame, over 3.5 ms
-    assert costs.predict(True, 20) == pytest.approx(4.5e-3) and costs.predict(True, 1) == pytest.approx(3.55e-3)
-    costs.add(True, 20, 4.9e-3)  # off the line: least squares
-    assert costs.predict(True, 20) == pytest.approx(4.0e-3 / 3 + 5.0e-3 / 3 + 4.9e-3 / 3)  # the mean, at the mean
+    frames = [30, 1, 20, 5, 25, 15, 12]  # 3.5 ms + 50 µs a frame, as the first
+    for count, f in enumerate(frames, start=2):
+        costs.add(True, f, 3.5e-3 + 50e-6 * f)
+        mean = np.mean([3.5e-3 + 50e-6 * f for f in [10, *frames[: count - 1]]])
+        fitted = 3.5e-3 + 50e-6 * 20
+        assert costs.predict(True, 20) == pytest.approx(fitted if count >= FITTED_RESTARTS else mean)
+    costs.add(True, 20, 5.0e-3)  # off the line: least squares
+    assert costs.predict(True, 0) > 3.5e-3 and costs.predict(True, 30) > 3.5e-3 + 50e-6 * 30
     costs.add(False, 0, 0.3e-3), costs.add(False, 0, 0.5e-3)
     assert costs.predict(False, 0) == pytest.approx(0.4e-3)
-    assert costs.mean() == pytest.approx((4.0 + 5.0 + 4.9 + 0.3 + 0.5) * 1e-3 / 5)
+    assert costs.mean() == pytest.approx((sum(3.5 + 0.05 * f for f in [10, *frames]) + 5.0 + 0.8) * 1e-3 / 11)
 
 
 def test_a_worker_killed_before_reset_is_replaced_and_reset_with_the_seeds_asked_for(pool_factory):
