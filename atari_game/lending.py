@@ -22,7 +22,7 @@ How many envs: so that lender and borrower end together, the difference of their
 worker's work being its plays at its own P (the seconds a play takes it, averaged over its last ~10 steps:
 `GameBlock.play_cost`) and its episode starts at what each will take it (`StartCosts`, from the starts it has timed:
 a game restart by the NOOP and random-start frames `Game.next_start` reads a step ahead; a new episode of a game that
-goes on, in "terminal" mode, costs about a play, not a restart's 15), P the lender's and B the seconds a borrowed
+goes on, in "terminal" mode, costs a play or less, not a restart's 15), P the lender's and B the seconds a borrowed
 play takes the borrower, moving its state there and back included (its P until it has borrowed). Wall times, not CPU
 times: other work on a core slows a play's wall time, not its CPU time (a core the host slows down, both). About 7
 envs per restart on Breakout; at most `SLOTS`. A worker offers not knowing the next worker's starts yet; when two
