@@ -553,7 +553,8 @@ class Game:
         """What `start_next_episode` will do, without doing it: whether it restarts the game (else the game goes on
         with the lives it has left), and how many emulator frames the restart plays after ALE's reset (its NOOP start
         and random start, drawn from a copy of the seeded generator: the draws the restart will make). A pool sizes
-        its loans by it (`atari_game.lending`): the NOOPs alone move a restart's cost by up to 30 frames."""
+        its loans by it (`atari_game.lending`): the NOOPs alone move a restart's cost by up to 30 frames. (Not
+        foretold: a game that ends during its NOOP start or its FIRE step, which restarts once more.)"""
         if not (self._next_episode_due and self._restarts_game()):
             return False, 0
         rng = np.random.Generator(type(self._rng.bit_generator)(0))

@@ -22,9 +22,9 @@ How many envs: so that lender and borrower end together, the difference of their
 worker's work being its plays at its own P (the seconds a play takes it, averaged over its last ~10 steps:
 `GameBlock.play_cost`) and its episode starts at what each will take it (`StartCosts`, from the starts it has timed:
 a game restart by the NOOP and random-start frames `Game.next_start` reads a step ahead; a new episode of a game that
-goes on, in "terminal" mode, costs a play or less, not a restart's 15), P the lender's and B the seconds a borrowed
+goes on, in "terminal" mode, costs a play or less, not a restart's 15-20), P the lender's and B the seconds a borrowed
 play takes the borrower, moving its state there and back included (its P until it has borrowed). Wall times, not CPU
-times: other work on a core slows a play's wall time, not its CPU time (a core the host slows down, both). About 7
+times: other work on a core slows a play's wall time, not its CPU time (a core the host slows down, both). About 5-8
 envs per restart on Breakout; at most `SLOTS`. A worker offers not knowing the next worker's starts yet; when two
 workers lend to each other (two workers make a ring of two), the last of them to finish the step before (it sees
 both offers and both workers' timings) keeps only the offer of the one with more work coming, cut to the envs that
@@ -52,7 +52,7 @@ ALE_STATE_BYTES = 20_480
 # seconds (in ns, as all times here) those starts will take it (`StartCosts.predict`), the mean seconds of the starts
 # it has timed, and the seconds (0: not yet timed) that a play of its own envs takes it then (`GameBlock.play_cost`)
 # and a borrowed play (moving the state there and back included).
-BANKS, ROW = 2, 16
+BANKS, ROW = 2, 16  # (16 int64: a row is two whole cache lines)
 FOR_STEP, COUNT, DONE, TOTAL, STARTS, START_NS, MEAN_START_NS, PLAY_NS, BORROWED_PLAY_NS = range(9)
 # The weight of a step's time per play in a worker's moving average of it (`GameBlock.play_cost`, and the borrowed
 # plays' `Loans.borrowed_play`): about the last 10 steps.
@@ -138,6 +138,7 @@ class StartCosts:
         self.restarts, self.others = np.zeros(5), np.zeros(2)
 
     def add(self, restart: bool, frames: int, seconds: float) -> None:
+        """Count a start that took `seconds`: `restart` and `frames` as `Game.next_start` told it before."""
         if restart:
             self.restarts += (1, frames, seconds, frames * frames, frames * seconds)
         else:
@@ -306,7 +307,7 @@ class Loans:
             for seconds in (start_work, block.start_costs.mean(), block.play_cost, self.borrowed_play)
         )
         wanted = min(len(bank.ids), max(self.envs_to_lend((len(starts), start_work)), 0))
-        # The envs at the end of the block, but those starting an episode (a restart stays with its own Game), those
+        # The envs at the end of the block, but those starting an episode (a start stays with its own Game), those
         # out on loan (their Games are behind) and those of games that do not move exactly.
         unlendable = block.owed | block.lent | self.unmovable
         lent = [i for i in reversed(block.env_ids) if i not in unlendable][:wanted]

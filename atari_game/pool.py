@@ -238,9 +238,9 @@ class GameBlock:
         # Envs another worker plays in the coming whole-pool step (`Loans`): skipped here.
         self.lent: frozenset[int] = frozenset()
         # What `Loans` sizes a loan by: the seconds a play takes, averaged over about the last 10 steps
-        # (`moving_average`), and the seconds each kind of episode start takes (`StartCosts`). Wall time, not CPU
-        # time: a core that other work shares, or that the host slows down (shared cloud cores can run at half
-        # speed for seconds), shows in it within a few steps.
+        # (`moving_average`), and the seconds each kind of episode start has taken so far (`StartCosts`). Wall time,
+        # not CPU time: a core that other work shares, or that the host slows down (shared cloud cores can run at
+        # half speed for seconds), shows in the play's within a few steps.
         self.play_cost, self.start_costs = 0.0, StartCosts()
 
     def run(self, command: str, data: Any) -> tuple[str, list[int], Any]:
@@ -275,8 +275,8 @@ class GameBlock:
             if i in self.owed:
                 # Next-step autoreset's reset step: the action is ignored; the next episode starts now.
                 self.owed.discard(i)
-                start = time.perf_counter()
                 due, kind = game.next_episode_due, game.next_start()  # (not due after a worker's replacement)
+                start = time.perf_counter()
                 game.start_next_episode(a["obs"][k])
                 if due:
                     seconds = time.perf_counter() - start

@@ -152,8 +152,8 @@ def main() -> None:
     workers = f"{args.workers} workers" if args.workers else "a worker per core"
     print(f"parent CPU per batch step, this checkout against {args.base}; {MACHINE}", flush=True)
     slow = f"; the first worker on {args.slow_worker:.0%} of a core" if slow_tasks else ""
-    game = "".join(f", {name}={value!r}" for name, value in args.options.items())
-    print(f"{workers}, copy={not args.zero_copy}{slow}{game}", flush=True)
+    settings = "".join(f", {name}={value!r}" for name, value in args.options.items())
+    print(f"{workers}, copy={not args.zero_copy}{slow}{settings}", flush=True)
     with tempfile.TemporaryDirectory() as base, contextlib.ExitStack() as cleanup:
         if slow_tasks:
             cleanup.callback(remove_cgroup, slow_tasks)

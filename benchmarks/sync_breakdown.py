@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import mmap
 import time
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def install_stamps(stamps: np.ndarray) -> None:
     pool_module.GameBlock.run, lending.Loans.run = stamped_block_run, stamped_loans_run
 
 
-def breakdown(options: dict, n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
+def breakdown(options: dict[str, Any], n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
     """Run `steps` sync steps of `n_envs` envs with the Game `options` and split their mean wall time (seconds) as
     the docstring says."""
     rng, n_actions = np.random.default_rng(0), len(action_meanings(options["game"]))
@@ -116,7 +117,7 @@ def breakdown(options: dict, n_envs: int, steps: int, stamps: np.ndarray) -> dic
     }
 
 
-def alone(options: dict, n_envs: int, steps: int) -> float:
+def alone(options: dict[str, Any], n_envs: int, steps: int) -> float:
     """Mean wall time (seconds) of one step of a `GameBlock` of `n_envs` games with the Game `options`, played in
     this process over arrays of its own: a worker's work with no pool around it."""
     layout = pool_module._layout(n_envs, GameOptions.from_kwargs(**options), same_step=False)  # next-step autoreset
@@ -136,14 +137,14 @@ def alone(options: dict, n_envs: int, steps: int) -> float:
     return (time.perf_counter() - start) / steps
 
 
-def restart_cost(game: str, plays: int = 2000, restarts: int = 100) -> tuple[float, float]:
+def restart_cost(options: dict[str, Any], plays: int = 2000, restarts: int = 100) -> tuple[float, float]:
     """CPU seconds of one game restart (`Game.reset`: ALE's `reset_game`, the NOOP start, the first observation)
-    and of one `Game.play` (the restarts of the games it ends included), in this process, with the benchmark's
-    settings and random actions."""
-    single = Game(seed=0, **our_game(game))
+    and of one `Game.play` (the episode starts it makes included), in this process, with the Game `options` and
+    random actions."""
+    single = Game(seed=0, **options)
     single.reset()
     row = np.zeros(single.observation_shape, np.uint8)
-    actions = np.random.default_rng(0).integers(len(action_meanings(game)), size=plays)
+    actions = np.random.default_rng(0).integers(len(action_meanings(options["game"])), size=plays)
     start = time.process_time()
     for action in actions:
         single.play(int(action), row)
@@ -163,13 +164,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.steps + WARM_UP > MAX_STEPS or max(args.envs) > MAX_ENVS:
         parser.error(f"--steps must be at most {MAX_STEPS - WARM_UP} and --envs at most {MAX_ENVS}")
-    game = args.game
     stamps = shared_stamps()
     install_stamps(stamps)
-    options = {**our_game(game), **args.options}
-    settings = "".join(f", {name}={value!r}" for name, value in args.options.items())
-    print(f"GamePool sync step, {game}{settings}, random actions, one worker per core ({MACHINE})")
-    restart, play = restart_cost(game)
+    options = {**our_game(args.game), **args.options}
+    settings = "".join(f", {name}={value!r}" for name, value in args.options.items() if name != "game")
+    print(f"GamePool sync step, {options['game']}{settings}, random actions, one worker per core ({MACHINE})")
+    restart, play = restart_cost(options)
     print(
         f"a game restart: {1e6 * restart:,.0f} µs of CPU, as much as {restart / play:.1f} plays of {1e6 * play:.0f} µs"
     )

@@ -685,6 +685,18 @@ def test_next_start_tells_a_step_ahead_whether_the_game_restarts_and_the_frames_
     assert 3 <= sum(kinds) < len(kinds)  # game restarts, and new episodes after a lost life (False, 0)
 
 
+def test_next_start_in_reset_mode_without_noops_is_a_restart_of_no_extra_frames_at_every_lost_life():
+    game = Game("Breakout", seed=2, life_loss="reset", noop_max=0)
+    game.reset()
+    starts = []
+    for action in random_actions(game, 600, seed=1):
+        if game.play(action, start_next=False)[1]:
+            starts.append(game.next_start())
+            game.start_next_episode()
+            assert game.ale.getEpisodeFrameNumber() == 0  # nothing played since ALE's reset
+    assert len(starts) >= 3 and set(starts) == {(True, 0)}
+
+
 def test_get_state_before_reset_is_refused():
     with pytest.raises(RuntimeError, match="reset"):
         Game().get_state()

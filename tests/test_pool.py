@@ -24,6 +24,8 @@ from atari_game.lending import (
     FITTED_RESTARTS,
     FOR_STEP,
     PLAY_NS,
+    START_NS,
+    STARTS,
     Loans,
     StartCosts,
     loan_layout,
@@ -33,8 +35,10 @@ from atari_game.pool import (
     POOL_STEP_TAGS,
     WATCH_SECONDS,
     CommandWatch,
+    GameBlock,
     GamePool,
     PoolError,
+    _layout,
 )
 
 OPTIONS = {"game": "Breakout", "fire_reset": True, "noop_max": 30}
@@ -599,6 +603,45 @@ def test_start_costs_predict_a_restart_by_the_frames_of_its_noop_start_and_a_new
     costs.add(False, 0, 0.3e-3), costs.add(False, 0, 0.5e-3)
     assert costs.predict(False, 0) == pytest.approx(0.4e-3)
     assert costs.mean() == pytest.approx((sum(3.5 + 0.05 * f for f in [10, *frames]) + 5.0 + 0.8) * 1e-3 / 11)
+
+
+def test_an_offer_publishes_the_starts_coming_each_at_what_its_kind_takes():
+    layout = loan_layout(2, 7, GameOptions.from_kwargs(game="Pong"), (210, 160))
+    shared = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
+    pong = types.SimpleNamespace(game="pong")
+    restart = types.SimpleNamespace(options=pong, next_episode_due=True, next_start=lambda: (True, 30))
+    new_life = types.SimpleNamespace(options=pong, next_episode_due=True, next_start=lambda: (False, 0))
+    block = types.SimpleNamespace(
+        env_ids=list(range(8)), games={0: restart, 1: new_life}, play_cost=300e-6, start_costs=StartCosts()
+    )
+    block.owed, block.lent = {0, 1}, frozenset()
+    loans = Loans(block, shared, 0, dict.fromkeys(range(8, 16), "pong"), {}, 8)
+    row = shared["loans"][0, 1]  # this worker's row for the next whole-pool step (pool step 1)
+    loans.offer()
+    assert row[STARTS] == 2 and row[START_NS] == 600_000  # neither kind timed yet: each counts as a play
+    for frames in range(0, 32, 4):  # restarts of 3.5 ms + 50 µs a frame, and a new episode of 0.3 ms
+        block.start_costs.add(True, frames, 3.5e-3 + 50e-6 * frames)
+    block.start_costs.add(False, 0, 0.3e-3)
+    loans.offer()
+    assert row[STARTS] == 2 and row[START_NS] == pytest.approx(5.0e6 + 0.3e6)  # the restart's 30 NOOPs counted
+    assert row[PLAY_NS] == 300_000 and row[FOR_STEP] == 0  # the next worker has timed nothing: no offer
+
+
+def test_a_block_times_each_episode_start_by_its_kind():
+    options = {**OPTIONS, "life_loss": "terminal"}
+    layout = _layout(1, GameOptions.from_kwargs(**options), same_step=False)
+    arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
+    block = GameBlock([0], [3], True, [options], arrays)
+    block.reset({0: 3}, [])
+    restarts = new_lives = 0
+    for action in np.random.default_rng(0).integers(4, size=3000):
+        arrays["actions"][0] = action
+        restarts += bool(block.games[0].next_start()[0])  # what the step will start, if it starts one
+        new_lives += block.games[0].next_episode_due and not block.games[0].next_start()[0]
+        block.step([0])
+    assert restarts >= 2 and new_lives >= 8
+    assert block.start_costs.restarts[0] == restarts and block.start_costs.others[0] == new_lives
+    assert block.start_costs.predict(True, 30) > 5 * block.start_costs.predict(False, 0) > 0
 
 
 def test_a_worker_killed_before_reset_is_replaced_and_reset_with_the_seeds_asked_for(pool_factory):
