@@ -48,6 +48,23 @@ CONTINUOUS_ACTION_LOW = np.array([0.0, -np.pi, 0.0], dtype=np.float32)
 CONTINUOUS_ACTION_HIGH = np.array([1.0, np.pi, 1.0], dtype=np.float32)
 CONTINUOUS_ACTION_LOW.flags.writeable = CONTINUOUS_ACTION_HIGH.flags.writeable = False
 
+# Games whose every restart (ALE's reset_game, in the default mode and difficulty, without sticky actions) reaches
+# one and the same emulator state, whatever the game before it and the console's generator, and plays on from it
+# exactly when restored: a Game of one of them saves that state at its first restart and restores it at the next
+# (~20 µs), where reset_game emulates ~70 frames to reach it again (~3.9 ms, as much as 15 plays). Found by
+# benchmarks/restart_states.py (ale-py 0.12.1: 41 of 104 games), which also checks what a restore leaves as it was
+# (the TIA's frame buffers, ALE's game-specific counters); run it again with each new ale-py release.
+FIXED_RESTART_GAMES = frozenset(
+    {
+        "air_raid", "asterix", "atlantis", "basic_math", "battle_zone", "blackjack", "bowling", "breakout",
+        "carnival", "casino", "centipede", "darkchambers", "defender", "donkey_kong", "double_dunk", "et",
+        "flag_capture", "frogger", "gopher", "jamesbond", "journey_escape", "keystone_kapers", "king_kong", "klax",
+        "lost_luggage", "mr_do", "ms_pacman", "name_this_game", "othello", "pacman", "pong", "road_runner",
+        "robotank", "skiing", "space_invaders", "turmoil", "video_checkers", "video_chess", "video_pinball",
+        "wizard_of_wor", "word_zapper",
+    }
+)  # fmt: skip
+
 
 def _rom_ids() -> list[str]:
     return [rom for rom in roms.get_all_rom_ids() if rom not in _MULTIPLAYER_ONLY]
@@ -430,6 +447,14 @@ class Game:
         self.ale = ale_py.ALEInterface()
         self.ale.setFloat("repeat_action_probability", float(opts.sticky_actions))
         self.ale.setInt("max_num_frames_per_episode", opts.max_episode_frames or 0)
+        # A restart restores the state every restart reaches, once saved (`FIXED_RESTART_GAMES`); sticky actions
+        # would draw from ALE's generator during reset_game's frames, and other modes were not checked.
+        self._restores_restarts = (
+            opts.game in FIXED_RESTART_GAMES
+            and opts.sticky_actions == 0
+            and opts.mode is None
+            and opts.difficulty is None
+        )
         self._seed(opts.seed)
         self.action_meanings, self.n_actions = opts.action_meanings, opts.n_actions
         self._actions = [ale_py.Action[name] for name in self.action_meanings]
@@ -475,6 +500,7 @@ class Game:
         self._rng = np.random.default_rng(int(numpy_seed))
         self.ale.setInt("random_seed", int(ale_seed.astype(np.int32)))
         self.ale.loadROM(roms.get_rom_path(self.options.game))
+        self._restart_state: ale_py.ALEState | None = None  # a new ROM load restarts by reset_game first
         # Loading a ROM resets its mode and difficulty: set them after every load, as ale-py's AtariEnv does.
         if self.options.mode is not None:
             self.ale.setMode(self.options.mode)
@@ -636,13 +662,13 @@ class Game:
 
     def _restart_game(self) -> None:
         self._started = True
-        self.ale.reset_game()
+        self._reset_ale()
         # NOOP start, drawn from the seeded generator exactly as Gymnasium's AtariPreprocessing draws it.
         if self.options.noop_max > 0:
             for _ in range(self._rng.integers(1, self.options.noop_max + 1)):
                 self.ale.act(ale_py.Action.NOOP)
                 if self.ale.game_over():
-                    self.ale.reset_game()
+                    self._reset_ale()
         # Random start (the practical-RL course's StartWithRandomActions), from the same seeded generator.
         if self.options.random_starts > 0:
             for _ in range(self._rng.integers(0, self.options.random_starts + 1)):
@@ -650,10 +676,29 @@ class Game:
                 for _ in range(self.options.frame_skip):  # frames after a game over do nothing in ALE
                     self.ale.act(ale_action, strength)
                 if self.ale.game_over():
-                    self.ale.reset_game()
+                    self._reset_ale()
         self._game_reward, self._game_length = 0.0, 0
-        self._grab(self._screens[0])
+        # ALE's state holds no screen: until a frame is emulated, a restored restart shows the one its reset ended on.
+        if self._restart_state is not None and self.ale.getEpisodeFrameNumber() == self._restart_frame:
+            self._screens[0] = self._restart_screen
+        else:
+            self._grab(self._screens[0])
         self._start_episode()
+
+    def _reset_ale(self) -> None:
+        """ALE's reset_game; in a game of `FIXED_RESTART_GAMES`, after the first, the state it reaches restored."""
+        if self._restart_state is not None:
+            self.ale.restoreState(self._restart_state)
+            return
+        self.ale.reset_game()
+        if self._restores_restarts:
+            self._restart_state = self.ale.cloneState(include_rng=False)
+            # What a restart shows until it emulates a frame (the frame count only grows from a restart's own).
+            self._restart_screen, self._restart_frame = (
+                np.empty_like(self._screens[0]),
+                self.ale.getEpisodeFrameNumber(),
+            )
+            self._grab(self._restart_screen)
 
     def _start_episode(self) -> None:
         """Start an episode from the current screen, which is in ``_screens[0]``: a restart grabs it there, and

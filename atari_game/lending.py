@@ -2,33 +2,33 @@
 workers idle.
 
 A synchronous step ends when the slowest worker ends. A game restart costs as much CPU as 15-22 plays (ALE's
-``reset_game`` emulates ~75 frames, then come the NOOPs), all of it on one worker while the others wait. And a core
-can be slower than the others for seconds at a time: other work shares it, or (on shared cloud machines) the host
-runs it at half speed. In next-step autoreset mode a worker knows a step ahead which of its games restart: those
-whose episode ended start the next one at their next step. So at the end of a whole-pool step a worker with more
-work coming than the next worker (the workers form a ring) offers it some of its other envs for the coming step,
-their whole `GameState` written into its slots of the shared segment. If that step is a whole-pool step too, the
-borrower plays them after its own envs, into their rows, and writes their states back; the lender skips them, and
-takes them back at the start of its next command. Any other next command (a reset, an async step) cancels the
-offer: the lender's Games never moved. A worker's slots come in two banks, used by turns from step to step, so that
-it can offer envs for the next step while a loan for this one is out.
+``reset_game`` emulates ~75 frames, then come the NOOPs), or 1-6 plays in a game whose restarts all reach one state
+(`atari_game.game.FIXED_RESTART_GAMES`: the state is restored, and the NOOPs remain), all of it on one worker while
+the others wait. And a core can be slower than the others for seconds at a time: other work shares it, or (on shared
+cloud machines) the host runs it at half speed. In next-step autoreset mode a worker knows a step ahead which of its
+games restart: those whose episode ended start the next one at their next step. So at the end of a whole-pool step a
+worker with more work coming than the next worker (the workers form a ring) offers it some of its other envs for the
+coming step, their whole `GameState` written into its slots of the shared segment. If that step is a whole-pool step
+too, the borrower plays them after its own envs, into their rows, and writes their states back; the lender skips
+them, and takes them back at the start of its next command. Any other next command (a reset, an async step) cancels
+the offer: the lender's Games never moved. A worker's slots come in two banks, used by turns from step to step, so
+that it can offer envs for the next step while a loan for this one is out.
 
 Every output stays exactly what the lender would have computed, as `GameState` carries everything a play reads
 and writes (the pool tests compare pools with local Games, bit for bit). ALE does not export the last action that
 sticky actions repeat, so pools lend only with ``sticky_actions=0``; and a few games' saved state misses a detail
 of the emulator (`UNMOVABLE_GAMES`), so their envs are never lent.
 
-How many envs: so that lender and borrower end together, the difference of their work coming over (P + B), each
-worker's work being its plays at its own P (the seconds a play takes it, averaged over its last ~10 steps:
-`GameBlock.play_cost`) and its episode starts at what each will take it (`StartCosts`, from the starts it has timed:
-a game restart by the NOOP and random-start frames `Game.next_start` reads a step ahead; a new episode of a game that
-goes on, in "terminal" mode, costs a play or less, not a restart's 15-20), P the lender's and B the seconds a borrowed
-play takes the borrower, moving its state there and back included (its P until it has borrowed). Wall times, not CPU
-times: other work on a core slows a play's wall time, not its CPU time (a core the host slows down, both). About 5-8
-envs per restart on Breakout; at most `SLOTS`. A worker offers not knowing the next worker's starts yet; when two
-workers lend to each other (two workers make a ring of two), the last of them to finish the step before (it sees
-both offers and both workers' timings) keeps only the offer of the one with more work coming, cut to the envs that
-even out their work.
+How many envs: so that lender and borrower end together, the difference of their work coming over (P + B), each worker's
+work being its plays at its own P (the seconds a play takes it, averaged over its last ~10 steps: `GameBlock.play_cost`)
+and its episode starts at what each will take it (`StartCosts`, from the starts it has timed: a game restart by the NOOP
+and random-start frames `Game.next_start` reads a step ahead; a new episode of a game that goes on, in "terminal" mode,
+costs a play or less, not a restart's 1-20), P the lender's and B the seconds a borrowed play takes the borrower, moving
+its state there and back included (its P until it has borrowed). Wall times, not CPU times: other work on a core slows a
+play's wall time, not its CPU time (a core the host slows down, both). About 1-3 envs per restart on Breakout (5-8 when
+ALE emulated its restarts); at most `SLOTS`. A worker offers not knowing the next worker's starts yet; when two workers
+lend to each other (two workers make a ring of two), the last of them to finish the step before (it sees both offers and
+both workers' timings) keeps only the offer of the one with more work coming, cut to the envs that even out their work.
 """
 
 from __future__ import annotations
@@ -125,12 +125,12 @@ FITTED_RESTARTS = 8
 
 class StartCosts:
     """The seconds a worker's episode starts take it, from those it has timed, to predict the starts coming: a game
-    restart (ALE's ``reset_game``, then `frames` frames of NOOP start and random start, which `Game.next_start`
-    reads a step ahead) as a + b * frames, fitted by least squares once `FITTED_RESTARTS` are timed (their mean until
-    then: a slope from a few noisy wall times could be anything); and a new episode in a game that goes on
-    ("terminal" mode, after a lost life: the FIRE frames and the first observation), their mean. On Breakout a
-    restart takes 4.0 ms after 1 NOOP and 5.5 ms after 30, and a new episode 0.27 ms, as long as a play (AMD EPYC,
-    2026-11-25)."""
+    restart (ALE's ``reset_game`` or the state it reaches restored, then `frames` frames of NOOP start and random
+    start, which `Game.next_start` reads a step ahead) as a + b * frames, fitted by least squares once
+    `FITTED_RESTARTS` are timed (their mean until then: a slope from a few noisy wall times could be anything); and
+    a new episode in a game that goes on ("terminal" mode, after a lost life: the FIRE frames and the first
+    observation), their mean. On Breakout a restart took 4.0 ms after 1 NOOP and 5.5 ms after 30 when ALE emulated
+    it, 0.14 ms and 1.7 ms restored, and a new episode 0.27 ms, as long as a play (AMD EPYC, 2026-11-25)."""
 
     def __init__(self) -> None:
         # Over the restarts timed: their count and the sums of frames, seconds, frames², frames x seconds; over the

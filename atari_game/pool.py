@@ -585,13 +585,13 @@ class GamePool(gymnasium.vector.VectorEnv):
     envs have finished and returns them (the first to finish) with ``info["env_id"]`` (and their
     ``info["game_name"]``).
 
-    Load balance: a synchronous step ends when the slowest worker ends, a game restart costs a worker as much as
-    ~15 plays, and a core can run slower than the others for seconds (other work on it, or a cloud host). In
-    next-step autoreset (with two or more workers and no sticky actions) a worker with more work coming than the
-    next worker, from its restarts or its slower plays, lends it some of its envs for the step, so that both end
-    together (`atari_game.lending`); every result is what the lender would have computed. Envs of the few games
-    whose emulator state does not move exactly (`atari_game.lending.UNMOVABLE_GAMES`) are never lent.
-    ``env_steps_lent`` counts them.
+    Load balance: a synchronous step ends when the slowest worker ends, a game restart costs a worker as much as ~15
+    plays (~3 in the games whose restarts ALE need not emulate: `atari_game.game.FIXED_RESTART_GAMES`), and a core can
+    run slower than the others for seconds (other work on it, or a cloud host). In next-step autoreset (with two or more
+    workers and no sticky actions) a worker with more work coming than the next worker, from its restarts or its slower
+    plays, lends it some of its envs for the step, so that both end together (`atari_game.lending`); every result is
+    what the lender would have computed. Envs of the few games whose emulator state does not move exactly
+    (`atari_game.lending.UNMOVABLE_GAMES`) are never lent. ``env_steps_lent`` counts them.
 
     The shared memory (in /dev/shm) is all taken when the pool starts: where there is no room for it, the
     pool raises `OSError` at once, saying how much it needs and how much is free.

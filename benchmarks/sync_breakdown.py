@@ -14,7 +14,9 @@ share of every step. From those stamps and the wall time per step, for N envs on
   at the end of a step while another worker still plays. The line after it says how much of that comes from
   steps in which an episode started (in next-step autoreset, the step after the last one ended; a game restart:
   ALE's `reset_game` costs as much CPU as ~75 emulated frames, then come 1..30 NOOPs: 13-22 agent steps of work,
-  depending on the machine, that land on one worker, less what it lends to the other: `atari_game.lending`);
+  depending on the machine, or only the NOOPs' 1-6 in a game of `atari_game.game.FIXED_RESTART_GAMES`, which
+  restores the state its restarts reach; that lands on one worker, less what it lends to the other:
+  `atari_game.lending`);
 - *between steps*: the wall time per step minus the span from the first worker's start to the last one's end:
   the parent reading the answers, building the results (and copying the observations), this loop drawing
   random actions, and the wake-ups of the parent and the workers;

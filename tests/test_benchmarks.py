@@ -18,6 +18,7 @@ import parent_cpu
 import ppo_learning
 import ppo_speed
 import pytest
+import restart_states
 import state_transfer
 import sync_breakdown
 import torch
@@ -192,6 +193,21 @@ def test_moved_games_finds_where_a_game_moved_out_and_back_first_differs(capsys,
     monkeypatch.setattr(sys, "argv", ["moved_games.py", "--plays", "40", "--games", "TicTacToe3D", "Pong"])
     moved_games.main()
     assert "1 of 2 games differ; not in UNMOVABLE_GAMES: none" in capsys.readouterr().out
+
+
+def test_restart_states_tells_games_that_restart_to_one_state_from_those_that_do_not(capsys, monkeypatch):
+    # Alien's restarts depend on the timer's draw or the RAM before; Amidar's first frame after a restored restart
+    # shows rows of the game before (frame buffers are not in ALE's state).
+    assert restart_states.states_differ("Breakout", resets=30) is None
+    assert restart_states.states_differ("Alien", resets=30) == "restart 1 reached another state from random RAM"
+    assert restart_states.histories_differ("Breakout", histories=5) is None
+    assert restart_states.histories_differ("Amidar", histories=5).endswith("pixels of frame 1 after the restart")
+    assert restart_states.plays_differ("Pong", plays=20, options=restart_states.OPTIONS[2]).startswith("no restart")
+    args = ["--resets", "20", "--histories", "3", "--plays", "300", "--games", "Breakout", "Alien"]
+    monkeypatch.setattr(sys, "argv", ["restart_states.py", *args])
+    restart_states.main()
+    out = capsys.readouterr().out
+    assert "1 of 2 games restart to one state: breakout\nin FIXED_RESTART_GAMES but not printed: none" in out
 
 
 def test_moves_leave_ales_generator_behind_except_for_adventure_whose_restarts_read_it(monkeypatch):

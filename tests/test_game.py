@@ -2,10 +2,13 @@
 
 import math
 
+import ale_py
 import numpy as np
 import pytest
 
 from atari_game import Game, GameOptions, action_meanings, game_difficulties, game_modes, list_games, resolve_game
+from atari_game import game as game_module
+from atari_game.game import FIXED_RESTART_GAMES
 from atari_game.lending import UNMOVABLE_GAMES
 
 NOOP, FIRE = 0, 1
@@ -695,6 +698,75 @@ def test_next_start_in_reset_mode_without_noops_is_a_restart_of_no_extra_frames_
             game.start_next_episode()
             assert game.ale.getEpisodeFrameNumber() == 0  # nothing played since ALE's reset
     assert len(starts) >= 3 and set(starts) == {(True, 0)}
+
+
+@pytest.fixture
+def reset_games(monkeypatch):
+    """The number of ALE ``reset_game`` calls made since the test started (a one-element list)."""
+    calls, reset_game = [0], ale_py.ALEInterface.reset_game
+
+    def counted(ale):
+        calls[0] += 1
+        reset_game(ale)
+
+    monkeypatch.setattr(ale_py.ALEInterface, "reset_game", counted)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("Breakout", {}),
+        ("Breakout", {"noop_max": 30}),
+        ("SpaceInvaders", {"obs_type": "rgb"}),
+        ("Pong", {"obs_type": "ram", "max_episode_frames": 1200}),
+    ],
+)
+def test_a_game_that_restarts_to_one_state_restores_it_and_plays_as_if_it_had_emulated_the_restart(
+    name, options, reset_games, monkeypatch
+):
+    # Without NOOPs the restart's first observation is the screen ALE's reset ended on, which its state does not hold.
+    assert resolve_game(name) in FIXED_RESTART_GAMES
+    restoring = Game(name, seed=6, **options)
+    monkeypatch.setattr(game_module, "FIXED_RESTART_GAMES", frozenset())
+    emulating = Game(name, seed=6, **options)
+    assert np.array_equal(restoring.reset(), emulating.reset())
+    restarts = 0
+    for action in random_actions(restoring, 1500, seed=2):
+        calls = reset_games[0]
+        ours, theirs = restoring.step(action), emulating.step(action)
+        assert np.array_equal(ours[0], theirs[0]) and ours[1:] == theirs[1:] and restoring.lives == emulating.lives
+        restarts += theirs[2]
+        assert reset_games[0] == calls + theirs[2]  # only the emulating game called ALE's reset
+    assert restarts >= 3
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("Breakout", {"sticky_actions": 0.25}),
+        ("Breakout", {"mode": 0}),
+        ("Breakout", {"difficulty": 0}),
+        ("Seaquest", {}),
+    ],
+)
+def test_restarts_are_emulated_with_sticky_actions_in_a_mode_or_difficulty_chosen_and_in_other_games(
+    name, options, reset_games
+):
+    game = Game(name, seed=1, **options)
+    game.reset()
+    restarts = sum(game.step(action)[2] for action in random_actions(game, 1000, seed=3))
+    assert restarts >= 2 and reset_games[0] == 1 + restarts
+
+
+def test_a_new_seed_restarts_by_emulating_once_more(reset_games):
+    game = Game("Breakout", seed=1)
+    game.reset(), game.reset(), game.reset(seed=2), game.reset()
+    assert reset_games[0] == 2
+
+
+def test_the_games_that_restart_to_one_state_move_exactly():
+    assert FIXED_RESTART_GAMES.isdisjoint(UNMOVABLE_GAMES)
 
 
 def test_get_state_before_reset_is_refused():
