@@ -142,7 +142,7 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         """The emulator's colour screen, ``uint8`` of shape ``(210, 160, 3)``, with ``render_mode="rgb_array"``;
         None without a render mode."""
         if self.render_mode == "rgb_array":
-            return self.game.ale.getScreenRGB()
+            return self.game.screen_rgb()
         return None
 
     def __repr__(self) -> str:

@@ -53,7 +53,7 @@ CONTINUOUS_ACTION_LOW.flags.writeable = CONTINUOUS_ACTION_HIGH.flags.writeable =
 # exactly when restored: a Game of one of them saves that state at its first restart and restores it at the next
 # (~20 µs), where reset_game emulates ~70 frames to reach it again (~3.9 ms, as much as 15 plays). Found by
 # benchmarks/restart_states.py (ale-py 0.12.1: 41 of 104 games), which also checks what a restore leaves as it was
-# (the TIA's frame buffers, ALE's game-specific counters); run it again with each new ale-py release.
+# (the TIA's frame buffers) and plays restoring Games against emulating ones; run it again with each ale-py release.
 FIXED_RESTART_GAMES = frozenset(
     {
         "air_raid", "asterix", "atlantis", "basic_math", "battle_zone", "blackjack", "bowling", "breakout",
@@ -447,14 +447,22 @@ class Game:
         self.ale = ale_py.ALEInterface()
         self.ale.setFloat("repeat_action_probability", float(opts.sticky_actions))
         self.ale.setInt("max_num_frames_per_episode", opts.max_episode_frames or 0)
-        # A restart restores the state every restart reaches, once saved (`FIXED_RESTART_GAMES`); sticky actions
-        # would draw from ALE's generator during reset_game's frames, and other modes were not checked.
+        # A restart restores the state every restart reaches, once saved (`FIXED_RESTART_GAMES`). Not with sticky
+        # actions: a restore keeps the last action they repeat, which reset_game sets to NOOP; and other modes and
+        # difficulties were not checked.
         self._restores_restarts = (
             opts.game in FIXED_RESTART_GAMES
             and opts.sticky_actions == 0
             and opts.mode is None
             and opts.difficulty is None
         )
+        # What the first restart after a ROM load saves (`_seed` clears it): ALE's state, and as that holds no screen,
+        # the screen (or RAM) and the colour screen it shows until a frame is emulated, and ALE's episode frame
+        # count then (0, or the frames of the ROM's starting actions), which only emulated frames raise.
+        self._restart_state: ale_py.ALEState | None = None
+        self._restart_screen = np.zeros(opts.screen_shape, dtype=np.uint8)
+        self._restart_rgb = np.zeros((*_rom_facts(opts.game).screen, 3), dtype=np.uint8)
+        self._restart_frame = 0
         self._seed(opts.seed)
         self.action_meanings, self.n_actions = opts.action_meanings, opts.n_actions
         self._actions = [ale_py.Action[name] for name in self.action_meanings]
@@ -500,7 +508,7 @@ class Game:
         self._rng = np.random.default_rng(int(numpy_seed))
         self.ale.setInt("random_seed", int(ale_seed.astype(np.int32)))
         self.ale.loadROM(roms.get_rom_path(self.options.game))
-        self._restart_state: ale_py.ALEState | None = None  # a new ROM load restarts by reset_game first
+        self._restart_state = None  # a new ROM load restarts by reset_game first
         # Loading a ROM resets its mode and difficulty: set them after every load, as ale-py's AtariEnv does.
         if self.options.mode is not None:
             self.ale.setMode(self.options.mode)
@@ -597,6 +605,14 @@ class Game:
             self._start_next()
         return self._observation(out)
 
+    def screen_rgb(self) -> np.ndarray:
+        """The emulator's colour screen now, a fresh ``uint8`` array of shape ``(height, 160, 3)`` (210 rows in most
+        games): ALE's ``getScreenRGB``, except right after a restart that restored its state (`FIXED_RESTART_GAMES`),
+        where ALE still shows the screen before the restart and this the one the restart shows."""
+        if self._shows_restart_screen():
+            return self._restart_rgb.copy()
+        return self.ale.getScreenRGB()
+
     def get_state(self, with_rng: bool = True) -> GameState:
         """This game's state, to play on in another Game of the same options (see `GameState`).
 
@@ -678,8 +694,7 @@ class Game:
                 if self.ale.game_over():
                     self._reset_ale()
         self._game_reward, self._game_length = 0.0, 0
-        # ALE's state holds no screen: until a frame is emulated, a restored restart shows the one its reset ended on.
-        if self._restart_state is not None and self.ale.getEpisodeFrameNumber() == self._restart_frame:
+        if self._shows_restart_screen():
             self._screens[0] = self._restart_screen
         else:
             self._grab(self._screens[0])
@@ -693,12 +708,14 @@ class Game:
         self.ale.reset_game()
         if self._restores_restarts:
             self._restart_state = self.ale.cloneState(include_rng=False)
-            # What a restart shows until it emulates a frame (the frame count only grows from a restart's own).
-            self._restart_screen, self._restart_frame = (
-                np.empty_like(self._screens[0]),
-                self.ale.getEpisodeFrameNumber(),
-            )
             self._grab(self._restart_screen)
+            self.ale.getScreenRGB(self._restart_rgb)
+            self._restart_frame = self.ale.getEpisodeFrameNumber()
+
+    def _shows_restart_screen(self) -> bool:
+        """No frame emulated since a restart that restored its state: ALE's state holds no screen, so ALE still shows
+        the one before the restart, and the screen is the one saved at the first restart."""
+        return self._restart_state is not None and self.ale.getEpisodeFrameNumber() == self._restart_frame
 
     def _start_episode(self) -> None:
         """Start an episode from the current screen, which is in ``_screens[0]``: a restart grabs it there, and

@@ -2,7 +2,7 @@
 workers idle.
 
 A synchronous step ends when the slowest worker ends. A game restart costs as much CPU as 15-22 plays (ALE's
-``reset_game`` emulates ~75 frames, then come the NOOPs), or 1-6 plays in a game whose restarts all reach one state
+``reset_game`` emulates ~70 frames, then come the NOOPs), or 1-6 plays in a game whose restarts all reach one state
 (`atari_game.game.FIXED_RESTART_GAMES`: the state is restored, and the NOOPs remain), all of it on one worker while
 the others wait. And a core can be slower than the others for seconds at a time: other work shares it, or (on shared
 cloud machines) the host runs it at half speed. In next-step autoreset mode a worker knows a step ahead which of its

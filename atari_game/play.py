@@ -36,7 +36,7 @@ def play_game(game: Game, policy: Callable[[np.ndarray], int], video: Path | Non
     try:
         while True:
             if writer is not None:
-                writer.write(cv2.cvtColor(game.ale.getScreenRGB(), cv2.COLOR_RGB2BGR))
+                writer.write(cv2.cvtColor(game.screen_rgb(), cv2.COLOR_RGB2BGR))
             obs, _, done, info = game.step(policy(obs))
             if done and ("game_reward" in info or game.options.life_loss == "reset"):
                 return info.get("game_reward", info["reward"]), info.get("game_length", info["length"])

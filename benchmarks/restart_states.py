@@ -19,17 +19,17 @@ ROM's starting actions): ~3.9 ms, as much CPU as 15 plays. In many games it alwa
 
 For each game (its default mode and difficulty, no sticky actions) this checks all three, then the whole:
 
-1. *states*: `--resets` restarts, each from RAM set to random bytes (any history a game could leave there; 1,000
-   also leave a given timer value undrawn with probability 1e-4), then `AFTER_PLAY` restarts each after up to
-   `PLAY_FRAMES` frames of random play (what a game writes to keep across restarts, as its high score): every
-   restart must reach one state (ALE's ``cloneState`` without the environment generator, with the console's
+1. *states*: `--resets` restarts, each from RAM set to random bytes (any history a game could leave there; in 1,000
+   restarts some of the timer's 75 start values goes undrawn with probability 1e-4), then `AFTER_PLAY` restarts each
+   after up to `PLAY_FRAMES` frames of random play (what a game writes to keep across restarts, as its high score):
+   every restart must reach one state (ALE's ``cloneState`` without the environment generator, with the console's
    generator and ALE's count of frames left out: nothing but a reset reads the one, nothing at all the other);
 2. *histories*: two emulators play `--histories` times different random games (up to `HISTORY_FRAMES` frames, to a
    game over at most), restore the state a restart reaches, and play the same `FRAMES_AFTER` random frames: every
    screen must be equal;
 3. *plays*: a Game that restores its saved state against one that emulates every restart, with the same seed and
-   random actions, for `--plays` plays with each of `OPTIONS`: every observation, reward, end of episode and lives
-   count must agree.
+   random actions, for `--plays` plays with each of `OPTIONS`: every observation, reward, end of episode, episode
+   statistics and lives count must agree.
 
 It prints the games that pass. `FIXED_RESTART_GAMES` must name only games printed, and no game of
 `atari_game.lending.UNMOVABLE_GAMES` (their saved states do not play on exactly); run it again with each new ale-py
@@ -92,7 +92,7 @@ def states_differ(name: str, resets: int) -> str | None:
     ale.reset_game()
     first = restart_state(ale)
     for k in range(resets + AFTER_PLAY):
-        if k < resets:  # any RAM at all, as no game leaves it
+        if k < resets:  # RAM of any content: whatever a game before could have left there
             for index, value in enumerate(rng.integers(256, size=RAM_SIZE).tolist()):
                 ale.setRAM(index, value)
         else:  # a game played on
@@ -116,7 +116,8 @@ def histories_differ(name: str, histories: int) -> str | None:
             play_randomly(ale, int(rng.integers(1, HISTORY_FRAMES)), rng)
             ale.restoreState(restarted)
         for frame, action in enumerate(rng.integers(len(actions), size=FRAMES_AFTER).tolist()):
-            one.act(actions[action]), other.act(actions[action])
+            one.act(actions[action])
+            other.act(actions[action])
             differ = int((one.getScreen() != other.getScreen()).sum())
             if differ:
                 return f"history {history + 1}: {differ} pixels of frame {frame + 1} after the restart"
@@ -135,10 +136,10 @@ def plays_differ(name: str, plays: int, options: dict[str, Any]) -> str | None:
         if t == 0:
             expected, got = emulating.reset(), restoring.reset()
         else:
-            expected, reward, done, _ = emulating.step(action)
-            got, restored_reward, restored_done, _ = restoring.step(action)
-            if (reward, done) != (restored_reward, restored_done):
-                return f"play {t}: reward, done {reward}, {done} / {restored_reward}, {restored_done}"
+            expected, reward, done, info = emulating.step(action)
+            got, *restored = restoring.step(action)
+            if [reward, done, info] != restored:
+                return f"play {t}: reward, done, episode {reward}, {done}, {info} / {', '.join(map(str, restored))}"
             restarts += done
         if emulating.lives != restoring.lives or not np.array_equal(expected, got):
             return f"play {t}: {int((expected != got).sum())} pixels, lives {emulating.lives} / {restoring.lives}"

@@ -147,7 +147,7 @@ def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(mo
 
 
 def test_a_game_restart_costs_more_than_a_step():
-    # ALE's reset_game emulates ~75 frames and the NOOP start up to 30 more: a step emulates 4. (Seaquest: Breakout
+    # ALE's reset_game emulates ~70 frames and the NOOP start up to 30 more: a step emulates 4. (Seaquest: Breakout
     # restores the state its restarts reach, FIXED_RESTART_GAMES, so there only the NOOP start remains.)
     restart, play = sync_breakdown.restart_cost(our_game("Seaquest"), plays=50, restarts=5)
     assert restart > 5 * play > 0
@@ -204,6 +204,8 @@ def test_restart_states_tells_games_that_restart_to_one_state_from_those_that_do
     assert restart_states.histories_differ("Breakout", histories=5) is None
     assert restart_states.histories_differ("Amidar", histories=5).endswith("pixels of frame 1 after the restart")
     assert restart_states.plays_differ("Pong", plays=20, options=restart_states.OPTIONS[2]).startswith("no restart")
+    # ALE neither resets nor saves Atlantis II's count of lives: a restored restart reports the game before's.
+    assert restart_states.plays_differ("Atlantis2", 300, restart_states.OPTIONS[2]) == "play 80: 0 pixels, lives 6 / 5"
     args = ["--resets", "20", "--histories", "3", "--plays", "300", "--games", "Breakout", "Alien"]
     monkeypatch.setattr(sys, "argv", ["restart_states.py", *args])
     restart_states.main()

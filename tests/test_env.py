@@ -12,6 +12,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers.vector import NormalizeReward, RecordEpisodeStatistics
 
 from atari_game import AtariGameEnv, Game, GamePool, list_games, register_games
+from atari_game import game as game_module
 
 OPTIONS = {"fire_reset": True, "noop_max": 30}
 
@@ -204,6 +205,28 @@ def test_render_returns_the_colour_screen():
     assert env.render() is not frame  # a fresh array each call: a video keeps every frame
     env.close()
     assert AtariGameEnv().render() is None
+
+
+def test_render_after_a_restored_restart_is_the_screen_the_restart_shows(monkeypatch):
+    # Breakout restores the state its restarts reach (FIXED_RESTART_GAMES), and ALE's state holds no screen: a video
+    # (RecordVideo renders after every reset) must not start on the last frame of the game before.
+    restoring = gym.make("atari_game/Breakout-v0", render_mode="rgb_array")
+    monkeypatch.setattr(game_module, "FIXED_RESTART_GAMES", frozenset())
+    emulating = gym.make("atari_game/Breakout-v0", render_mode="rgb_array")
+    resets = 0
+    for env in (restoring, emulating):
+        env.reset(seed=3)
+    for action in np.random.default_rng(0).integers(4, size=600).tolist():
+        restoring.step(action)
+        _, _, terminated, truncated, _ = emulating.step(action)
+        if terminated or truncated:  # (both envs end together: their observations are the same)
+            for env in (restoring, emulating):
+                env.reset()
+            resets += 1
+        assert np.array_equal(restoring.render(), emulating.render())
+    assert resets >= 3
+    restoring.close()
+    emulating.close()
 
 
 def test_render_collection_collects_a_frame_per_reset_and_step():

@@ -718,6 +718,7 @@ def reset_games(monkeypatch):
     [
         ("Breakout", {}),
         ("Breakout", {"noop_max": 30}),
+        ("SpaceInvaders", {"noop_max": 30}),  # (its screen moves during NOOPs: the restart screen is for no NOOPs)
         ("SpaceInvaders", {"obs_type": "rgb"}),
         ("Pong", {"obs_type": "ram", "max_episode_frames": 1200}),
     ],
@@ -725,7 +726,8 @@ def reset_games(monkeypatch):
 def test_a_game_that_restarts_to_one_state_restores_it_and_plays_as_if_it_had_emulated_the_restart(
     name, options, reset_games, monkeypatch
 ):
-    # Without NOOPs the restart's first observation is the screen ALE's reset ended on, which its state does not hold.
+    # Without NOOPs the restart's first observation is the screen ALE's reset ended on, which its state does not hold;
+    # so is what `screen_rgb` (a video's frame) shows until a frame is emulated.
     assert resolve_game(name) in FIXED_RESTART_GAMES
     restoring = Game(name, seed=6, **options)
     monkeypatch.setattr(game_module, "FIXED_RESTART_GAMES", frozenset())
@@ -736,6 +738,7 @@ def test_a_game_that_restarts_to_one_state_restores_it_and_plays_as_if_it_had_em
         calls = reset_games[0]
         ours, theirs = restoring.step(action), emulating.step(action)
         assert np.array_equal(ours[0], theirs[0]) and ours[1:] == theirs[1:] and restoring.lives == emulating.lives
+        assert np.array_equal(restoring.screen_rgb(), emulating.ale.getScreenRGB())
         restarts += theirs[2]
         assert reset_games[0] == calls + theirs[2]  # only the emulating game called ALE's reset
     assert restarts >= 3
