@@ -544,7 +544,8 @@ def test_a_mixed_pool_lends_games_of_other_screen_heights_exactly_where_episodes
     # A lent game's state holds its last screen (in "terminal" mode without a FIRE step the next episode starts from
     # it: test_game moves such a game); KeystoneKapers' screen has 250 rows, Seaquest's 210: the slots fit both.
     games = ["Seaquest", "KeystoneKapers"] * 4
-    options = {"life_loss": "terminal", "full_action_space": True, "max_episode_frames": 800}  # restarts to lend for
+    # Restarts to lend for; difficulty given, so that KeystoneKapers emulates its restarts (`FIXED_RESTART_GAMES`).
+    options = {"life_loss": "terminal", "full_action_space": True, "max_episode_frames": 800, "difficulty": 0}
     pool = pool_factory(8, game=games, n_workers=2, **options)
     actions = np.random.default_rng(4).integers(18, size=(400, 8))
     local = [play_one(i, actions[:, i], same_step=False, game=games[i], **options) for i in range(8)]
