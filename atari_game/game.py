@@ -694,6 +694,7 @@ class Game:
                 if self.ale.game_over():
                     self._reset_ale()
         self._game_reward, self._game_length = 0.0, 0
+        # The screen the episode starts from: ALE's, unless a restored restart has emulated no frame since.
         if self._shows_restart_screen():
             self._screens[0] = self._restart_screen
         else:
