@@ -373,16 +373,19 @@ class GameOptions:
 
 
 class GameState(NamedTuple):
-    """Everything `Game.play` reads and writes, from `Game.get_state`: what moves a game into another `Game` of
-    the same options (`Game.set_state`), where its next plays give exactly what this Game's would have.
+    """Everything `Game.play` reads and writes, from `Game.get_state`: a saved game, to continue later in this
+    `Game` or in another of the same options (`Game.set_state`), whose next plays give exactly what this Game's
+    would have.
 
     Not in it: the NOOP-start generator (a game restart draws from it: restart in the Game the state came from,
     or ``set_state`` it back there first), and ALE's last action under sticky actions, which ALE does not export
-    (so a moved game is exact only with ``sticky_actions=0``).
+    (so a restored game is exact only with ``sticky_actions=0``). ALE's own saved state (ale-py 0.12.1) misses a
+    detail of a few games, whose restored plays may differ from the original's by a few pixels: Q*bert and Tetris
+    (the TIA's partial-frame flag, ALE #732), Pitfall II (the DPC chip's fractional clocks), Miniature Golf (its
+    counters saved as booleans), Tic-Tac-Toe 3D and Yars' Revenge (found by playing restored states).
 
     Attributes:
-        ale: the emulator's state, ALE's ``cloneState(include_rng=True)`` serialized (about 15 KB; 8 KB without
-            the generator).
+        ale: the emulator's state, ALE's ``cloneState(include_rng=True)`` serialized (about 15 KB).
         stack: the processed frames, ``(stack, *frame)`` uint8, oldest first.
         screen: the last screen (or RAM) read, the one the next episode starts from in "terminal" mode (ALE's
             state does not hold the screen).
@@ -425,8 +428,9 @@ class Game:
       check a whole batch at once), and the observation written into `out` instead of a fresh array. With
       ``start_next=False`` a done step leaves the next episode unstarted, and `out` gets the episode's last
       observation; `start_next_episode` starts it later (a pool in next-step autoreset mode returns it a step
-      later anyway, and so can move the restart's work).
-    * ``get_state()`` and ``set_state(state)`` move a game between Games of the same options (see `GameState`).
+      later).
+    * ``get_state()`` and ``set_state(state)`` save a game and continue it later, in this Game or another of the
+      same options (see `GameState`).
 
     After a done step, ``final_observation`` holds the last observation of the episode that ended (what
     Gymnasium's vector envs report as the final observation): its newest frame is the screen the episode
@@ -583,21 +587,6 @@ class Game:
         """A ``play(..., start_next=False)`` ended the episode, and `start_next_episode` has not started the next."""
         return self._next_episode_due
 
-    def next_start(self) -> tuple[bool, int]:
-        """What `start_next_episode` will do, without doing it: whether it restarts the game (else the game goes on
-        with the lives it has left), and how many emulator frames the restart plays after ALE's reset (its NOOP start
-        and random start, drawn from a copy of the seeded generator: the draws the restart will make). A pool sizes
-        its loans by it (`atari_game.lending`): the NOOPs alone move a restart's cost by up to 30 frames. (Not
-        foretold: a game that ends during its NOOP start or its FIRE step, which restarts once more.)"""
-        if not (self._next_episode_due and self._restarts_game()):
-            return False, 0
-        rng = np.random.Generator(type(self._rng.bit_generator)(0))
-        rng.bit_generator.state = self._rng.bit_generator.state
-        frames = int(rng.integers(1, self.options.noop_max + 1)) if self.options.noop_max > 0 else 0
-        if self.options.random_starts > 0:
-            frames += int(rng.integers(0, self.options.random_starts + 1)) * self.options.frame_skip
-        return True, frames
-
     def start_next_episode(self, out: np.ndarray | None = None) -> np.ndarray:
         """Start the episode that ``play(..., start_next=False)`` left unstarted, restarting the game if it is over
         (nothing to start: nothing is done), and return its first observation (written into `out` if given)."""
@@ -613,18 +602,12 @@ class Game:
             return self._restart_rgb.copy()
         return self.ale.getScreenRGB()
 
-    def get_state(self, with_rng: bool = True) -> GameState:
-        """This game's state, to play on in another Game of the same options (see `GameState`).
-
-        It holds ALE's environment generator too, unless ``with_rng=False``: that halves a move's cost, and the Game
-        it moves into plays on with its own generator. ALE's act draws from it every frame, so a generator left
-        behind lags the game from then on; that is exact only where nothing reads it: no sticky actions, and a game
-        whose restarts do not (all but Adventure's in ale-py 0.11-0.12, which selects its mode with it).
-        """
+    def get_state(self) -> GameState:
+        """This game's state, to play on later, here or in another Game of the same options (see `GameState`)."""
         if not self._started:
             raise RuntimeError(f"{self!r}: call reset() before get_state()")
         return GameState(
-            self.ale.cloneState(include_rng=with_rng).__getstate__(),
+            self.ale.cloneState(include_rng=True).__getstate__(),
             self._stack.copy(),
             self._screens[0].copy(),
             self.lives,

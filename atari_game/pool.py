@@ -2,15 +2,16 @@
 
 The tutorial design pickles every observation through a pipe, one process per game. Here each worker
 process hosts a block of `Game`s and writes their observations, rewards, flags and episode statistics
-straight into one shared-memory segment. A step costs a few bytes each way per worker and nothing per game:
-the parent writes the actions into the segment and one byte into each worker's pipe; each worker answers
-with its first env's id, four bytes into one answer socket that all workers share. In a step of the whole
-pool the last worker to finish (a shared semaphore holds a ticket for each of the others) also wakes the
-parent, so the parent sleeps once a step, not once a worker, and reads every answer with one call. A worker
-that has answered watches its count of commands in the segment for a millisecond before it sleeps, so a caller
-that steps again at once wakes nobody. Rare commands (reset, close) and errors go as pickled messages through the
-workers' own pipes. In a whole-pool step a worker with more work coming (games to restart, a slower core) lends
-some of its envs to the next worker through slots of the segment (`atari_game.lending`).
+straight into one shared-memory segment (`atari_game.segment`). A step costs a few bytes each way per worker and
+nothing per game: the parent writes the actions into the segment and one byte into each worker's pipe; each worker
+(`atari_game.pool_worker`) answers with its first env's id, four bytes into one answer socket that all workers
+share. In a step of the whole pool the last worker to finish (a shared semaphore holds a ticket for each of the
+others) also wakes the parent, so the parent sleeps once a step, not once a worker, and reads every answer with one
+call. A worker that has answered watches its count of commands in the segment for a millisecond before it sleeps,
+so a caller that steps again at once wakes nobody. Rare commands (reset, close) and errors go as pickled messages
+through the workers' own pipes.
+
+This module is the parent's side: the `VectorEnv` API, and the books of what was sent to which worker and answered.
 
     with GamePool(16, "Breakout", noop_max=30) as pool:
         obs, info = pool.reset(seed=0)                  # uint8 (16, 4, 84, 84)
@@ -21,37 +22,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import os
-import secrets
-import shutil
-import signal
 import socket
 import struct
-import time
-import traceback
 import weakref
 from collections.abc import Sequence
-from multiprocessing import connection, resource_tracker, shared_memory
+from multiprocessing import connection, shared_memory
 from typing import Any
 
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from atari_game.game import Game, GameOptions, _check_int, check_continuous_actions
-from atari_game.lending import (
-    FOR_STEP,
-    SLOTS,
-    TOTAL,
-    UNMOVABLE_GAMES,
-    Loans,
-    StartCosts,
-    live_offer,
-    loan_layout,
-    lost_loans,
-    moving_average,
-)
+from atari_game.game import GameOptions, _check_int, check_continuous_actions
+from atari_game.pool_worker import MESSAGE, POOL_STEP_BYTES, POOL_STEP_TAGS, STEP_ALL, pool_worker
+from atari_game.segment import arrays, create, layout
 from atari_game.spaces import action_space, observation_space
 from atari_game.worker import (
     ParentEnd,
@@ -60,370 +45,19 @@ from atari_game.worker import (
     end_process,
     interrupts_deferred,
     pipe,
-    prepare_worker_process,
     start_context,
 )
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
-
-# The byte that wakes a worker: step all its envs with the actions in the segment, or read a pickled
-# command from the pipe.
-STEP_ALL, MESSAGE = b"s", b"m"
-# A byte below this is also STEP_ALL, as part of a whole-pool `step`: the last worker to finish echoes it (a tag
-# that tells this step's wake-up from a late one of a step before) to wake the parent.
-POOL_STEP_TAGS = 8
-POOL_STEP_BYTES = tuple(bytes((tag,)) for tag in range(POOL_STEP_TAGS))
 # How long the parent waits for answers before it checks that the workers it waits for are alive (a dead
 # worker is reported within this, plus the second `end_process`-style join allows).
 LIVENESS_CHECK_SECONDS = 0.5
 # What an answer slot holds until an answer is read into it (answers are env ids, or -1 - id on failure).
 NO_ANSWER = np.iinfo(np.int32).min
-# How long a worker that has answered watches the segment for its next command, yielding its core meanwhile,
-# before it sleeps on its pipe: a command that comes within it wakes nobody, and waking a sleeping process costs
-# more than the watch (see the README's Speed section). A watch that finds nothing makes the worker sleep at once
-# for the next 1, 3, 7, ... commands (at most 2 ** WATCH_BACKOFF - 1), so that a parent busy between steps (a
-# learner, a slow policy) does not pay a core's millisecond for every step.
-WATCH_SECONDS = 0.001
-WATCH_BACKOFF = 6
 
 
 class PoolError(RuntimeError):
     """A pool worker failed or died; the message names the worker, its envs and (if any) its traceback."""
-
-
-# --- the shared segment: the same named arrays in the parent and in every worker --------------------------
-
-
-def _layout(
-    n_envs: int,
-    options: GameOptions,
-    same_step: bool,
-    n_lenders: int = 0,
-    slots: int = 0,
-    screen_shape: tuple[int, ...] = (0,),
-) -> dict[str, tuple[tuple[int, ...], type]]:
-    obs = ((n_envs, *options.observation_shape), options.observation_dtype)
-    # Only same-step autoreset reports final observations beside the next episode's first: next-step mode
-    # returns them as the step's obs, and reserving rows it never writes would halve the envs /dev/shm holds.
-    final_obs = ((n_envs if same_step else 0, *options.observation_shape), options.observation_dtype)
-    # Continuous actions are (radius, angle, fire) rows, float32 as the Game computes with them.
-    actions = ((n_envs, 3), np.float32) if options.continuous else ((n_envs,), np.int64)
-    return {
-        "obs": obs,
-        "final_obs": final_obs,
-        "actions": actions,
-        "rewards": ((n_envs,), np.float64),
-        "terminations": ((n_envs,), np.bool_),
-        "truncations": ((n_envs,), np.bool_),
-        "lives": ((n_envs,), np.int32),
-        # The episode statistics of the step that ended an episode (the Game's episode info).
-        "ended": ((n_envs,), np.bool_),
-        "episode_return": ((n_envs,), np.float64),
-        "episode_length": ((n_envs,), np.int64),
-        "game_ended": ((n_envs,), np.bool_),
-        "game_return": ((n_envs,), np.float64),
-        "game_length": ((n_envs,), np.int64),
-        # The commands the parent has sent to the worker whose first env is the row (a cache line per row), for
-        # the worker's watch (`CommandWatch`).
-        "commands": ((n_envs, 8), np.int64),
-        # Envs lent between workers (`Loans`): `n_lenders` workers with `slots` slots each (room for screens of
-        # `screen_shape`), or none.
-        **loan_layout(n_lenders, slots, options, screen_shape),
-    }
-
-
-def _padded(shape: tuple[int, ...], dtype: type) -> int:
-    # Each array starts on a 64-byte cache line, so two processes never write to one line.
-    return -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64
-
-
-def _arrays(buffer: memoryview, layout: dict) -> dict[str, np.ndarray]:
-    arrays, offset = {}, 0
-    for name, (shape, dtype) in layout.items():
-        arrays[name] = np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
-        offset += _padded(shape, dtype)
-    return arrays
-
-
-def _create(size: int, n_envs: int) -> shared_memory.SharedMemory:
-    """A new segment of `size` bytes, its memory taken now: where there is no room, an error at once.
-
-    A segment's pages are only taken from /dev/shm when first touched, and one that cannot be had then
-    kills the process touching it (a worker, or the parent) with SIGBUS, long after the start.
-    """
-    _start_resource_tracker()
-    # Named after the library and the parent's pid, so that a segment in /dev/shm says whose it is.
-    name = f"atari_game_{os.getpid()}_{secrets.token_hex(4)}"
-    segment = shared_memory.SharedMemory(name=name, create=True, size=size)
-    if not hasattr(os, "posix_fallocate"):  # macOS: no way to take the pages ahead
-        return segment
-    try:
-        os.posix_fallocate(segment._fd, 0, size)  # SharedMemory keeps its descriptor as _fd on POSIX
-    except OSError as error:
-        segment.close()
-        segment.unlink()  # nothing is left behind, whatever went wrong
-        if error.errno not in (errno.ENOSPC, errno.ENOMEM):
-            raise
-        # Linux keeps POSIX shared memory in /dev/shm: its free room is what the pool did not fit in.
-        free = f"{_mib(shutil.disk_usage('/dev/shm').free)} are free" if os.path.isdir("/dev/shm") else "less is free"
-        raise OSError(
-            error.errno,
-            f"no room in shared memory (/dev/shm) for the pool's {n_envs} envs: they need {_mib(size)}, "
-            f"{size // n_envs:,} bytes each, and {free}. Give /dev/shm more room (Docker: docker run "
-            "--shm-size=2g ...; its default is 64 MB) or use fewer envs",
-        ) from None
-    return segment
-
-
-def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker, the process that deletes the segment when the parent dies without
-    closing the pool, with SIGHUP blocked (a blocked signal stays blocked in the process it starts, and the tracker
-    unblocks only SIGINT and SIGTERM): a closed terminal or ssh session hangs up its whole process group, and a
-    tracker that died with it would leave the segment in /dev/shm. A tracker that is running already is left as it
-    is; a SIGHUP that comes meanwhile reaches this process when the mask is restored."""
-    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, and no SIGHUP to fear
-        resource_tracker.ensure_running()
-        return
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
-    try:
-        resource_tracker.ensure_running()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-
-def _mib(n_bytes: int) -> str:
-    return f"{n_bytes:,} bytes ({n_bytes / 2**20:.1f} MiB)"
-
-
-def _attach(name: str) -> shared_memory.SharedMemory:
-    """Open the parent's segment; the parent alone deletes it."""
-    try:
-        return shared_memory.SharedMemory(name, track=False)  # Python 3.13+
-    except TypeError:
-        # Before 3.13 attaching registers the name again with the resource tracker, which every process of
-        # the pool shares with the parent: harmless, as it keeps a set of names.
-        return shared_memory.SharedMemory(name)
-
-
-# --- the games of one worker ----------------------------------------------------------------------------
-
-
-class GameBlock:
-    """The games one worker hosts, played on command into arrays of the pool's layout.
-
-    ``options`` holds each env's `Game` options but the seed (a mixed pool's envs differ in ``game``), in
-    the order of ``env_ids``. ``arrays`` holds one row per hosted env (row ``k`` is env ``env_ids[k]``): a
-    `GamePool` worker passes its rows of the shared segment, a `RayGamePool` actor arrays of its own that it
-    returns through Ray.
-
-    In next-step autoreset mode an env whose episode ended starts the next one (restarting its game) at its
-    next step, where that episode's first observation is due: so the restart's work is known a step ahead, and
-    a worker can lend envs away for the step it lands in (`Loans`).
-    """
-
-    def __init__(
-        self,
-        env_ids: list[int],
-        seeds: list[int | None],
-        next_step_autoreset: bool,
-        options: list[dict[str, Any]],
-        arrays: dict[str, np.ndarray],
-    ) -> None:
-        self.env_ids, self.next_step_autoreset, self.arrays = env_ids, next_step_autoreset, arrays
-        self.row = {i: k for k, i in enumerate(env_ids)}
-        games = zip(env_ids, seeds, options, strict=True)
-        self.games = {i: Game(seed=seed, **env_options) for i, seed, env_options in games}
-        # Next-step autoreset: the envs whose next step is a reset step (their episode ended on their last step).
-        self.owed: set[int] = set()
-        # Envs another worker plays in the coming whole-pool step (`Loans`): skipped here.
-        self.lent: frozenset[int] = frozenset()
-        # What `Loans` sizes a loan by: the seconds a play takes, averaged over about the last 10 steps
-        # (`moving_average`), and the seconds each kind of episode start has taken so far (`StartCosts`). Wall time,
-        # not CPU time: a core that other work shares, or that the host slows down (shared cloud cores can run at
-        # half speed for seconds), shows in the play's within a few steps.
-        self.play_cost, self.start_costs = 0.0, StartCosts()
-
-    def run(self, command: str, data: Any) -> tuple[str, list[int], Any]:
-        """Carry out one command and answer it.
-
-        ``("step", ids)`` plays the envs `ids` (None: all of them) with the actions in the arrays;
-        ``("reset", (seeds, owed))`` resets the envs `seeds` maps to their seeds (None: not re-seeded), and owes
-        the envs in `owed` a next-step reset step. The answer is ``("ok", ids, ended)``: the envs played (none for
-        a reset) and whether an episode ended (its statistics are in the arrays); or ``("error", ids, traceback)``.
-        """
-        ids = self.env_ids
-        try:
-            if command == "step":
-                ids = self.env_ids if data is None else data
-                return "ok", ids, self.step(ids)
-            if command == "reset":
-                self.reset(*data)
-                return "ok", [], False  # nothing for recv(): reset() reads the arrays itself
-            raise ValueError(f"unknown command {command!r}; valid commands: 'step', 'reset'")
-        except Exception:
-            return "error", ids, traceback.format_exc()
-
-    def step(self, ids: list[int]) -> bool:
-        """Play envs `ids` but those `lent`; True if an episode ended (the env's ``ended`` row and statistics say
-        which)."""
-        a, ended_any, starts, plays = self.arrays, False, 0.0, 0
-        started = time.perf_counter()
-        for i in ids:
-            if i in self.lent:
-                continue
-            k, game = self.row[i], self.games[i]
-            if i in self.owed:
-                # Next-step autoreset's reset step: the action is ignored; the next episode starts now.
-                self.owed.discard(i)
-                due, kind = game.next_episode_due, game.next_start()  # (not due after a worker's replacement)
-                start = time.perf_counter()
-                game.start_next_episode(a["obs"][k])
-                if due:
-                    seconds = time.perf_counter() - start
-                    starts += seconds
-                    self.start_costs.add(*kind, seconds)
-                a["rewards"][k], a["terminations"][k], a["truncations"][k], a["ended"][k] = 0.0, False, False, False
-                a["lives"][k] = game.lives
-                continue
-            if self.play(game, a, k):
-                ended_any = True
-                if self.next_step_autoreset:
-                    self.owed.add(i)
-            plays += 1
-        if plays:
-            self.play_cost = moving_average(self.play_cost, (time.perf_counter() - started - starts) / plays)
-        return ended_any
-
-    def play(self, game: Game, a: dict[str, np.ndarray], k: int) -> bool:
-        """Play `game` with the action in row `k` of the arrays `a` and write its results there; True if its
-        episode ended. (`Loans` plays a borrowed env with this, into the env's row of the whole segment.)"""
-        # The parent checked the actions; the Game writes the observation straight into the env's row (in
-        # next-step mode the ended episode's last one: the next episode starts at the env's next step).
-        a["rewards"][k], done, info = game.play(
-            a["actions"][k], out=a["obs"][k], start_next=not self.next_step_autoreset
-        )
-        a["lives"][k] = game.lives
-        a["terminations"][k] = done and not info["truncated"]
-        a["truncations"][k] = done and info["truncated"]
-        a["ended"][k] = done
-        if done:
-            a["episode_return"][k], a["episode_length"][k] = info["reward"], info["length"]
-            a["game_ended"][k] = "game_reward" in info
-            if "game_reward" in info:
-                a["game_return"][k], a["game_length"][k] = info["game_reward"], info["game_length"]
-            if not self.next_step_autoreset:
-                a["final_obs"][k] = game.final_observation
-        return done
-
-    def reset(self, seeds: dict[int, int | None], owed: list[int]) -> None:
-        a = self.arrays
-        for i, seed in seeds.items():
-            k = self.row[i]
-            a["obs"][k], a["lives"][k] = self.games[i].reset(seed=seed), self.games[i].lives
-            a["rewards"][k], a["terminations"][k], a["truncations"][k] = 0.0, False, False
-            a["ended"][k] = a["game_ended"][k] = False
-            self.owed.discard(i)
-            if i in owed and self.next_step_autoreset:
-                self.owed.add(i)  # its reset step returns this first observation again
-
-
-# --- the worker process ---------------------------------------------------------------------------------
-
-
-class CommandWatch:
-    """A worker's wait for its next command, awake for up to `WATCH_SECONDS` before it sleeps on its pipe.
-
-    `sent` is the worker's count of commands sent, which the parent raises after writing each command's byte;
-    the worker has read `handled` bytes. The count is only a hint: the worker reads the byte either way, and
-    a stale count costs a sleep, never a command.
-    """
-
-    def __init__(self) -> None:
-        self.misses = 0  # watches in a row that found no command
-        self.skip = 0  # commands still to wait for asleep, after a watch that found none
-
-    def wait(self, sent: np.ndarray, handled: int) -> None:
-        """Return once command `handled + 1` was sent, or when watching for it is not worth it (any longer)."""
-        if self.skip:
-            self.skip -= 1
-            return
-        deadline = time.perf_counter() + WATCH_SECONDS
-        while sent[0] <= handled:
-            if time.perf_counter() > deadline:
-                self.misses = min(self.misses + 1, WATCH_BACKOFF)
-                self.skip = 2**self.misses - 1
-                return
-            os.sched_yield()  # the core goes to anything else that can run on it (the parent, above all)
-        self.misses = 0
-
-
-def pool_worker(
-    remote: connection.Connection,
-    answers: connection.Connection,
-    wake: connection.Connection,
-    tickets: Any,
-    segment_name: str,
-    layout: dict,
-    env_ids: list[int],
-    seeds: list[int | None],
-    next_step_autoreset: bool,
-    options: list[dict[str, Any]],
-    loans: tuple[int, dict[int, str], dict[str, Any], int] | None,
-) -> None:
-    """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment and run its commands.
-
-    Each command starts with a byte on `remote`: `STEP_ALL` (step every env with the actions in the
-    segment), a tag below `POOL_STEP_TAGS` (the same, as part of a whole-pool step) or `MESSAGE`, followed by
-    a pickled ``(command, data)`` as `GameBlock.run` takes it, or ``("close", None)``. Every command is
-    answered, once its results are in the segment, with the first env's id as a native int32 on the shared
-    `answers` socket; a failed one with ``-1 - id`` after its traceback on `remote`. In a whole-pool step the
-    parent puts one ticket fewer than there are workers into the shared semaphore `tickets`; each worker takes
-    one before it answers, and the one that finds none left, the last, sends the tag on `wake` after its
-    answer. Between commands the worker first watches its count of commands sent (`CommandWatch`), then sleeps
-    on `remote`. The worker stops on "close" or when the parent's end of `remote` closes.
-
-    With `loans` (the worker's index, and `Loans`' other arguments), it lends envs to the next worker and
-    borrows from the one before around each command (see `atari_game.lending`).
-    """
-    prepare_worker_process()
-    segment = _attach(segment_name)
-    shared = _arrays(segment.buf, layout)
-    rows = slice(env_ids[0], env_ids[-1] + 1)  # a worker's envs are one contiguous block
-    block = GameBlock(env_ids, seeds, next_step_autoreset, options, {name: shared[name][rows] for name in shared})
-    lending = Loans(block, shared, *loans) if loans else None
-    command_fd, answers_fd, wake_fd = remote.fileno(), answers.fileno(), wake.fileno()
-    sent, handled, watch = shared["commands"][env_ids[0]], 0, CommandWatch()
-    # A send of four bytes on a Unix stream socket is queued whole, so answers of several workers never interleave.
-    done, failed = struct.pack("=i", env_ids[0]), struct.pack("=i", -1 - env_ids[0])
-    try:
-        while True:
-            watch.wait(sent, handled)
-            byte = os.read(command_fd, 1)
-            handled += 1
-            if not byte:  # the parent is gone
-                return
-            pool_step = byte[0] < POOL_STEP_TAGS
-            command, data = ("step", None) if byte == STEP_ALL or pool_step else remote.recv()
-            if command == "close":
-                return
-            if lending:
-                status, _, payload = lending.run(command, data, whole_pool_step=pool_step)
-            else:
-                status, _, payload = block.run(command, data)
-            if status == "error":
-                remote.send(payload)
-            # A ticket taken before answering: once the parent has every answer, every worker has taken its ticket.
-            last = pool_step and not tickets.acquire(False)
-            if last and lending:  # every other worker took its ticket after its offer: all offers are made
-                lending.balance()
-            os.write(answers_fd, failed if status == "error" else done)
-            if last:  # the parent sleeps once a step, not once a worker
-                os.write(wake_fd, byte)
-    except (EOFError, OSError):  # the parent is gone (or was killed with unread data in the pipe)
-        return
-    finally:
-        del block, lending, shared  # the numpy views must go before the segment can be closed
-        segment.close()
 
 
 # --- the parent -----------------------------------------------------------------------------------------
@@ -460,10 +94,14 @@ def _send_message(worker: _Worker, command: str, data: Any) -> None:
 
 
 def _shut_down(
-    workers: list[_Worker], segment: shared_memory.SharedMemory, answers: tuple[socket.socket, connection.Connection]
+    workers: list[_Worker],
+    segment: shared_memory.SharedMemory,
+    answers: tuple[socket.socket, connection.Connection],
+    tickets: Any,
 ) -> None:
     """Stop every worker, delete the segment and close the answer socket; a plain function, so
-    `weakref.finalize` can hold it."""
+    `weakref.finalize` can hold it. It holds the `tickets` semaphore too: its name goes with its last reference, and a
+    worker still starting (unpickling its arguments) when the pool closes must find it there."""
     for worker in workers:  # ask all first, so they stop in parallel
         _send_message(worker, "close", None)
     for worker in workers:
@@ -585,20 +223,12 @@ class GamePool(gymnasium.vector.VectorEnv):
     envs have finished and returns them (the first to finish) with ``info["env_id"]`` (and their
     ``info["game_name"]``).
 
-    Load balance: a synchronous step ends when the slowest worker ends, a game restart costs a worker as much as ~15
-    plays (~3 in the games whose restarts ALE need not emulate: `atari_game.game.FIXED_RESTART_GAMES`), and a core can
-    run slower than the others for seconds (other work on it, or a cloud host). In next-step autoreset (with two or more
-    workers and no sticky actions) a worker with more work coming than the next worker, from its restarts or its slower
-    plays, lends it some of its envs for the step, so that both end together (`atari_game.lending`); every result is
-    what the lender would have computed. Envs of the few games whose emulator state does not move exactly
-    (`atari_game.lending.UNMOVABLE_GAMES`) are never lent. ``env_steps_lent`` counts them.
+    A synchronous step ends when the slowest worker ends: with a core slower than the others (other work on it, or
+    a cloud host), async stepping (``batch_size < n_envs``) lets the caller go on with the envs that are ready.
 
     The shared memory (in /dev/shm) is all taken when the pool starts: where there is no room for it, the
     pool raises `OSError` at once, saying how much it needs and how much is free.
     """
-
-    # Whether workers lend envs to each other (`atari_game.lending`): they need the shared segment.
-    lends_envs = True
 
     def __init__(
         self,
@@ -641,31 +271,11 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._every_env = np.ones(n_envs, bool)
         self._game_names.flags.writeable = self._every_env.flags.writeable = False
 
-        # Workers lend envs to each other (`atari_game.lending`): in next-step autoreset, where a restart is known a
-        # step ahead, without sticky actions, whose last action ALE cannot move, and with games that move exactly.
-        self._blocks = [[int(i) for i in block] for block in np.array_split(np.arange(n_envs), n_workers)]
-        lends = self.lends_envs and self.autoreset_mode == AutoresetMode.NEXT_STEP and not self.options.sticky_actions
-        lends = lends and not UNMOVABLE_GAMES.issuperset(self.games)
-        slots = min(SLOTS, len(self._blocks[-1]) - 1) if lends and n_workers > 1 else 0
-        self._lending = slots > 0
-
         # The arrays and the workers; a finalizer owns both from the moment they exist, so that close(),
         # garbage collection and interpreter exit all leave nothing behind.
-        same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
-        # A slot's screen has room for the pool's tallest (ALE's screens have 210-250 rows, by ROM).
-        screen = max(dataclasses.replace(self.options, game=rom).screen_shape for rom in set(self.games))
-        self._layout = _layout(n_envs, self.options, same_step, n_workers if slots else 0, slots, screen)
+        self._layout = layout(n_envs, self.options, same_step=self.autoreset_mode == AutoresetMode.SAME_STEP)
         self._workers: list[Any] = []
-        try:
-            self._shared = self._open()
-        except OSError as error:
-            # Lending is a speed-up, not worth refusing a pool for: where /dev/shm has no room for its slots too,
-            # the pool goes without.
-            if not self._lending or error.errno not in (errno.ENOSPC, errno.ENOMEM):
-                raise
-            self._lending = False
-            self._layout = _layout(n_envs, self.options, same_step)
-            self._shared = self._open()
+        self._shared = self._open()
         self._restarts = 0  # workers replaced so far: a replacement's games get seeds never used before
         self._ready: list[int] = []  # envs finished by their worker and not yet returned by recv()
         self._pending = np.zeros(n_envs, bool)  # envs sent and not yet returned by recv()
@@ -673,17 +283,10 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._restarted: set[int] = set()  # envs restarted with a new worker, not yet reported
         self._broken: str | None = None
         self._was_reset = False  # Gymnasium's order: reset() before the first step() or send()
-        for block in self._blocks:
-            self._workers.append(self._start_worker(block))
+        for block in np.array_split(np.arange(n_envs), n_workers):  # contiguous blocks, one per worker
+            self._workers.append(self._start_worker(block.tolist()))
         self._owner = {i: worker for worker in self._workers for i in worker.env_ids}
         self._all_ids = np.arange(n_envs)
-
-    @property
-    def env_steps_lent(self) -> int:
-        """How many env steps workers have played for another worker, lent to even out their work
-        (`atari_game.lending`; 0 where the pool does not lend: async steps, same-step autoreset, sticky actions,
-        one worker)."""
-        return int(self._shared["loans"][..., TOTAL].sum()) if self._lending else 0
 
     def _seeds(self, env_ids: list[int]) -> list[int | None]:
         """The seeds of envs `env_ids` in new games: a replaced worker's games get seeds never used before."""
@@ -706,8 +309,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         """Create the shared segment (its memory reserved now), the answer socket and the finalizer that deletes
         them with the workers; return the segment's arrays."""
         check_main_guard(self._context, "a GamePool")
-        size = sum(_padded(shape, dtype) for shape, dtype in self._layout.values())
-        self._segment = _create(size, self.num_envs)
+        self._segment = create(self._layout, self.num_envs)
         # Every worker gets the child's ends: answers, and the wake-up of a whole-pool step.
         (parent_end, child_end), (wake_end, wake_child) = socket.socketpair(), socket.socketpair()
         self._answers = (parent_end, connection.Connection(child_end.detach()))
@@ -715,36 +317,24 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._tickets = self._context.Semaphore(0)  # how the last worker of a whole-pool step knows it is last
         self._step_tag = 0
         self._finalizer = weakref.finalize(
-            self, _shut_down, self._workers, self._segment, (*self._answers, *self._wake)
+            self, _shut_down, self._workers, self._segment, (*self._answers, *self._wake), self._tickets
         )
         # The parent's reads give up after LIVENESS_CHECK_SECONDS, so that it can check the workers it waits for.
         timeout = struct.pack("ll", 0, int(LIVENESS_CHECK_SECONDS * 1e6))  # struct timeval
         for end in (parent_end, wake_end):
             end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
         self._unread: list[int] = []  # answers read from the socket, not yet taken in
-        return _arrays(self._segment.buf, self._layout)
+        return arrays(self._segment.buf, self._layout)
 
     def _start_worker(self, env_ids: list[int]) -> _Worker:
         self._shared["commands"][env_ids[0]] = 0  # a new worker has read no command (a replacement neither)
         parent_end, child_end = pipe()
         channels = (self._answers[1], self._wake[1], self._tickets)  # what every worker shares with the parent
         args = (child_end, *channels, self._segment.name, self._layout, *self._block_arguments(env_ids))
-        args += (self._loan_arguments(env_ids),)
         process = self._context.Process(target=pool_worker, args=args, daemon=True)
         process.start()
         child_end.close()  # only the child holds it now, so a dead child reads as EOF
         return _Worker(process, parent_end, env_ids)
-
-    def _loan_arguments(self, env_ids: list[int]) -> tuple[int, dict[int, str], dict[str, Any], int] | None:
-        """What `Loans` takes for the worker of envs `env_ids`, but the block and arrays; None without lending."""
-        if not self._lending:
-            return None
-        index = self._blocks.index(env_ids)
-        self._shared["loans"][index] = 0  # a new worker has nothing lent (a replacement neither)
-        options = dataclasses.asdict(self.options)
-        del options["seed"], options["game"]
-        borrower = self._blocks[(index + 1) % len(self._blocks)]
-        return index, {i: self.games[i] for i in self._blocks[index - 1]}, options, len(borrower)
 
     def _replace(self, worker: _Worker) -> _Worker:
         """A new worker for a dead one's envs."""
@@ -784,7 +374,6 @@ class GamePool(gymnasium.vector.VectorEnv):
             self._tickets.release()
         self._step_tag = (self._step_tag + 1) % POOL_STEP_TAGS
         command, commands = POOL_STEP_BYTES[self._step_tag], self._shared["commands"]
-        self._shared["pool_step"][0] += 1  # which step a worker's loan is for (`atari_game.lending`)
         for worker in self._workers:
             # (try costs nothing here, contextlib.suppress a call per worker)
             try:  # noqa: SIM105
@@ -957,7 +546,7 @@ class GamePool(gymnasium.vector.VectorEnv):
     def close_extras(self, **kwargs: Any) -> None:
         """Stop the workers and delete the shared memory; `close()` calls it once."""
         self._shared = {}  # drop our views, so the segment can really close
-        self._tickets = None  # the semaphore's name goes with its last reference
+        self._tickets = None  # the finalizer holds the semaphore until the workers are gone
         if hasattr(self, "_finalizer"):  # absent if __init__ failed before creating anything
             self._finalizer()
 
@@ -1016,28 +605,11 @@ class GamePool(gymnasium.vector.VectorEnv):
         owed = [i for sent in worker.in_flight for i in sent]
         self._restarts += 1
         self._busy.discard(worker)
-        index = self._workers.index(worker)
-        failure = None
-        if self._lending and live_offer(self._shared, index)[FOR_STEP] == self._shared["pool_step"][0]:
-            # Another worker may be playing envs the dead one lent it, into rows its replacement resets: first
-            # let every worker finish (an error is raised once the replacement runs).
-            try:
-                self._finish_in_flight()
-            except PoolError as error:
-                if self._broken:
-                    raise
-                failure = error
         replacement = self._replace(worker)
-        self._workers[index] = replacement
+        self._workers[self._workers.index(worker)] = replacement
         self._owner.update(dict.fromkeys(replacement.env_ids, replacement))
         self._restart_envs(replacement, replacement.env_ids, owed)
         self._ready.extend(owed)
-        if self._lending:
-            # Envs lent to the dead worker for this step were not played: their lender restarts them too.
-            for lender, lost in lost_loans(self._shared, index):
-                self._restart_envs(self._workers[lender], lost, lost)
-        if failure:
-            raise failure
 
     def _restart_envs(self, worker: Any, env_ids: list[int], owed: list[int]) -> None:
         """Reset envs `env_ids` of `worker` with new seeds, reported as restarted; those `owed` (the step in

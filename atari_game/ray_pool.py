@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from atari_game.pool import GameBlock, GamePool, PoolError
+from atari_game.pool import GamePool, PoolError
+from atari_game.pool_worker import GameBlock
 from atari_game.worker import prepare_worker_process
 
 # How long an actor may take to start, or to come back after a restart (Ray first has to notice a lost
@@ -132,8 +133,6 @@ class RayGamePool(GamePool):
             re-seeds its games and reports its envs truncated with ``info["worker_restarted"]``. Without it,
             a dead actor raises `PoolError` naming it and its envs.
     """
-
-    lends_envs = False  # actors share no memory to lend envs through
 
     def __init__(
         self,

@@ -17,8 +17,9 @@ It prints the medians and this checkout's over the base's, round by round: the p
     sudo python benchmarks/parent_cpu.py --base HEAD~1 --envs 16 32 --loops sync --slow-worker 0.5
 
 puts the first worker of every pool in a CPU cgroup that gives it half a core (a quota in every 2 ms period): a
-core that other work shares, or that a cloud host slows down for seconds at a time, as workers meet it (the load
-balance of `atari_game.lending` answers it). It needs root and cgroup v1's cpu controller or cgroup v2's.
+core that other work shares, or that a cloud host slows down for seconds at a time, as workers meet it (async
+stepping, `--loops async`, lets the caller go on without it). It needs root and cgroup v1's cpu controller or
+cgroup v2's.
 """
 
 from __future__ import annotations

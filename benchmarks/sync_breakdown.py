@@ -15,8 +15,7 @@ share of every step. From those stamps and the wall time per step, for N envs on
   steps in which an episode started (in next-step autoreset, the step after the last one ended; a game restart:
   ALE's `reset_game` costs as much CPU as ~75 emulated frames, then come 1..30 NOOPs: 13-22 agent steps of work,
   depending on the machine, or only the NOOPs' 1-6 in a game of `atari_game.game.FIXED_RESTART_GAMES`, which
-  restores the state its restarts reach; that lands on one worker, less what it lends to the other:
-  `atari_game.lending`);
+  restores the state its restarts reach; that lands on one worker while the others wait);
 - *between steps*: the wall time per step minus the span from the first worker's start to the last one's end:
   the parent reading the answers, building the results (and copying the observations), this loop drawing
   random actions, and the wake-ups of the parent and the workers;
@@ -30,9 +29,8 @@ Before the pools it prints what one game restart costs (CPU time of `Game.reset`
 the waiting in the steps where an episode started, as a share of the wall time (that much of the step a core idles
 while the other restarts a game; a shared queue of env steps, as the C++ pools have, could take it back).
 
-The stamps come from wrappers around the workers' `GameBlock.run` and, where workers lend envs, `Loans.run` (a
-worker's whole command: its own envs, the envs it borrows and lends), installed before the pool forks its workers
-(start_method="fork"); they add two to four clock reads per worker and step.
+The stamps come from a wrapper around the workers' `GameBlock.run`, installed before the pool forks its workers
+(start_method="fork"); it adds two clock reads per worker and step.
 """
 
 from __future__ import annotations
@@ -44,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from atari_game import lending
 from atari_game import pool as pool_module
+from atari_game import pool_worker, segment
 from atari_game.benchmark import GAME, MACHINE, add_options_argument, game_name, our_game
 from atari_game.game import Game, GameOptions, action_meanings
 
@@ -62,11 +60,10 @@ def shared_stamps() -> np.ndarray:
 
 
 def install_stamps(stamps: np.ndarray) -> None:
-    """Wrap GameBlock.run so that each step of a worker stamps its start and end into `stamps`, and Loans.run so
-    that a lending worker's stamp spans its whole command."""
-    block_run, loans_run = pool_module.GameBlock.run, lending.Loans.run
+    """Wrap GameBlock.run so that each step of a worker stamps its start and end into `stamps`."""
+    block_run = pool_worker.GameBlock.run
 
-    def stamped_block_run(block: pool_module.GameBlock, command: str, data: object) -> tuple:
+    def stamped_block_run(block: pool_worker.GameBlock, command: str, data: object) -> tuple:
         start = time.perf_counter()
         answer = block_run(block, command, data)
         if command == "step":
@@ -75,14 +72,7 @@ def install_stamps(stamps: np.ndarray) -> None:
             block.stamp_count = step + 1
         return answer
 
-    def stamped_loans_run(loans: lending.Loans, command: str, data: object, whole_pool_step: bool) -> tuple:
-        start = time.perf_counter()
-        answer = loans_run(loans, command, data, whole_pool_step)
-        if command == "step":  # over the block's own stamp of this step
-            stamps[loans.block.env_ids[0], loans.block.stamp_count - 1] = start, time.perf_counter()
-        return answer
-
-    pool_module.GameBlock.run, lending.Loans.run = stamped_block_run, stamped_loans_run
+    pool_worker.GameBlock.run = stamped_block_run
 
 
 def breakdown(options: dict[str, Any], n_envs: int, steps: int, stamps: np.ndarray) -> dict[str, float]:
@@ -122,10 +112,10 @@ def breakdown(options: dict[str, Any], n_envs: int, steps: int, stamps: np.ndarr
 def alone(options: dict[str, Any], n_envs: int, steps: int) -> float:
     """Mean wall time (seconds) of one step of a `GameBlock` of `n_envs` games with the Game `options`, played in
     this process over arrays of its own: a worker's work with no pool around it."""
-    layout = pool_module._layout(n_envs, GameOptions.from_kwargs(**options), same_step=False)  # next-step autoreset
-    arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
+    names = segment.layout(n_envs, GameOptions.from_kwargs(**options), same_step=False)  # next-step autoreset
+    arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in names.items()}
     ids = list(range(n_envs))
-    block = pool_module.GameBlock(ids, ids, True, [options] * n_envs, arrays)
+    block = pool_worker.GameBlock(ids, ids, True, [options] * n_envs, arrays)
     block.reset(dict.fromkeys(ids), [])
     n_actions = len(action_meanings(options["game"]))
     actions = np.random.default_rng(1).integers(n_actions, size=(WARM_UP + steps, n_envs))

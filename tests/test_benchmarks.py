@@ -12,14 +12,12 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 import dqn_final_agents
 import dqn_learning
 import dqn_speed
-import moved_games
 import numpy as np
 import parent_cpu
 import ppo_learning
 import ppo_speed
 import pytest
 import restart_states
-import state_transfer
 import sync_breakdown
 import torch
 from torch import nn
@@ -27,8 +25,7 @@ from torch import nn
 from atari_game import Game
 from atari_game.benchmark import game_options_json, our_game
 from atari_game.dqn import Config
-from atari_game.lending import Loans, moves_rng
-from atari_game.pool import GameBlock
+from atari_game.pool_worker import GameBlock
 from atari_game.training import game_options
 from atari_game.worker import available_cores
 
@@ -136,7 +133,6 @@ def test_dqn_learning_means_over_seeds_and_their_difference(capsys):
 def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(monkeypatch):
     # The stamping wrappers go again after the test.
     monkeypatch.setattr(GameBlock, "run", GameBlock.run)
-    monkeypatch.setattr(Loans, "run", Loans.run)
     stamps = sync_breakdown.shared_stamps()
     sync_breakdown.install_stamps(stamps)
     row = sync_breakdown.breakdown(our_game("Pong"), 4, 30, stamps)  # raises if a worker missed a step's stamp
@@ -180,22 +176,6 @@ def test_ratios_are_paired_round_by_round_and_summarised_with_their_spread():
         paired_ratios(ours, theirs[:2])
 
 
-def test_state_transfer_finds_restarts_moved_between_emulators_exact_and_tells_states_apart():
-    assert state_transfer.exact("Breakout", restarts=1)
-    a, b = state_transfer.emulator("Breakout"), state_transfer.emulator("Breakout")
-    assert state_transfer.same(a, b)
-    a.act(a.getMinimalActionSet()[1])  # one frame more: the frame counts (and maybe more) differ
-    assert not state_transfer.same(a, b)
-
-
-def test_moved_games_finds_where_a_game_moved_out_and_back_first_differs(capsys, monkeypatch):
-    assert moved_games.first_difference("TicTacToe3D", plays=40, with_rng=True).startswith("play 30: 19 pixels")
-    assert moved_games.first_difference("Breakout", plays=40, with_rng=False) is None
-    monkeypatch.setattr(sys, "argv", ["moved_games.py", "--plays", "40", "--games", "TicTacToe3D", "Pong"])
-    moved_games.main()
-    assert "1 of 2 games differ; not in UNMOVABLE_GAMES: none" in capsys.readouterr().out
-
-
 def test_restart_states_tells_games_that_restart_to_one_state_from_those_that_do_not(capsys, monkeypatch):
     # Alien's restarts depend on the timer's draw or the RAM before; Amidar's first frame after a restored restart
     # shows rows of the game before (frame buffers are not in ALE's state).
@@ -211,15 +191,6 @@ def test_restart_states_tells_games_that_restart_to_one_state_from_those_that_do
     restart_states.main()
     out = capsys.readouterr().out
     assert "1 of 2 games restart to one state: breakout\nin FIXED_RESTART_GAMES but not printed: none" in out
-
-
-def test_moves_leave_ales_generator_behind_except_for_adventure_whose_restarts_read_it(monkeypatch):
-    # Adventure's mode selection at a restart draws from the generator: left behind, it draws other numbers.
-    monkeypatch.setitem(moved_games.OPTIONS, "max_episode_frames", 400)
-    monkeypatch.setitem(moved_games.OPTIONS, "mode", 2)
-    assert moved_games.first_difference("Adventure", plays=200, with_rng=False) is not None
-    assert moved_games.first_difference("Adventure", plays=200, with_rng=True) is None
-    assert moves_rng("adventure") and not moves_rng("breakout")
 
 
 def test_final_agents_loads_cleanrl_models_and_plays_whole_games_in_our_env(tmp_path):

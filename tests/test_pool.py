@@ -9,37 +9,15 @@ import sys
 import textwrap
 import threading
 import time
-import types
 
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
 from atari_game import Game, resolve_game
-from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW, GameOptions
-from atari_game.lending import (
-    BANKS,
-    BORROWED_PLAY_NS,
-    COUNT,
-    FITTED_RESTARTS,
-    FOR_STEP,
-    PLAY_NS,
-    START_NS,
-    STARTS,
-    Loans,
-    StartCosts,
-    loan_layout,
-)
-from atari_game.pool import (
-    POOL_STEP_BYTES,
-    POOL_STEP_TAGS,
-    WATCH_SECONDS,
-    CommandWatch,
-    GameBlock,
-    GamePool,
-    PoolError,
-    _layout,
-)
+from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW
+from atari_game.pool import GamePool, PoolError
+from atari_game.pool_worker import POOL_STEP_BYTES, POOL_STEP_TAGS, WATCH_SECONDS, CommandWatch
 
 OPTIONS = {"game": "Breakout", "fire_reset": True, "noop_max": 30}
 
@@ -173,20 +151,16 @@ def test_pool_plays_exactly_the_local_games(pool_factory, mode, games):
                 assert info["_final_info"][i] and info["final_info"]["episode"]["r"][i] == episode["reward"]
             episodes_seen += 1
     assert episodes_seen >= 10 and games_seen >= 1
-    # Next-step autoreset lends envs around restarts, so these steps were also played by the other worker.
-    assert (pool.env_steps_lent > 0) == (mode == AutoresetMode.NEXT_STEP)
 
 
 def test_same_seed_same_observations_whatever_the_worker_count(pool_factory):
     actions = np.random.default_rng(1).integers(4, size=(150, 6))
-    runs, lent = [], []
+    runs = []
     for n_workers in (1, 2, 3):
         pool = pool_factory(6, seed=3, n_workers=n_workers, **OPTIONS)
         runs.append([pool.reset()[0]] + [pool.step(row)[0] for row in actions])
-        lent.append(pool.env_steps_lent)
     for other in runs[1:]:
         assert all(np.array_equal(a, b) for a, b in zip(runs[0], other, strict=True))
-    assert lent[0] == 0 and lent[1] > 0 and lent[2] > 0  # three workers lend around a ring
 
 
 def test_reset_with_seed_reseeds(pool_factory):
@@ -447,204 +421,6 @@ def test_restart_workers_replaces_a_killed_worker_and_reports_its_envs_truncated
         assert np.array_equal(obs[0], fresh)
 
 
-def step_until_a_loan_is_offered(pool, lender):
-    """Step `pool` with random actions until worker `lender` offers envs for the next step; their ids."""
-    loans, pool_step, rng = pool._shared["loans"], pool._shared["pool_step"], np.random.default_rng(0)
-    for _ in range(500):
-        pool.step(rng.integers(4, size=pool.num_envs))
-        bank = (pool_step[0] + 1) % BANKS
-        if loans[lender, bank, FOR_STEP] == pool_step[0] + 1:
-            return pool._shared["lent_ids"][lender, bank, : loans[lender, bank, COUNT]].tolist()
-    pytest.fail("no loan in 500 steps")
-
-
-@pytest.mark.parametrize("killed", ["borrower", "lender"])
-def test_a_worker_killed_with_envs_on_loan_is_replaced_and_the_lent_envs_restart(pool_factory, killed):
-    pool = pool_factory(16, n_workers=2, restart_workers=True, **OPTIONS)
-    pool.reset()
-    lent = step_until_a_loan_is_offered(pool, lender=0)
-    dead = worker_pids(pool)[1 if killed == "borrower" else 0]
-    os.kill(dead, signal.SIGKILL)
-    assert all_gone([dead])
-    obs, rewards, terms, truncs, info = pool.step(np.zeros(16, int))
-    # The dead worker's envs restart; so do envs lent to it, which it never played (their lender restarts them).
-    restarted = sorted({*range(8, 16), *lent}) if killed == "borrower" else list(range(8))
-    assert np.flatnonzero(truncs).tolist() == restarted and not terms[restarted].any()
-    assert np.flatnonzero(info["worker_restarted"]).tolist() == restarted
-    for i in restarted:  # each a new game: seed + i + restarts * n_envs
-        assert np.array_equal(obs[i], Game(seed=i + 16, **OPTIONS).reset()) and rewards[i] == 0.0
-    rng = np.random.default_rng(1)
-    for _ in range(100):  # and it goes on, lending again
-        _, _, _, truncs, info = pool.step(rng.integers(4, size=16))
-        assert not truncs.any() and "worker_restarted" not in info
-    assert all_gone([dead]) and dead not in worker_pids(pool)
-
-
-def test_pools_lend_envs_only_where_a_moved_game_plays_exactly_and_steps_are_whole(pool_factory):
-    rng = np.random.default_rng(2)
-    actions = rng.integers(4, size=(300, 8))
-    lending = pool_factory(8, n_workers=2, **OPTIONS)
-    sticky = pool_factory(8, n_workers=2, sticky_actions=0.25, **OPTIONS)
-    same_step = pool_factory(8, n_workers=2, autoreset_mode=AutoresetMode.SAME_STEP, **OPTIONS)
-    for pool in (lending, sticky, same_step):
-        pool.reset()
-        for row in actions:
-            pool.step(row)
-    assert lending.env_steps_lent > 0 and sticky.env_steps_lent == same_step.env_steps_lent == 0
-    # Async steps are not whole-pool steps: nothing is offered after one, nor taken, and the lender plays on.
-    lent, async_pool = lending.env_steps_lent, pool_factory(8, n_workers=2, batch_size=4, **OPTIONS)
-    local = [play_one(i, actions[:, i], same_step=False, **OPTIONS)[1] for i in range(8)]
-    async_pool.reset()
-    for t, row in enumerate(actions):
-        async_pool.send(row)
-        for _ in range(2):
-            obs, rewards, _, _, info = async_pool.recv()
-            for k, i in enumerate(info["env_id"]):
-                assert np.array_equal(obs[k], local[i][t][0]) and rewards[k] == local[i][t][1]
-    assert async_pool.env_steps_lent == 0 and lending.env_steps_lent == lent
-
-
-def test_a_pool_of_adventure_whose_restarts_draw_from_the_emulators_generator_lends_exactly(pool_factory):
-    options = {"game": "Adventure", "mode": 2, "max_episode_frames": 200}  # a restart every 50 steps
-    pool = pool_factory(6, n_workers=2, **options)
-    actions = np.random.default_rng(3).integers(pool.single_action_space.n, size=(160, 6))
-    local = [play_one(i, actions[:, i], same_step=False, **options) for i in range(6)]
-    obs, _ = pool.reset()
-    assert np.array_equal(obs, np.stack([first for first, _ in local]))
-    for t, row in enumerate(actions):
-        obs, rewards, terms, truncs, _ = pool.step(row)
-        for i, (_, steps) in enumerate(local):
-            assert np.array_equal(obs[i], steps[t][0]) and (rewards[i], terms[i], truncs[i]) == steps[t][1:4]
-    assert pool.env_steps_lent > 0
-
-
-def test_envs_of_games_that_do_not_move_exactly_are_never_lent(pool_factory):
-    # Tic-Tac-Toe 3D's moved state plays on differently (test_game): a pool of it does not lend at all, and a pool
-    # mixing it with Breakout lends only Breakout's envs, every result as the local Games give it.
-    alone = pool_factory(4, n_workers=2, game="TicTacToe3D")
-    assert not alone._lending and alone._shared["lent_ale"].size == 0  # no slots either
-    games = ["TicTacToe3D", "Breakout"] * 4
-    options = {"max_episode_frames": 200, "noop_max": 30, "full_action_space": True}  # a restart every 50 steps
-    pool = pool_factory(8, game=games, n_workers=2, **options)
-    actions = np.random.default_rng(5).integers(18, size=(200, 8))
-    local = [play_one(i, actions[:, i], same_step=False, game=games[i], **options) for i in range(8)]
-    lent = set()
-    pool.reset()
-    for t, row in enumerate(actions):
-        step, banks = pool._shared["pool_step"][0] + 1, pool._shared["loans"][:, :, FOR_STEP]
-        obs, rewards, terms, truncs, _ = pool.step(row)
-        for worker, bank in np.argwhere(banks == step):  # the offers for this step, as balanced
-            lent.update(pool._shared["lent_ids"][worker, bank, : pool._shared["loans"][worker, bank, COUNT]].tolist())
-        for i, (_, steps) in enumerate(local):
-            assert np.array_equal(obs[i], steps[t][0]) and (rewards[i], terms[i], truncs[i]) == steps[t][1:4]
-    assert pool.env_steps_lent > 0 and lent and all(games[i] == "Breakout" for i in lent)
-
-
-def test_a_mixed_pool_lends_games_of_other_screen_heights_exactly_where_episodes_go_on_after_a_lost_life(pool_factory):
-    # A lent game's state holds its last screen (in "terminal" mode without a FIRE step the next episode starts from
-    # it: test_game moves such a game); KeystoneKapers' screen has 250 rows, Seaquest's 210: the slots fit both.
-    games = ["Seaquest", "KeystoneKapers"] * 4
-    # Restarts to lend for; difficulty given, so that KeystoneKapers emulates its restarts (`FIXED_RESTART_GAMES`).
-    options = {"life_loss": "terminal", "full_action_space": True, "max_episode_frames": 800, "difficulty": 0}
-    pool = pool_factory(8, game=games, n_workers=2, **options)
-    actions = np.random.default_rng(4).integers(18, size=(400, 8))
-    local = [play_one(i, actions[:, i], same_step=False, game=games[i], **options) for i in range(8)]
-    pool.reset()
-    ended = 0
-    for t, row in enumerate(actions):
-        obs, rewards, terms, truncs, _ = pool.step(row)
-        for i, (_, steps) in enumerate(local):
-            assert np.array_equal(obs[i], steps[t][0]) and (rewards[i], terms[i], truncs[i]) == steps[t][1:4]
-        ended += int(terms.sum())
-    assert ended >= 8 and pool.env_steps_lent > 0
-
-
-def test_a_loan_evens_out_the_work_coming_from_episode_starts_and_from_a_slower_core():
-    # Worker 0 of two, 8 envs each, sized in-process over the lending arrays: a play takes it P, the other worker P'.
-    layout = loan_layout(2, 7, GameOptions.from_kwargs(game="Pong"), (210, 160))
-    shared = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
-    block = types.SimpleNamespace(
-        env_ids=list(range(8)), games={}, play_cost=0.0, start_costs=StartCosts(), owed=set(), lent=frozenset()
-    )
-    loans = Loans(block, shared, 0, dict.fromkeys(range(8, 16), "pong"), {}, 8)
-    borrower = shared["loans"][1, 1]  # the next worker's row for the next whole-pool step (pool step 1)
-    none, restart = (0, 0.0), (1, 4.5e-3)  # (episode starts, the seconds they take): a restart takes 15 plays
-    assert loans.envs_to_lend(none) == 0  # nothing timed yet
-    block.play_cost, borrower[PLAY_NS] = 300e-6, 300_000
-    assert loans.envs_to_lend(none) == 0  # as fast, no starts: nothing to even out
-    assert loans.envs_to_lend(restart) == 7  # (7 P + R - 8 P) / 2P
-    assert loans.envs_to_lend(restart, restart) == 0 and loans.envs_to_lend(none, restart) == -7  # the other lends
-    assert loans.envs_to_lend((2, 4.8e-3)) == 7  # a restart and a new episode of a game that goes on (a play's worth)
-    assert loans.envs_to_lend((1, 6.3e-3)) == 10  # a restart with 30 NOOPs: 6 plays more
-    block.play_cost = 600e-6  # a core at half speed
-    assert loans.envs_to_lend(none) == 3  # (8 P - 8 P') / (P + P') = 2400 / 900
-    borrower[BORROWED_PLAY_NS] = 500_000  # a borrowed play, states moved there and back, takes the next worker that
-    assert loans.envs_to_lend(none) == 2  # 2400 / 1100
-    # The slower worker is the other one: worker 0 offers nothing (it does not lend a negative count).
-    block.play_cost, borrower[PLAY_NS] = 300e-6, 600_000
-    loans.offer()
-    assert shared["loans"][0, 1, FOR_STEP] == 0
-    loans.borrowed_play = 400e-6  # it should lend this worker (4800 - 2400) / (its P + this worker's B) envs
-    assert loans.envs_to_lend(none) == -2
-
-
-def test_start_costs_predict_a_restart_by_the_frames_of_its_noop_start_and_a_new_episode_by_the_mean():
-    costs = StartCosts()
-    assert costs.predict(True, 10) == costs.predict(False, 0) == costs.mean() == 0.0  # nothing timed
-    costs.add(True, 10, 4.0e-3)
-    assert costs.predict(True, 30) == pytest.approx(4.0e-3)  # one restart: its time, whatever its frames
-    frames = [30, 1, 20, 5, 25, 15, 12]  # 3.5 ms + 50 µs a frame, as the first
-    for count, f in enumerate(frames, start=2):
-        costs.add(True, f, 3.5e-3 + 50e-6 * f)
-        mean = np.mean([3.5e-3 + 50e-6 * f for f in [10, *frames[: count - 1]]])
-        fitted = 3.5e-3 + 50e-6 * 20
-        assert costs.predict(True, 20) == pytest.approx(fitted if count >= FITTED_RESTARTS else mean)
-    costs.add(True, 20, 5.0e-3)  # off the line: least squares
-    assert costs.predict(True, 0) > 3.5e-3 and costs.predict(True, 30) > 3.5e-3 + 50e-6 * 30
-    costs.add(False, 0, 0.3e-3), costs.add(False, 0, 0.5e-3)
-    assert costs.predict(False, 0) == pytest.approx(0.4e-3)
-    assert costs.mean() == pytest.approx((sum(3.5 + 0.05 * f for f in [10, *frames]) + 5.0 + 0.8) * 1e-3 / 11)
-
-
-def test_an_offer_publishes_the_starts_coming_each_at_what_its_kind_takes():
-    layout = loan_layout(2, 7, GameOptions.from_kwargs(game="Pong"), (210, 160))
-    shared = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
-    pong = types.SimpleNamespace(game="pong")
-    restart = types.SimpleNamespace(options=pong, next_episode_due=True, next_start=lambda: (True, 30))
-    new_life = types.SimpleNamespace(options=pong, next_episode_due=True, next_start=lambda: (False, 0))
-    block = types.SimpleNamespace(
-        env_ids=list(range(8)), games={0: restart, 1: new_life}, play_cost=300e-6, start_costs=StartCosts()
-    )
-    block.owed, block.lent = {0, 1}, frozenset()
-    loans = Loans(block, shared, 0, dict.fromkeys(range(8, 16), "pong"), {}, 8)
-    row = shared["loans"][0, 1]  # this worker's row for the next whole-pool step (pool step 1)
-    loans.offer()
-    assert row[STARTS] == 2 and row[START_NS] == 600_000  # neither kind timed yet: each counts as a play
-    for frames in range(0, 32, 4):  # restarts of 3.5 ms + 50 µs a frame, and a new episode of 0.3 ms
-        block.start_costs.add(True, frames, 3.5e-3 + 50e-6 * frames)
-    block.start_costs.add(False, 0, 0.3e-3)
-    loans.offer()
-    assert row[STARTS] == 2 and row[START_NS] == pytest.approx(5.0e6 + 0.3e6)  # the restart's 30 NOOPs counted
-    assert row[PLAY_NS] == 300_000 and row[FOR_STEP] == 0  # the next worker has timed nothing: no offer
-
-
-def test_a_block_times_each_episode_start_by_its_kind():
-    options = {**OPTIONS, "life_loss": "terminal"}
-    layout = _layout(1, GameOptions.from_kwargs(**options), same_step=False)
-    arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
-    block = GameBlock([0], [3], True, [options], arrays)
-    block.reset({0: 3}, [])
-    restarts = new_lives = 0
-    for action in np.random.default_rng(0).integers(4, size=3000):
-        arrays["actions"][0] = action
-        restarts += bool(block.games[0].next_start()[0])  # what the step will start, if it starts one
-        new_lives += block.games[0].next_episode_due and not block.games[0].next_start()[0]
-        block.step([0])
-    assert restarts >= 2 and new_lives >= 8
-    assert block.start_costs.restarts[0] == restarts and block.start_costs.others[0] == new_lives
-    assert block.start_costs.predict(True, 30) > 5 * block.start_costs.predict(False, 0) > 0
-
-
 def test_a_worker_killed_before_reset_is_replaced_and_reset_with_the_seeds_asked_for(pool_factory):
     pool = pool_factory(4, n_workers=2, restart_workers=True, **OPTIONS)
     pool.reset()
@@ -845,9 +621,13 @@ def test_close_works_while_the_caller_holds_a_zero_copy_array():
 def test_a_parent_stopped_by_ctrl_c_killed_or_hung_up_on_leaves_nothing_behind(tmp_path, how):
     script = textwrap.dedent(
         """
-        import sys
+        import signal
         from atari_game.pool import GamePool
         if __name__ == "__main__":
+            # The dispositions the test relies on, whatever this process inherited (SIGHUP is ignored under nohup,
+            # SIGINT in a shell's background job): the fork server and the workers inherit them in turn.
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             pool = GamePool(4, game="Pong")
             pool.reset()
             semaphore = "sem." + pool._tickets._semlock.name.lstrip("/")

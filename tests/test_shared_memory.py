@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from atari_game.game import GameOptions
-from atari_game.pool import _layout, _padded
+from atari_game.segment import layout, padded
 
 SCRIPT = textwrap.dedent(
     """
@@ -24,9 +24,9 @@ SCRIPT = textwrap.dedent(
         with GamePool(8, "Pong", n_workers=2) as pool:  # 0.8 MiB: fits
             pool.reset(seed=0)
             print("fits", pool.step(pool.action_space.sample())[0].shape, flush=True)
-        with GamePool(64, "Pong", n_workers=2) as pool:  # 1.8 MiB, or 4.6 with the slots of lending envs
+        with GamePool(64, "Pong", n_workers=2) as pool:  # 1.8 MiB: fits
             pool.reset(seed=0)
-            print("fits without lending", pool.step(pool.action_space.sample())[0].shape, pool._lending, flush=True)
+            print("fits", pool.step(pool.action_space.sample())[0].shape, flush=True)
         try:
             GamePool(200, "Pong", n_workers=1)  # 5.4 MiB: does not
         finally:
@@ -53,14 +53,14 @@ def small_shm_command() -> list[str]:
 def test_a_pool_that_does_not_fit_in_dev_shm_fails_at_once_saying_why(tmp_path):
     (tmp_path / "script.py").write_text(SCRIPT)
     result = subprocess.run(small_shm_command(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    # The pool that fits works there, lending envs; the one that fits only without lending's slots goes without.
+    # The pools that fit work there.
     assert result.stdout.splitlines()[0] == "fits (8, 4, 84, 84)", result.stderr
-    assert result.stdout.splitlines()[1] == "fits without lending (64, 4, 84, 84) False"
+    assert result.stdout.splitlines()[1] == "fits (64, 4, 84, 84)"
     # The one that does not fit is refused before any worker starts, with nothing left behind.
     assert result.stdout.splitlines()[2] == "left [] 0"
     assert result.returncode == 1
-    layout = _layout(200, GameOptions(game="Pong"), same_step=False)
-    needed = sum(_padded(shape, dtype) for shape, dtype in layout.values())
+    arrays = layout(200, GameOptions(game="Pong"), same_step=False)
+    needed = sum(padded(shape, dtype) for shape, dtype in arrays.values())
     assert result.stderr.strip().splitlines()[-1] == (
         f"OSError: [Errno 28] no room in shared memory (/dev/shm) for the pool's 200 envs: they need {needed:,} bytes "
         f"({needed / 2**20:.1f} MiB), {needed // 200:,} bytes each, and 4,194,304 bytes (4.0 MiB) are free. Give "
