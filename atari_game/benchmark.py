@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 
 from atari_game import GamePool, Worker
+from atari_game.cli import count
+from atari_game.cli import game_name as known_game
 from atari_game.game import action_meanings, display_name, resolve_game
 from atari_game.worker import available_cores
 
@@ -59,7 +61,7 @@ def add_options_argument(parser: argparse.ArgumentParser) -> None:
         type=game_options_json,
         default={},
         help=f"Game options over the throughput benchmark's, as JSON: '{TRAINERS_EPISODES}' plays episodes as the "
-        "trainers do",
+        "trainers do (default: {}: the benchmark's)",
     )
 
 
@@ -76,11 +78,8 @@ def game_options_json(text: str) -> dict[str, Any]:
 
 def game_name(name: str) -> str:
     """`--game`'s value as Gymnasium names the game ("ms_pacman" -> "MsPacman"); an unknown name is refused with
-    the closest games."""
-    try:
-        return display_name(resolve_game(name))
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    the closest games (see `atari_game.cli.game_name`)."""
+    return display_name(resolve_game(known_game(name)))
 
 
 def _cpu_model() -> str:
@@ -388,19 +387,65 @@ def parent_grid(game: str, workers: list[int], envs: list[int], steps: int, json
     print(f"\nall measurements: {json_path}")
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """`atari-game bench`'s command line (also benchmarks/throughput.py's and benchmarks/ray_pool.py's)."""
     parser = argparse.ArgumentParser(prog="atari-game bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, nargs="+", help="default: 4 8 16 32 (--parent-grid: 64 128 256)")
+    unmeasured = ", ".join(repr(name) for name in SYSTEMS if name not in DEFAULT_SYSTEMS)
     parser.add_argument(
-        "--parent-grid", action="store_true", help="measure the parent's CPU per batch step over --workers x --envs"
+        "--envs",
+        type=count,
+        nargs="+",
+        help="numbers of envs N to measure (default: 4 8 16 32; --parent-grid: 64 128 256)",
     )
-    parser.add_argument("--workers", type=int, nargs="+", default=[2, 8, 16, 32, 64], help="for --parent-grid")
-    parser.add_argument("--steps", type=int, default=100, help="batch steps per --parent-grid measurement")
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=5.0, help="per measurement")
-    parser.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=list(SYSTEMS), metavar="SYSTEM")
-    parser.add_argument("--game", type=game_name, default=GAME, help="any game of atari_game.list_games()")
-    parser.add_argument("--json", type=Path, default=Path("benchmarks/throughput.json"))
+    parser.add_argument(
+        "--parent-grid",
+        action="store_true",
+        help="measure instead the parent's CPU per batch step over --workers x --envs (default: off)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=count,
+        nargs="+",
+        default=[2, 8, 16, 32, 64],
+        help="numbers of worker processes W, for --parent-grid (default: 2 8 16 32 64)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=count,
+        default=100,
+        help="batch steps of N envs per --parent-grid measurement (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=count,
+        default=4,
+        help="rounds, each measuring every system once in turn (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=5.0, help="seconds of stepping per system per round (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        default=DEFAULT_SYSTEMS,
+        choices=list(SYSTEMS),
+        metavar="SYSTEM",
+        help=f"the systems to measure, quoted, of: {', '.join(map(repr, SYSTEMS))} (default: all but {unmeasured})",
+    )
+    parser.add_argument(
+        "--game", type=game_name, default=GAME, help="the game (`atari-game games` lists them) (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=Path("benchmarks/throughput.json"),
+        help="where every measurement is written (--parent-grid: parent.json beside it) (default: %(default)s)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
     game = args.game
     if args.parent_grid:

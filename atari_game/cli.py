@@ -11,6 +11,7 @@ atari-game train --algo dqn --game Pong                 # the DQN example (atari
 from __future__ import annotations
 
 import argparse
+import decimal
 import importlib
 import os
 import sys
@@ -23,22 +24,48 @@ from atari_game.play import check_video_path, play_game
 
 TRAINERS = ("ppo", "dqn")  # atari_game.ppo and atari_game.dqn
 TRAIN_EXTRA = 'pip install torch==2.13.0 && pip install "atari_game[train]"'
+# Counts are written in every way Python and papers write them.
+INTEGER_EXAMPLES = "1000000, 1_000_000 or 1e6"
 
 
-def game_name(name: str) -> str:
-    """An argparse type: a bundled game, or a usage error naming the closest ones."""
+def integer(text: str) -> int:
+    """An argparse type: an exact integer, written as one (``10000000``, ``10_000_000``, ``-1``) or as a number
+    whose value is whole (``1e7``, ``2.5e6``, ``1000.0``); ``0.5``, ``1e6.5`` and ``nan`` are usage errors."""
     try:
-        resolve_game(name)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return name
+        # Decimal, not float: 2.5e6 is exact, and so is an integer of more digits than a float holds.
+        value = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        raise argparse.ArgumentTypeError(f"expected an integer ({INTEGER_EXAMPLES}), got {text!r}") from None
+    if not value.is_finite() or value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"expected a whole number ({INTEGER_EXAMPLES}), got {text!r}")
+    if value.adjusted() > 18:  # 1e999999999 would take int() minutes to build
+        raise argparse.ArgumentTypeError(f"{text!r} is too large: at most 1e18")
+    return int(value)
+
+
+def count(text: str) -> int:
+    """An argparse type: an `integer` >= 1 (a number of envs, steps, rounds, games)."""
+    value = integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
 
 
 def seed(text: str) -> int:
-    """An argparse type: a game seed, an integer >= 0."""
-    if not text.isdigit():
+    """An argparse type: a game seed, an `integer` >= 0."""
+    if integer(text) < 0:
         raise argparse.ArgumentTypeError(f"the seed must be an integer >= 0, got {text!r}")
-    return int(text)
+    return integer(text)
+
+
+def game_name(name: str) -> str:
+    """An argparse type: a bundled game, returned as given, or a usage error naming the closest games and the
+    command that lists them all."""
+    try:
+        resolve_game(name)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).replace("atari_game.list_games()", "`atari-game games`")) from None
+    return name
 
 
 def checkpoint_file(text: str) -> Path:
@@ -99,17 +126,24 @@ def bench(arguments: list[str]) -> None:
     run_benchmark(arguments)
 
 
+def trainer_parser() -> argparse.ArgumentParser:
+    """`atari-game train`'s own flag, --algo; every other flag is the chosen trainer's (its `Config`'s fields)."""
+    usage = f"atari-game train [--algo {{{','.join(TRAINERS)}}}] [the trainer's flags, below with --help]"
+    parser = argparse.ArgumentParser(prog="atari-game train", usage=usage, add_help=False, allow_abbrev=False)
+    trainers = " or ".join(f"atari_game/{name}.py" for name in TRAINERS)
+    parser.add_argument("--algo", choices=TRAINERS, default="ppo", help=f"the trainer: {trainers} (default: ppo)")
+    return parser
+
+
 def train(arguments: list[str]) -> None:
-    # --algo picks the trainer (PPO unless told); every other option is the trainer's own.
-    chooser = argparse.ArgumentParser(prog="atari-game train", add_help=False, allow_abbrev=False)
-    chooser.add_argument("--algo", choices=TRAINERS, default="ppo")
+    chooser = trainer_parser()
     choice, options = chooser.parse_known_args(arguments)
     try:
         trainer = importlib.import_module(f"atari_game.{choice.algo}")
     except ImportError as error:
         missing_extra("train", error, TRAIN_EXTRA)
     if "-h" in options or "--help" in options:
-        print(f"atari-game train [--algo {{{','.join(TRAINERS)}}}] (default: ppo), then {choice.algo}'s options:\n")
+        print(chooser.format_help())
     trainer.main(options, prog=f"atari-game train --algo {choice.algo}")
 
 
@@ -117,24 +151,44 @@ def train(arguments: list[str]) -> None:
 FORWARDED = {"bench": (bench, "the throughput benchmark"), "train": (train, "train the PPO (default) or DQN example")}
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The `atari-game` command's parser: its commands, and the flags of `games` and `play` (`bench` and `train`
+    parse their own: `atari_game.benchmark.build_parser`, `trainer_parser` and the trainers' `Config`)."""
+    parser = argparse.ArgumentParser(prog="atari-game", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="what to do (`atari-game COMMAND --help`: its flags)"
+    )
+    games_parser = commands.add_parser("games", help="list the bundled games with their actions")
+    play_parser = commands.add_parser("play", help="play one whole game (random or trained agent), optionally recorded")
+    play_parser.add_argument(
+        "game", type=game_name, help="the game, e.g. Breakout, Pong, MsPacman (`atari-game games` lists them)"
+    )
+    play_parser.add_argument(
+        "--checkpoint",
+        type=checkpoint_file,
+        help="a checkpoint.pt of `atari-game train` whose agent plays (default: none: a random agent)",
+    )
+    play_parser.add_argument(
+        "--record", type=mp4_file, metavar="OUT.mp4", help="write the game as a colour video (default: none)"
+    )
+    play_parser.add_argument(
+        "--seed", type=seed, default=0, help="the game's seed, an integer >= 0 (default: %(default)s)"
+    )
+    # Each command's parser, for the usage error of a flag it does not know (see main).
+    games_parser.set_defaults(command_parser=games_parser)
+    play_parser.set_defaults(command_parser=play_parser)
+    for name, (_, about) in FORWARDED.items():
+        commands.add_parser(name, help=f"{about} (see: atari-game {name} --help)")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in FORWARDED:
         return FORWARDED[argv[0]][0](argv[1:])
-
-    parser = argparse.ArgumentParser(prog="atari-game", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("games", help="list the bundled games with their actions")
-    play_parser = commands.add_parser("play", help="play one whole game (random or trained agent), optionally recorded")
-    play_parser.add_argument("game", type=game_name, help="e.g. Breakout, Pong, MsPacman")
-    play_parser.add_argument(
-        "--checkpoint", type=checkpoint_file, help="a checkpoint.pt from `atari-game train` (else: random)"
-    )
-    play_parser.add_argument("--record", type=mp4_file, metavar="OUT.mp4", help="write the game as a colour video")
-    play_parser.add_argument("--seed", type=seed, default=0, help="the game's seed, an integer >= 0 (default 0)")
-    for name, (_, about) in FORWARDED.items():
-        commands.add_parser(name, help=f"{about} (see: atari-game {name} --help)")
-    args = parser.parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # argparse reports a command's unknown flags with the top-level usage: report them with the command's
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "games":
         games()
     else:

@@ -62,48 +62,92 @@ from atari_game.worker import available_cores
 
 @dataclasses.dataclass
 class Config:
-    """All hyperparameters and settings of a run: the defaults are CleanRL's dqn_atari.py ones."""
+    """All hyperparameters and settings of a run: the defaults are CleanRL's dqn_atari.py ones. Each field is a flag
+    of ``atari-game train --algo dqn`` and ``examples/dqn.py`` (``n_envs``: ``--n-envs``; a boolean ``double``:
+    ``--double`` / ``--no-double``), and the first paragraph of its docstring is the flag's ``--help``. A
+    transition is one agent step of one env: 4 emulator frames."""
 
     game: str = "Breakout"
+    """The game, in any usual spelling (``atari-game games`` lists them)."""
     seed: int = 1
-    total_frames: int = 10_000_000  # emulator frames (4 per transition)
+    """Seeds the network's initialisation, exploration, the replay memory's sampling and the envs (env k: seed +
+    k)."""
+    total_frames: int = 10_000_000
+    """Emulator frames to train for, all envs together (4 per transition), rounded down to whole steps of every
+    env."""
     n_envs: int = 8
+    """Games played at once, each in its own env of a GamePool."""
     learning_rate: float = 1e-4
-    buffer_size: int = 1_000_000  # transitions
+    """Adam's learning rate."""
+    buffer_size: int = 1_000_000
+    """Transitions the replay memory holds (the oldest are overwritten)."""
     gamma: float = 0.99
-    target_network_frequency: int = 1_000  # transitions between copies of the Q-network into the target network
+    """The discount per agent step, in [0, 1]."""
+    target_network_frequency: int = 1_000
+    """Transitions (of all envs together) between copies of the Q-network into the target network."""
     batch_size: int = 32
+    """Transitions sampled for each gradient step."""
     start_e: float = 1.0
+    """Epsilon (the probability of a random action) at the start of the run."""
     end_e: float = 0.01
-    exploration_fraction: float = 0.1  # the share of the run's transitions over which epsilon falls to end_e
-    learning_starts: int = 80_000  # transitions played before the first gradient step
-    train_frequency: int = 4  # transitions (of all envs together) per gradient step
+    """Epsilon at the end of its fall and after it."""
+    exploration_fraction: float = 0.1
+    """The share of the run's transitions over which epsilon falls linearly from start_e to end_e, in (0, 1]."""
+    learning_starts: int = 80_000
+    """Transitions played (of all envs together) before the first gradient step, and again after --resume, whose
+    replay memory starts empty."""
+    train_frequency: int = 4
+    """Transitions (of all envs together) per gradient step."""
     # The Rainbow-lite variants: Double DQN's target, n-step returns, proportional prioritized replay.
     double: bool = False
+    """Double DQN's target: the Q-network picks the next action, the target network values it."""
     n_step: int = 1
+    """Agent steps of reward summed into each learning target (n-step returns; 1: one-step DQN)."""
     prioritized: bool = False
+    """Proportional prioritized replay: sample transitions in proportion to ``|TD error| ** alpha``."""
     alpha: float = 0.6
-    beta: float = 0.4  # annealed linearly to 1 over the run
+    """Prioritized replay's exponent, >= 0 (0: uniform sampling)."""
+    beta: float = 0.4
+    """Prioritized replay's importance-sampling exponent at the start, in [0, 1], annealed linearly to 1 over the
+    run."""
     # The environment, as DeepMind and CleanRL train: an episode ends with a lost life (the game goes on),
     # rewards are clipped to their sign, 1..30 NOOPs and FIRE start each game. Reported returns are unclipped
     # whole games.
     life_loss: str = "terminal"
+    """What a lost life does: terminal ends the episode and the game goes on (DeepMind's); reset restarts the
+    game; ignore goes on (an episode is a whole game)."""
     clip_rewards: bool = True
+    """Learn from rewards clipped to their sign (-1, 0, 1); returns are reported unclipped."""
     noop_max: int = 30
+    """Each game starts with 1..noop_max NOOP frames, drawn at random (0: none)."""
     fire_reset: bool = True
-    # Torch's threads, for inference and learning alike; 0: one per available core. The gradient steps are ~90 %
-    # of the wall time and the env workers need little CPU beside them, so all cores (measured on a quiet 2-core
-    # machine: 1.47x the learning-phase speed of one thread). On a machine busy with other work, 1: OpenMP
-    # threads that lose their core to another process spin-wait for it (9x the CPU per gradient step, measured).
+    """Press FIRE to start each game and each life, in the games that have FIRE."""
     torch_threads: int = 0
-    device: str = "auto"  # "auto": CUDA when present, else the CPU
-    run_dir: str = ""  # default: runs/<game>-<seed>-dqn
-    log_every: int = 40_000  # frames between progress.csv rows
-    checkpoint_every: int = 1_000_000  # frames
+    """Torch's threads, for inference and learning alike; 0: one per available core.
+
+    The gradient steps are ~90 % of the wall time and the env workers need little CPU beside them, so all cores
+    (measured on a quiet 2-core machine: 1.47x the learning-phase speed of one thread). On a machine busy with
+    other work, 1: OpenMP threads that lose their core to another process spin-wait for it (9x the CPU per
+    gradient step, measured)."""
+    device: str = "auto"
+    """Where the networks run: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
+    names."""
+    run_dir: str = ""
+    """The directory the run writes into; none: runs/<game>-<seed>-dqn."""
+    log_every: int = 40_000
+    """Emulator frames between rows of progress.csv."""
+    checkpoint_every: int = 1_000_000
+    """Emulator frames between checkpoints (each also saved at the end)."""
     resume: bool = False
-    eval: str = ""  # a checkpoint: play and record one game with it, no training
-    eval_epsilon: float = 0.01  # the epsilon of agent.mp4 and --eval (a greedy agent can get stuck forever)
+    """Continue the run in --run-dir from its checkpoint (weights, target network, optimizer, exploration schedule,
+    random generators, frame count); the replay memory, not saved, refills for --learning-starts transitions."""
+    eval: str = ""
+    """A checkpoint.pt: play and record one game with its agent (eval.mp4 beside it) instead of training; none:
+    train."""
+    eval_epsilon: float = 0.01
+    """Epsilon of the recorded games (agent.mp4 and --eval), in [0, 1]: a greedy agent can get stuck forever."""
     video: bool = True
+    """At the end, record one whole game of the trained agent as agent.mp4."""
 
     @property
     def total_transitions(self) -> int:

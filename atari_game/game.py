@@ -184,6 +184,26 @@ def _check_unit_interval(name: str, value: Any, what: str) -> None:
         raise ValueError(f"{name} must be {what} in [0, 1], got {value}")
 
 
+# Options as Gymnasium's AtariPreprocessing, ale-py and EnvPool name them, and what to write here instead.
+FOREIGN_OPTIONS = {
+    "repeat_action_probability": "sticky_actions=0.25 (the same probability)",
+    "frameskip": "frame_skip=4",
+    "screen_size": "size=84 (or size=(height, width))",
+    "img_height": "size=(height, width)",
+    "img_width": "size=(height, width)",
+    **dict.fromkeys(("grayscale_obs", "grayscale", "gray_scale"), 'obs_type="grayscale" (the default) or "rgb"'),
+    **dict.fromkeys(
+        ("terminal_on_life_loss", "episodic_life", "zero_discount_on_life_loss"),
+        'life_loss="terminal" (a lost life ends the episode, the game goes on)',
+    ),
+    **dict.fromkeys(("stack_num", "num_stack", "stack_size", "frame_stack"), "stack=4"),
+    "max_episode_steps": "max_episode_frames=frame_skip * steps (it counts emulator frames, not agent steps)",
+    "max_num_frames_per_episode": "max_episode_frames (emulator frames, as ale-py's)",
+    **dict.fromkeys(("reward_clip", "reward_clipping"), "clip_rewards=True"),
+    "use_fire_reset": "fire_reset=True",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class GameOptions:
     """Everything that defines a `Game`, validated when built: the one place the defaults live.
@@ -263,12 +283,17 @@ class GameOptions:
 
     @classmethod
     def from_kwargs(cls, **options: Any) -> GameOptions:
-        """Validated options from keyword arguments; an unknown name raises `TypeError` listing the valid ones."""
+        """Validated options from keyword arguments; an unknown name raises `TypeError` listing the valid ones, and
+        saying what to write instead for the names of `FOREIGN_OPTIONS` (``repeat_action_probability``, ...)."""
         valid = [field.name for field in dataclasses.fields(cls)]
         for name in options:
             if name not in valid:
-                close = difflib.get_close_matches(name, valid, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                if name in FOREIGN_OPTIONS:
+                    hint = f": use {FOREIGN_OPTIONS[name]}"
+                elif close := difflib.get_close_matches(name, valid, n=1):
+                    hint = f" (did you mean {close[0]!r}?)"
+                else:
+                    hint = ""
                 raise TypeError(f"unknown game option {name!r}{hint}; valid options: {', '.join(valid)}")
         return cls(**options)
 

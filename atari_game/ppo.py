@@ -48,39 +48,74 @@ from atari_game.worker import available_cores
 
 @dataclasses.dataclass
 class Config:
-    """All hyperparameters and settings of a run: the defaults are the well-known Atari PPO ones."""
+    """All hyperparameters and settings of a run: the defaults are the well-known Atari PPO ones (CleanRL's
+    ppo_atari.py). Each field is a flag of ``atari-game train`` and ``examples/ppo.py`` (``n_envs``:
+    ``--n-envs``; a boolean ``anneal_lr``: ``--anneal-lr`` / ``--no-anneal-lr``), and the first paragraph of its
+    docstring is the flag's ``--help``. Emulator frames are 4 per agent step; a batch is ``n_envs * n_steps`` agent
+    steps."""
 
     game: str = "Breakout"
+    """The game, in any usual spelling (``atari-game games`` lists them)."""
     seed: int = 1
-    total_frames: int = 10_000_000  # emulator frames (4 per agent step)
+    """Seeds the network's initialisation, the policy's sampling and the envs (env k: seed + k)."""
+    total_frames: int = 10_000_000
+    """Emulator frames to train for, all envs together (4 per agent step), rounded down to whole updates."""
     n_envs: int = 8
-    n_steps: int = 128  # agent steps per env per update
+    """Games played at once, each in its own env of a GamePool."""
+    n_steps: int = 128
+    """Agent steps per env per update (the rollout's length)."""
     n_epochs: int = 4
+    """Passes over each rollout's n_envs * n_steps agent steps."""
     n_minibatches: int = 4
+    """Minibatches per epoch: each a gradient step on n_envs * n_steps / n_minibatches agent steps."""
     learning_rate: float = 2.5e-4
+    """Adam's learning rate (at the start, with --anneal-lr)."""
     anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over the run."""
     gamma: float = 0.99
+    """The discount per agent step, in [0, 1]."""
     gae_lambda: float = 0.95
+    """GAE's lambda, in [0, 1]: 0 bootstraps from the next value, 1 sums the whole episode's rewards."""
     clip_coef: float = 0.1
+    """How far the probability ratio of an action may move from 1 in an update (PPO's epsilon), > 0."""
     clip_value_loss: bool = True
+    """Clip the value loss as the policy's: new values within clip_coef of the rollout's."""
     ent_coef: float = 0.01
+    """The entropy bonus's weight in the loss, >= 0."""
     vf_coef: float = 0.5
+    """The value loss's weight in the loss, >= 0."""
     max_grad_norm: float = 0.5
+    """The gradient's L2 norm is clipped to this, > 0."""
     # The environment, as DeepMind and CleanRL train: an episode ends with a lost life (the game goes on),
     # rewards are clipped to their sign, 1..30 NOOPs and FIRE start each game. Reported returns are unclipped
     # whole games.
     life_loss: str = "terminal"
+    """What a lost life does: terminal ends the episode and the game goes on (DeepMind's); reset restarts the
+    game; ignore goes on (an episode is a whole game)."""
     clip_rewards: bool = True
+    """Learn from rewards clipped to their sign (-1, 0, 1); returns are reported unclipped."""
     noop_max: int = 30
+    """Each game starts with 1..noop_max NOOP frames, drawn at random (0: none)."""
     fire_reset: bool = True
-    # Overlap env stepping with inference: two halves of the envs take turns (the pool's send/recv).
+    """Press FIRE to start each game and each life, in the games that have FIRE."""
     async_envs: bool = True
-    device: str = "auto"  # "auto": CUDA when present, else the CPU
-    run_dir: str = ""  # default: runs/<game>-<seed>
-    checkpoint_every: int = 50  # updates
+    """Overlap env stepping with inference: two halves of the envs take turns (the pool's send/recv); needs an even
+    n_envs."""
+    device: str = "auto"
+    """Where the network runs: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
+    names."""
+    run_dir: str = ""
+    """The directory the run writes into; none: runs/<game>-<seed>."""
+    checkpoint_every: int = 50
+    """Updates between checkpoints (each also saved at the end)."""
     resume: bool = False
-    eval: str = ""  # a checkpoint: play and record one game with it, no training
+    """Continue the run in --run-dir from its checkpoint, exactly (weights, optimizer, learning-rate schedule, frame
+    count); given again, flags may change only how long, where and on what it runs."""
+    eval: str = ""
+    """A checkpoint.pt: play and record one game with its agent (eval.mp4 beside it) instead of training; none:
+    train."""
     video: bool = True
+    """At the end, record one whole game of the trained agent as agent.mp4."""
 
     @property
     def batch_size(self) -> int:

@@ -8,19 +8,24 @@ either writes the same files (progress.csv, checkpoint.pt, learning_curve.png, a
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import dataclasses
 import importlib
+import inspect
+import itertools
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import nn
 from tqdm import tqdm
 
-from atari_game.game import Game, GameOptions, action_meanings, resolve_game
+from atari_game.cli import game_name, integer
+from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, resolve_game
 from atari_game.play import play_game
 from atari_game.worker import available_cores
 
@@ -71,24 +76,79 @@ def pick_device(name: str) -> torch.device:
 # --- the command line -----------------------------------------------------------------------------------
 
 
+# How a flag's value is read: by its field's name, else by its field's type. Counts take 1e6 and 10_000_000 too.
+FLAG_TYPES: dict[str, Callable[[str], Any]] = {"game": game_name, "int": integer, "float": float, "str": str}
+# The fields whose values come from a fixed set.
+FLAG_CHOICES = {"life_loss": LIFE_LOSS_MODES}
+
+
+def field_docs(config_class: type) -> dict[str, str]:
+    """The docstring of each field of the dataclass `config_class` (the string literal right below the field in
+    the class body, as CleanRL's tyro reads it), by field name.
+
+    A trainer flag is documented there once: its ``--help`` is the docstring's first paragraph, and Sphinx's
+    autodoc shows the whole docstring in the API reference. (A ``field(metadata={"help": ...})`` would be a second
+    text that the API reference does not show, and would bury each default in a call.)
+    """
+    class_def = ast.parse(textwrap.dedent(inspect.getsource(config_class))).body[0]
+    return {
+        field.target.id: inspect.cleandoc(doc.value.value)
+        for field, doc in itertools.pairwise(cast(ast.ClassDef, class_def).body)
+        if isinstance(field, ast.AnnAssign)
+        and isinstance(field.target, ast.Name)
+        and isinstance(doc, ast.Expr)
+        and isinstance(doc.value, ast.Constant)
+        and isinstance(doc.value.value, str)
+    }
+
+
+def shown_default(value: Any) -> str:
+    """How --help shows a field's default: ``10_000_000`` for an integer (a form the flag takes), ``none`` for an
+    empty string, ``True`` / ``False`` for a boolean as argparse shows them."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:_}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return value or "none"
+
+
+def config_parser(config_class: type, doc: str, prog: str | None = None) -> argparse.ArgumentParser:
+    """The command line of the dataclass `config_class`: ``--field-name value`` for every field, ``--[no-]flag``
+    for booleans, each helped by its field's docstring (`field_docs`, first paragraph), default and choices; `doc`'s
+    first line describes the command, `prog` names it in the usage line (default: the script's name).
+
+    The parser has no defaults (``argparse.SUPPRESS``): what it returns is what was given, so that --resume can
+    tell the two apart.
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0], argument_default=argparse.SUPPRESS)
+    docs = field_docs(config_class)
+    for field in dataclasses.fields(config_class):
+        flag = "--" + field.name.replace("_", "-")
+        # The docstring's first paragraph on one line, without its reST markup; argparse formats % itself.
+        about = " ".join(docs.get(field.name, "").split("\n\n")[0].split()).replace("``", "").replace("%", "%%")
+        about = f"{about} (default: {shown_default(field.default)})"
+        kind = str(field.type)  # "int", "float", ...: the trainers' modules postpone their annotations
+        if kind == "bool":
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=about)
+        elif field.name in FLAG_CHOICES:
+            parser.add_argument(flag, choices=FLAG_CHOICES[field.name], help=about)
+        else:
+            metavar = kind.upper() if kind in ("int", "float") else None
+            parser.add_argument(flag, type=FLAG_TYPES.get(field.name, FLAG_TYPES[kind]), metavar=metavar, help=about)
+    return parser
+
+
 def parse_config(
     config_class: type, argv: list[str] | None, doc: str, check: Callable[[Any], str], prog: str | None = None
 ) -> Any:
-    """An instance of the dataclass `config_class` from the command line: ``--field-name value`` for every field,
-    ``--[no-]flag`` for booleans; `doc`'s first line describes the command, `prog` names it in the usage line
-    (default: the script's name). With ``--resume`` the run's own config comes from its checkpoint (see
-    `resumed_config`). `check(config)` returns what is wrong with a config ("" if nothing is), reported as a usage
-    error (exit status 2), as are values out of `COMMON_RULES`, a bad env option, a checkpoint that is missing or
-    another trainer's, and a new run over an old one."""
-    # No defaults in the parser: what it returns is what was given, so that --resume can tell the two apart.
-    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0], argument_default=argparse.SUPPRESS)
-    for field in dataclasses.fields(config_class):
-        flag = "--" + field.name.replace("_", "-")
-        if field.type == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction)
-        else:
-            kind = {"int": int, "float": float, "str": str}[field.type]
-            parser.add_argument(flag, type=kind, metavar=field.type.upper())
+    """An instance of the dataclass `config_class` from the command line `argv` (see `config_parser`). With
+    ``--resume`` the run's own config comes from its checkpoint (see `resumed_config`). `check(config)` returns
+    what is wrong with a config ("" if nothing is), reported as a usage error (exit status 2), as are values out
+    of `COMMON_RULES`, a bad env option, a checkpoint that is missing or another trainer's, and a new run over an
+    old one."""
+    parser = config_parser(config_class, doc, prog)
     given = vars(parser.parse_args(argv))
     config = config_class(**given)
     algo = config_class.__module__.rsplit(".", 1)[-1]

@@ -34,6 +34,7 @@ from dqn_learning import difference
 from gymnasium.vector import AutoresetMode
 
 from atari_game import GamePool
+from atari_game.cli import count, seed
 from atari_game.dqn import Config, QNetwork, build_q_network, choose_actions, load_q_network
 from atari_game.training import game_options
 
@@ -123,16 +124,42 @@ def describe(returns: list[float]) -> str:
     return f"{np.mean(returns):5.1f} (standard error {np.std(returns, ddof=1) / np.sqrt(len(returns)):.1f})"
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ours", type=Path, nargs="*", default=[], help="our runs' checkpoint.pt files")
-    parser.add_argument("--cleanrl", type=Path, nargs="*", default=[], help="CleanRL's .cleanrl_model files")
-    parser.add_argument("--games", type=int, default=50, help="whole games per network and env")
-    parser.add_argument("--epsilon", type=float, default=0.01)
-    parser.add_argument("--seed", type=int, default=10_000, help="the first game's seed (not a training seed)")
-    parser.add_argument("--cleanrl-python", default="/work/peers/cleanrl-venv/bin/python")
-    parser.add_argument("--cleanrl-script", default="/work/peers/cleanrl/cleanrl/dqn_atari.py")
-    parser.add_argument("--skip-cleanrl-env", action="store_true", help="play in atari_game's env only")
+    parser.add_argument(
+        "--ours", type=Path, nargs="*", default=[], help="our runs' checkpoint.pt files (default: none)"
+    )
+    parser.add_argument(
+        "--cleanrl", type=Path, nargs="*", default=[], help="CleanRL's .cleanrl_model files (default: none)"
+    )
+    parser.add_argument(
+        "--games", type=count, default=50, help="whole games per network and env (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--epsilon", type=float, default=0.01, help="the probability of a random action (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--seed",
+        type=seed,
+        default=10_000,
+        help="game g's seed is seed + g; not a training seed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--cleanrl-python",
+        default="/work/peers/cleanrl-venv/bin/python",
+        help="the python of CleanRL's own venv (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--cleanrl-script",
+        default="/work/peers/cleanrl/cleanrl/dqn_atari.py",
+        help="CleanRL's dqn_atari.py, whose make_env and QNetwork are used (default: %(default)s)",
+    )
+    parser.add_argument("--skip-cleanrl-env", action="store_true", help="play in atari_game's env only (default: off)")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     if not args.ours and not args.cleanrl:
         parser.error("give --ours checkpoints, --cleanrl model files, or both")

@@ -19,6 +19,7 @@ A random agent scores about 1.7. The issue's target: our last-20 mean at least C
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,8 @@ from dqn_speed import Run as DQNRun
 from dqn_speed import cleanrl, cleanrl_peak_rss, dqn_options, ours, parser_with_cleanrl, read_cleanrl, read_progress
 from ppo_learning import per_100k
 from ppo_learning import report as report_returns
+
+from atari_game.cli import count
 
 
 def report(name: str, run: DQNRun, frames: int) -> None:
@@ -62,17 +65,57 @@ def compare(ours: list[DQNRun], theirs: list[DQNRun]) -> None:
     print(f"last 20, {difference([last_20(run) for run in ours], [last_20(run) for run in theirs])}")
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = parser_with_cleanrl(__doc__)
-    parser.add_argument("--steps", type=int, default=250_000, help="agent steps (CleanRL's total-timesteps)")
-    parser.add_argument("--buffer-size", type=int, default=250_000)
-    parser.add_argument("--learning-starts", type=int, default=20_000)
-    parser.add_argument("--exploration-fraction", type=float, default=0.4)
-    parser.add_argument("--run-dir", type=Path, default=Path("runs/dqn-learning"), help="where new runs write")
-    parser.add_argument("--ours-dir", type=Path, nargs="+", help="report our runs made there instead of running")
-    parser.add_argument("--skip-cleanrl", action="store_true", help="run and report ours only")
-    parser.add_argument("--cleanrl-output", type=Path, nargs="+", help="report these CleanRL outputs instead")
-    parser.add_argument("--cleanrl-time", type=Path, nargs="+", help="their /usr/bin/time -v outputs (peak RSS)")
+    parser.add_argument(
+        "--steps",
+        type=count,
+        default=250_000,
+        help="transitions (agent steps) per run: CleanRL's --total-timesteps, our --total-frames / 4 "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--buffer-size", type=count, default=250_000, help="transitions the replay memory holds (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--learning-starts",
+        type=count,
+        default=20_000,
+        help="transitions played before the first gradient step (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--exploration-fraction",
+        type=float,
+        default=0.4,
+        help="the share of the run over which epsilon falls (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--run-dir", type=Path, default=Path("runs/dqn-learning"), help="where new runs write (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--ours-dir",
+        type=Path,
+        nargs="+",
+        help="report our runs made in these directories instead of running ours (default: none)",
+    )
+    parser.add_argument("--skip-cleanrl", action="store_true", help="run and report ours only (default: off)")
+    parser.add_argument(
+        "--cleanrl-output",
+        type=Path,
+        nargs="+",
+        help="report these CleanRL outputs instead of running CleanRL (default: none)",
+    )
+    parser.add_argument(
+        "--cleanrl-time",
+        type=Path,
+        nargs="+",
+        help="their /usr/bin/time -v outputs (peak RSS), one per --cleanrl-output (default: none)",
+    )
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     if args.cleanrl_time and len(args.cleanrl_time) != len(args.cleanrl_output or []):
         parser.error("--cleanrl-time needs one file per --cleanrl-output, in the same order")

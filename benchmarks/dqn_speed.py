@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from atari_game.cli import count, integer, seed
+
 # How CleanRL's script is started: `ale_py` imported (the Atari ids), `cleanrl_utils` on the path, then the
 # script as __main__, its arguments after it.
 CLEANRL_LAUNCH = (
@@ -131,21 +133,50 @@ def cleanrl_peak_rss(time_output: str) -> float:
 def parser_with_cleanrl(doc: str) -> argparse.ArgumentParser:
     """A command line that takes where CleanRL is (both DQN benchmarks run it), described by `doc`'s first line."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--cleanrl-python", default="/work/peers/cleanrl-venv/bin/python")
-    parser.add_argument("--cleanrl-script", default="/work/peers/cleanrl/cleanrl/dqn_atari.py")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--cleanrl-python",
+        default="/work/peers/cleanrl-venv/bin/python",
+        help="the python of CleanRL's own venv (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--cleanrl-script",
+        default="/work/peers/cleanrl/cleanrl/dqn_atari.py",
+        help="CleanRL's dqn_atari.py (default: %(default)s)",
+    )
+    parser.add_argument("--seed", type=seed, default=1, help="both trainers' seed (default: %(default)s)")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = parser_with_cleanrl(__doc__)
+    parser.add_argument(
+        "--steps",
+        type=count,
+        default=40_000,
+        help="transitions (agent steps) per run: CleanRL's --total-timesteps, our --total-frames / 4, also the "
+        "replay memory's size (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--learning-starts",
+        type=count,
+        default=10_000,
+        help="transitions played before the first gradient step (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rounds", type=count, default=2, help="rounds, each running every trainer in turn (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=integer,
+        nargs="+",
+        default=[0],
+        help="our trainer's --torch-threads, one run each per round; 0: one per core (default: 0)",
+    )
     return parser
 
 
 def main() -> None:
-    parser = parser_with_cleanrl(__doc__)
-    parser.add_argument("--steps", type=int, default=40_000, help="agent steps per run (CleanRL's total-timesteps)")
-    parser.add_argument("--learning-starts", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument(
-        "--torch-threads", type=int, nargs="+", default=[0], help="our trainer's --torch-threads (0: one per core)"
-    )
-    args = parser.parse_args()
+    args = build_parser().parse_args()
 
     options = dqn_options(args.steps, args.learning_starts, args.steps, 0.1, args.seed)
     variants = {threads: f"atari_game, torch threads {threads or 'all'}" for threads in args.torch_threads}

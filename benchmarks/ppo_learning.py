@@ -11,8 +11,12 @@ agent scores about 1.7. The issue's target: atari_game's last-20 mean at least C
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 from ppo_speed import STEPS_PER_UPDATE, Run, cleanrl, ours, parser_with_cleanrl
+
+from atari_game.cli import count, seed
 
 
 def per_100k(games: list[tuple[int, float]], frames: int) -> list[float]:
@@ -30,11 +34,21 @@ def report(name: str, run: Run, frames: int) -> None:
     )
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = parser_with_cleanrl(__doc__)
-    parser.add_argument("--frames", type=int, default=1_000_000)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
+    parser.add_argument(
+        "--frames",
+        type=count,
+        default=1_000_000,
+        help=f"emulator frames per run, rounded down to whole updates of {4 * STEPS_PER_UPDATE:,} frames "
+        "(default: %(default)s)",
+    )
+    parser.add_argument("--seed", type=seed, default=1, help="both trainers' seed (default: %(default)s)")
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
 
     updates = args.frames // (4 * STEPS_PER_UPDATE)
     frames = 4 * STEPS_PER_UPDATE * updates

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from atari_game.cli import count
+
 STEPS_PER_UPDATE = 8 * 128
 
 
@@ -62,16 +64,29 @@ def cleanrl(python: str, script: str, updates: int, seed: int = 1) -> Run:
 def parser_with_cleanrl(doc: str) -> argparse.ArgumentParser:
     """A command line that takes where CleanRL is (both PPO benchmarks run it), described by `doc`'s first line."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--cleanrl-python", required=True, help="the python of CleanRL's own venv")
-    parser.add_argument("--cleanrl-script", required=True, help="CleanRL's ppo_atari.py (with `import ale_py`)")
+    parser.add_argument("--cleanrl-python", required=True, help="the python of CleanRL's own venv (required)")
+    parser.add_argument(
+        "--cleanrl-script", required=True, help="CleanRL's ppo_atari.py (with `import ale_py`) (required)"
+    )
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = parser_with_cleanrl(__doc__)
+    parser.add_argument(
+        "--updates",
+        type=count,
+        default=8,
+        help=f"PPO updates per run, {STEPS_PER_UPDATE:,} agent steps each (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rounds", type=count, default=2, help="rounds, each running the three trainers in turn (default: %(default)s)"
+    )
     return parser
 
 
 def main() -> None:
-    parser = parser_with_cleanrl(__doc__)
-    parser.add_argument("--updates", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+    args = build_parser().parse_args()
 
     runs: dict[str, list[float]] = {"atari_game (async envs)": [], "atari_game (sync envs)": [], "CleanRL": []}
     for round_number in range(args.rounds):

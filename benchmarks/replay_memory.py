@@ -35,6 +35,7 @@ import torch
 from stable_baselines3.common.buffers import ReplayBuffer
 
 from atari_game import FrameReplay, GamePool
+from atari_game.cli import count, integer
 
 SHAPE = (4, 84, 84)
 
@@ -175,16 +176,38 @@ def fill(transitions: int, envs: int, record: RecordedPlay) -> None:
     assert batch.obs.shape == (32, *SHAPE)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--envs", type=int, default=8)
-    parser.add_argument("--record-steps", type=int, default=2000, help="real pool steps to replay cyclically")
-    parser.add_argument("--transitions", type=int, default=40_000, help="buffer size of the speed test")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, default=200)
-    parser.add_argument("--fill", type=int, default=0, help="also fill a FrameReplay of this many transitions")
-    parser.add_argument("--torch-threads", type=int, default=1, help="torch's intra-op threads (see the docstring)")
-    args = parser.parse_args()
+    parser.add_argument("--envs", type=count, default=8, help="envs of the pool and the buffers (default: %(default)s)")
+    parser.add_argument(
+        "--record-steps", type=count, default=2000, help="real pool steps to replay cyclically (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--transitions",
+        type=count,
+        default=40_000,
+        help="transitions the speed test's buffers hold (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rounds", type=count, default=5, help="alternating rounds of the speed test (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--batches", type=count, default=200, help="sample(32) calls per buffer per round (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--fill", type=integer, default=0, help="also fill a FrameReplay of this many transitions (default: 0: none)"
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=count,
+        default=1,
+        help="torch's intra-op threads (see the docstring) (default: %(default)s)",
+    )
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     torch.set_num_threads(args.torch_threads)
     memory_table(args.envs)
     record = RecordedPlay(args.envs, args.record_steps)

@@ -49,6 +49,7 @@ import numpy as np
 
 from atari_game import Game, game, list_games
 from atari_game.benchmark import bare_emulator
+from atari_game.cli import count, game_name
 from atari_game.game import RAM_SIZE, resolve_game
 from atari_game.lending import UNMOVABLE_GAMES
 
@@ -156,13 +157,35 @@ def first_difference(name: str, resets: int, histories: int, plays: int) -> str 
     return where
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--resets", type=int, default=1000, help="restarts from random RAM (the timer's 75 values)")
-    parser.add_argument("--histories", type=int, default=200, help="restores after two different games")
-    parser.add_argument("--plays", type=int, default=3000, help="plays of each of OPTIONS")
-    parser.add_argument("--games", nargs="+", default=list_games())
-    args = parser.parse_args()
+    parser.add_argument(
+        "--resets",
+        type=count,
+        default=1000,
+        help="restarts from random RAM per game, check 1 (the timer's 75 values) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--histories",
+        type=count,
+        default=200,
+        help="restores after two different games, check 2 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--plays", type=count, default=3000, help="agent steps with each of OPTIONS, check 3 (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--games",
+        nargs="+",
+        type=game_name,
+        default=list_games(),
+        help=f"the games to check (default: all {len(list_games())})",
+    )
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     fixed = []
     for name in args.games:
         where = first_difference(name, args.resets, args.histories, args.plays)

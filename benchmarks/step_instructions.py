@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from atari_game import cli
 from atari_game.benchmark import FRAME_SKIP, MAX_FRAMES, OUR_GAME, ale_vector_env, bare_emulator
 
 SYSTEMS = ("game", "ale-vector", "bare-ale")
@@ -75,12 +76,20 @@ def count(system: str, steps: int, directory: Path) -> int:
     return int(re.search(r"Collected : (\d+)", log.read_text()).group(1))
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=400, help="S: each system runs S and 2S agent steps")
-    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument(
+        "--steps", type=cli.count, default=400, help="S: each system runs S and 2S agent steps (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS), help="the systems to count (default: all)"
+    )
     parser.add_argument("--play", choices=SYSTEMS, help=argparse.SUPPRESS)  # the counted process
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     if args.play:
         return play(args.play, args.steps)
     print(f"Instructions per agent step, Breakout (callgrind, {args.steps} and {2 * args.steps} steps)")

@@ -11,21 +11,29 @@ import time
 import numpy as np
 
 from atari_game import Worker, action_meanings, list_games
-from atari_game.cli import game_name, seed
+from atari_game.cli import count, game_name, seed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    games = f"the game, one of {len(list_games())} (`atari-game games` lists them)"
+    parser.add_argument("--game", default="Breakout", type=game_name, help=f"{games} (default: Breakout)")
+    parser.add_argument(
+        "--workers", type=count, default=8, help="games, one Worker process each (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--steps", type=count, default=1000, help="agent steps per game, 4 frames each (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--seed", type=seed, default=0, help="game k's seed is seed + k, an integer >= 0 (default: %(default)s)"
+    )
+    return parser
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    games = f"one of {len(list_games())} games, e.g. Pong, MsPacman"
-    parser.add_argument("--game", default="Breakout", type=game_name, help=games)
-    parser.add_argument("--workers", type=int, default=8, help="games, one process each")
-    parser.add_argument("--steps", type=int, default=1000, help="agent steps per game")
-    parser.add_argument("--seed", type=seed, default=0, help="an integer >= 0 (default 0)")
-    args = parser.parse_args()
+    args = build_parser().parse_args()
 
     # The tutorial's trainer setup: one Worker per game, seeded apart, reset before the first step.
-    if args.workers < 1 or args.steps < 1:
-        parser.error("--workers and --steps must be at least 1")
     # FIRE starts the games that wait for it (Breakout); games without FIRE (MsPacman) need none.
     fire_reset = "FIRE" in action_meanings(args.game)
     workers = [Worker(args.seed + i, game=args.game, fire_reset=fire_reset, noop_max=30) for i in range(args.workers)]

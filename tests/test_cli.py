@@ -5,6 +5,9 @@ import sys
 
 import cv2
 import numpy as np
+import pytest
+
+from atari_game import cli
 
 
 def atari_game(*args, **kwargs):
@@ -53,21 +56,27 @@ def test_a_random_agent_plays_a_whole_game_with_all_its_lives():
     assert steps == length > one_life  # all five lives played, not the first
 
 
-def test_train_with_a_misspelt_game_or_option_is_a_usage_error_and_makes_no_run_directory(tmp_path):
+def test_train_with_a_misspelt_game_or_option_is_a_usage_error_and_makes_no_run_directory(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
     for algo, option, expected in [
         ("ppo", ["--game", "Pongg"], "unknown game 'Pongg' (closest: Pong"),
         ("dqn", ["--game", "Pongg"], "unknown game 'Pongg' (closest: Pong"),
-        ("ppo", ["--life-loss", "bogus"], "life_loss"),
+        ("ppo", ["--life-loss", "bogus"], "--life-loss: invalid choice: 'bogus' (choose from 'reset', 'terminal', "),
+        ("dqn", ["--total-frames", "1e6.5"], "--total-frames: expected an integer (1000000, 1_000_000 or 1e6), got"),
+        ("ppo", ["--n-envs", "0.5"], "--n-envs: expected a whole number (1000000, 1_000_000 or 1e6), got '0.5'"),
         ("ppo", ["--n-steps", "0"], "--n-steps must be at least 1, got 0"),
         ("ppo", ["--learning-rate", "nan"], "--learning-rate must be a number > 0, got nan"),
-        ("ppo", ["--total-frames", "1000"], "total_frames must be at least one update's 4 * n_envs * n_steps = 4096"),
+        ("ppo", ["--total-frames", "1e3"], "total_frames must be at least one update's 4 * n_envs * n_steps = 4096"),
         ("dqn", ["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
         ("dqn", ["--seed", "-1"], "--seed must be at least 0, got -1"),
         ("dqn", ["--device", "cudaa"], "--device must be auto, cpu, cuda or cuda:N"),
     ]:
-        result = atari_game("train", "--algo", algo, *option, cwd=tmp_path, timeout=120)
-        assert result.returncode == 2 and expected in result.stderr, result.stderr
-        assert "Traceback" not in result.stderr
+        with pytest.raises(SystemExit) as exit_:  # a usage error, not a traceback
+            cli.main(["train", "--algo", algo, *option])
+        error = capsys.readouterr().err
+        assert exit_.value.code == 2 and expected in error, error
     assert not (tmp_path / "runs").exists()
 
 
@@ -117,20 +126,27 @@ def test_unknown_game_is_a_usage_error_naming_the_closest():
     assert "unknown game 'Breakot' (closest: Breakout" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_forwarded_commands_have_their_own_help():
+def test_forwarded_commands_have_their_own_help(capsys):
     for command, option in (("train", "--total-frames"), ("bench", "--envs")):
-        result = atari_game(command, "--help")
-        assert result.returncode == 0 and option in result.stdout
+        with pytest.raises(SystemExit) as exit_:
+            cli.main([command, "--help"])
+        assert exit_.value.code == 0 and option in capsys.readouterr().out
 
 
-def test_train_runs_ppo_unless_told_dqn():
+def test_train_runs_ppo_unless_told_dqn(capsys):
     # Each trainer's own options: PPO's clip coefficient, DQN's replay memory.
-    ppo, dqn = atari_game("train", "--help"), atari_game("train", "--algo", "dqn", "--help")
-    assert ppo.returncode == dqn.returncode == 0
-    assert "--clip-coef" in ppo.stdout and "--buffer-size" not in ppo.stdout
-    assert "--buffer-size" in dqn.stdout and "--double" in dqn.stdout and "--clip-coef" not in dqn.stdout
-    bad = atari_game("train", "--algo", "sarsa")
-    assert bad.returncode == 2 and "invalid choice: 'sarsa' (choose from 'ppo', 'dqn')" in bad.stderr
+    helps = []
+    for algo in ([], ["--algo", "dqn"]):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["train", *algo, "--help"])
+        assert exit_.value.code == 0
+        helps.append(capsys.readouterr().out)
+    ppo, dqn = helps
+    assert "--clip-coef" in ppo and "--buffer-size" not in ppo
+    assert "--buffer-size" in dqn and "--double" in dqn and "--clip-coef" not in dqn
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--algo", "sarsa"])
+    assert "invalid choice: 'sarsa' (choose from 'ppo', 'dqn')" in capsys.readouterr().err
 
 
 def test_a_missing_extra_names_what_to_install():
@@ -140,3 +156,59 @@ def test_a_missing_extra_names_what_to_install():
     assert result.returncode == 1
     assert "atari-game train needs 'torch', which is not installed" in result.stderr
     assert 'pip install torch==2.13.0 && pip install "atari_game[train]"' in result.stderr
+
+
+def test_counts_take_the_forms_papers_write_them_in(tmp_path, monkeypatch):
+    from atari_game import dqn, ppo
+
+    monkeypatch.chdir(tmp_path)  # parsing looks for a run to overwrite in runs/
+    assert ppo.parse_config(["--total-frames", "1e6", "--n-envs", "16"]).total_frames == 1_000_000
+    config = dqn.parse_config(["--total-frames", "2.5e6", "--buffer-size", "100_000", "--learning-starts", "8e4"])
+    assert (config.total_frames, config.buffer_size, config.learning_starts) == (2_500_000, 100_000, 80_000)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        (["games", "--bogus"], "usage: atari-game games [-h]\n"),
+        (["play", "Breakout", "--bogus"], "usage: atari-game play [-h] [--checkpoint CHECKPOINT]"),
+        (["play", "Breakout", "--seed", "1.5"], "usage: atari-game play [-h]"),
+        (["bench", "--bogus"], "usage: atari-game bench [-h] [--envs ENVS [ENVS ...]]"),
+        (["bench", "--rounds", "0"], "usage: atari-game bench [-h]"),
+        (["train", "--bogus"], "usage: atari-game train --algo ppo [-h] [--game GAME]"),
+        (["train", "--algo", "dqn", "--bogus"], "usage: atari-game train --algo dqn [-h] [--game GAME]"),
+        (["train", "--algo", "sarsa"], "usage: atari-game train [--algo {ppo,dqn}] [the trainer's flags"),
+    ],
+)
+def test_a_usage_error_shows_its_commands_usage(command, usage, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(command)
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith(usage), error
+    assert f"{usage.split()[1]} {command[0]}" in error.splitlines()[-1]  # "atari-game play: error: ..."
+
+
+def test_an_unknown_game_names_the_command_that_lists_the_games(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for command in (["play", "Breakot"], ["train", "--game", "Breakot"], ["bench", "--game", "Breakot"]):
+        with pytest.raises(SystemExit):
+            cli.main(command)
+        error = capsys.readouterr().err.splitlines()[-1]
+        assert "--game: " in error or command[0] == "play"
+        assert error.endswith(
+            "unknown game 'Breakot' (closest: Breakout, Qbert, BankHeist); `atari-game games` lists all 104"
+        )
+    assert not (tmp_path / "runs").exists()
+
+
+def test_train_help_gives_algo_then_the_trainers_flags(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--algo", "dqn", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert shown.startswith("usage: atari-game train [--algo {ppo,dqn}]")
+    assert "--algo {ppo,dqn} the trainer: atari_game/ppo.py or atari_game/dqn.py (default: ppo)" in shown
+    assert "usage: atari-game train --algo dqn [-h]" in shown
+    assert "--total-frames INT Emulator frames to train for, all envs together (4 per transition)" in shown
