@@ -30,7 +30,7 @@ import socket
 import sys
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -39,8 +39,9 @@ import numpy as np
 
 from atari_game.game import Game, GameOptions
 
-# Fork is fast but unsafe once the parent runs threads (torch, for one); forkserver forks from a clean
-# single-threaded server instead. Where it does not exist, spawn.
+#: The `multiprocessing` start method of `Worker` and `GamePool` unless told: fork is fast but unsafe once the parent
+#: runs threads (torch, for one); "forkserver" forks from a clean single-threaded server instead. Where it does not
+#: exist, "spawn".
 DEFAULT_START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
@@ -49,12 +50,40 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def start_context(start_method: str | None) -> multiprocessing.context.BaseContext:
-    """The multiprocessing context for workers; a forkserver imports atari_game once, not in every child."""
+def start_context(
+    start_method: str | None, target: Callable[..., Any] | None = None
+) -> multiprocessing.context.BaseContext:
+    """The multiprocessing context for worker processes that run `target`; a forkserver imports atari_game once,
+    not in every child.
+
+    `start_method` None is `DEFAULT_START_METHOD`, except for a `target` defined in a main module that new
+    processes do not load (a notebook's cells, ``python -c``): that one starts with "fork", the only method whose
+    new processes have it.
+
+    Raises:
+        ValueError: `start_method` is no start method of this platform.
+        RuntimeError: `target` is defined interactively and `start_method` (or, on a platform without "fork", any
+            method) starts processes that cannot find it; the message names the fix.
+    """
     methods = multiprocessing.get_all_start_methods()
     if start_method is not None and start_method not in methods:
         default = f"None: {DEFAULT_START_METHOD!r}"
         raise ValueError(f"start_method must be one of {methods} (or {default}), got {start_method!r}")
+    if target is not None and _defined_interactively(target):
+        # labml's tutorial assumes fork (Linux's default when it was written): a forked child has a copy of the
+        # notebook's memory, function included, whereas a forkserver or spawn child looks the function up in a main
+        # module it does not load (AttributeError there, then EOFError here). Fork is unsafe once threads run (after
+        # importing torch), but it is the one method that can run a function defined in a notebook at all.
+        if start_method is None and "fork" in methods:
+            start_method = "fork"
+        elif start_method != "fork":
+            fork = ', or start it with start_method="fork"' if "fork" in methods else ""
+            raise RuntimeError(
+                f"{target.__qualname__} is defined in an interactive session (a notebook, or python -c), and a new "
+                f"process started with {start_method or DEFAULT_START_METHOD!r} cannot find it: it looks the "
+                "function up in the main module, which it does not load (a notebook's has no file). Fix: put the "
+                f"code in a module (a .py file beside the notebook) and import it from there{fork}."
+            )
     context = multiprocessing.get_context(start_method or DEFAULT_START_METHOD)
     if context.get_start_method() == "forkserver":
         # Takes effect if this process has not started its fork server yet; '__main__' is the default.
@@ -107,6 +136,12 @@ def check_main_guard(context: multiprocessing.context.BaseContext, starting: str
         "of its own, which multiprocessing refuses: the new process would die at once. "
         f"Fix: put the script's top-level code under `{guard}`, or {fork_fix}."
     )
+
+
+def _defined_interactively(function: Callable[..., Any]) -> bool:
+    """Whether `function` lives in a main module that a "spawn" or "forkserver" child does not load (a notebook,
+    ``python -c``, a package's ``__main__``), so that only a forked child can run it."""
+    return getattr(function, "__module__", None) == "__main__" and not _main_is_rerun(sys.modules["__main__"])
 
 
 def _main_is_rerun(main: Any) -> bool:
@@ -275,14 +310,15 @@ class Worker:
 
     ``Worker(seed, **game_options)`` validates the options here, in the parent, then starts
     `worker_process` in a child process. ``.child`` is the parent's end of the pipe, ``.process`` the
-    child. `start_method` is a `multiprocessing` start method; the default is `DEFAULT_START_METHOD`.
-    Under "forkserver" and "spawn" a script must start it under ``if __name__ == "__main__":``
-    (`check_main_guard` says so at once). Use it as a context manager, or call `close`.
+    child. `start_method` is a `multiprocessing` start method; the default is `DEFAULT_START_METHOD`, or "fork"
+    where this class and `worker_process` are copied into a notebook (see `start_context`). Under "forkserver"
+    and "spawn" a script must start it under ``if __name__ == "__main__":`` (`check_main_guard` says so at
+    once). Use it as a context manager, or call `close`.
     """
 
     def __init__(self, seed: int, *, start_method: str | None = None, **game_options: Any) -> None:
         options = GameOptions.from_kwargs(seed=seed, **game_options)
-        context = start_context(start_method)
+        context = start_context(start_method, worker_process)  # (this module's, or its copy in a notebook)
         check_main_guard(context, "a Worker")
         self.child, remote = pipe()
         kwargs = dataclasses.asdict(options)

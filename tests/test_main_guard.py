@@ -7,8 +7,11 @@ run in a fresh interpreter, as a new user runs the tutorial's code.
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+
+from atari_game import DEFAULT_START_METHOD, worker
 
 # What each script starts, and what it prints once the processes answered.
 STARTS = {
@@ -112,3 +115,23 @@ def test_a_script_read_from_a_pipe_is_refused_even_guarded(tmp_path):
         'file and run that, or pass start_method="fork" (fast, but unsafe once the process runs threads, as it does '
         "after importing torch)."
     )
+
+
+# atari_game/worker.py copied whole, then its Worker used: the tutorial's code pasted rather than imported.
+COPIED_WORKER = """
+w = Worker(0)
+print(type(w.process).__name__, *w.reset().shape)
+w.close()
+"""
+
+
+def test_the_worker_copied_into_python_dash_c_starts_with_fork_and_into_a_script_with_the_default(tmp_path):
+    # Under python -c its worker_process exists only in this process: a forkserver child could not find it.
+    copy = Path(worker.__file__).read_text()
+    result = run(["-c", copy + COPIED_WORKER], tmp_path)
+    assert result.returncode == 0 and result.stdout.split() == ["ForkProcess", "4", "84", "84"], result.stderr
+    # A script's new processes run it again (guarded) and find its worker_process there.
+    (tmp_path / "copied.py").write_text(f"{copy}\nif __name__ == '__main__':\n{textwrap.indent(COPIED_WORKER, '    ')}")
+    result = run(["copied.py"], tmp_path)
+    expected = {"forkserver": "ForkServerProcess", "spawn": "SpawnProcess"}[DEFAULT_START_METHOD]
+    assert result.returncode == 0 and result.stdout.split() == [expected, "4", "84", "84"], result.stderr

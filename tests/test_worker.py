@@ -8,12 +8,14 @@ import sys
 import textwrap
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
 from test_pool import all_gone
 
-from atari_game import Game, Worker, WorkerError
+from atari_game import DEFAULT_START_METHOD, Game, Worker, WorkerError, worker_process
+from atari_game.worker import start_context
 
 
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn", "fork"])
@@ -192,3 +194,40 @@ def test_the_first_ctrl_c_stops_a_recv_that_waits_with_nothing_sent():
             worker.recv()  # a notebook user's slip: no command is pending, so no reply will come
         assert time.monotonic() - start < 2  # one Ctrl-C, not a second one
         assert worker.step(0)[0].shape == (4, 84, 84)  # nothing was read: the worker is in step
+
+
+# --- a worker function defined in a notebook ------------------------------------------------------------
+
+
+@pytest.fixture
+def notebook_function(monkeypatch):
+    """A function defined in an interactive ``__main__`` (a notebook's: no file, no spec), made the main module."""
+    main = types.ModuleType("__main__")
+    exec("def worker_process(remote, seed):\n    pass\n", vars(main))
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    return main.worker_process
+
+
+def test_a_function_defined_in_a_notebook_starts_with_fork_by_default_and_with_fork_only(notebook_function):
+    assert start_context(None, notebook_function).get_start_method() == "fork"
+    assert start_context("fork", notebook_function).get_start_method() == "fork"
+    assert start_context(None, worker_process).get_start_method() == DEFAULT_START_METHOD  # atari_game's own
+    for method in ("forkserver", "spawn"):
+        with pytest.raises(RuntimeError) as caught:
+            start_context(method, notebook_function)
+        assert str(caught.value) == (
+            f"worker_process is defined in an interactive session (a notebook, or python -c), and a new process "
+            f"started with {method!r} cannot find it: it looks the function up in the main module, which it does "
+            "not load (a notebook's has no file). Fix: put the code in a module (a .py file beside the notebook) "
+            'and import it from there, or start it with start_method="fork".'
+        )
+
+
+def test_without_fork_a_function_defined_in_a_notebook_is_refused_naming_the_fix(notebook_function, monkeypatch):
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])  # Windows
+    with pytest.raises(RuntimeError, match=r"a new process started with '\w+' cannot find it") as caught:
+        start_context(None, notebook_function)
+    assert str(caught.value).endswith(
+        "Fix: put the code in a module (a .py file beside the notebook) and import it from there."
+    )
+    assert start_context(None, worker_process).get_start_method() == DEFAULT_START_METHOD
