@@ -31,10 +31,11 @@ For each game (its default mode and difficulty, no sticky actions) this checks a
    random actions, for `--plays` plays with each of `OPTIONS`: every observation, reward, end of episode, episode
    statistics and lives count must agree.
 
-It prints the games that pass. `FIXED_RESTART_GAMES` must name only games printed, and no game of
-`atari_game.lending.UNMOVABLE_GAMES` (their saved states do not play on exactly); run it again with each new ale-py
-release. Like `UNMOVABLE_GAMES`, it rests on samples: a game could still keep something across restarts that only
-a state random play never reaches sets.
+It prints the games that pass, under whatever ale-py release is installed (restoring as if the release were checked).
+`FIXED_RESTART_GAMES` must name only games printed; run it again with each new ale-py release, then add the release
+to `atari_game.game.FIXED_RESTART_CHECKED_ON` (Games restore their restarts only under the releases listed there).
+It rests on samples: a game could still keep something across restarts that only a state random play never reaches
+sets.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ from atari_game import Game, game, list_games
 from atari_game.benchmark import bare_emulator
 from atari_game.cli import count, game_name
 from atari_game.game import RAM_SIZE, resolve_game
-from atari_game.lending import UNMOVABLE_GAMES
 
 AFTER_PLAY, PLAY_FRAMES = 50, 3000
 HISTORY_FRAMES, FRAMES_AFTER = 400, 60
@@ -128,7 +128,10 @@ def histories_differ(name: str, histories: int) -> str | None:
 def plays_differ(name: str, plays: int, options: dict[str, Any]) -> str | None:
     """Where a Game of `name` and `options` restoring its restarts first differs from one emulating them (None:
     nowhere)."""
-    with mock.patch.object(game, "FIXED_RESTART_GAMES", frozenset({resolve_game(name)})):
+    # Restoring under the release installed, whether or not it is one of FIXED_RESTART_CHECKED_ON yet.
+    with mock.patch.multiple(
+        game, FIXED_RESTART_GAMES=frozenset({resolve_game(name)}), FIXED_RESTART_CHECKED_ON=(ale_py.__version__,)
+    ):
         restoring = Game(game=name, seed=7, **options)
     with mock.patch.object(game, "FIXED_RESTART_GAMES", frozenset()):
         emulating = Game(game=name, seed=7, **options)
@@ -198,7 +201,7 @@ def main() -> None:
         f"{args.plays} plays of {len(OPTIONS)} options: {len(fixed)} of {len(args.games)} games restart to one "
         f"state: {', '.join(fixed) or 'none'}\n"
         f"in FIXED_RESTART_GAMES but not printed: {', '.join(wrongly_listed) or 'none'}; "
-        f"also in UNMOVABLE_GAMES: {', '.join(sorted(game.FIXED_RESTART_GAMES & UNMOVABLE_GAMES)) or 'none'}"
+        f"FIXED_RESTART_CHECKED_ON: {', '.join(game.FIXED_RESTART_CHECKED_ON)}"
     )
 
 
