@@ -128,22 +128,50 @@ def export(revision: str, folder: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    from atari_game.benchmark import add_options_argument
+    from atari_game.cli import count
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--base", required=True, help="the git revision to compare with, e.g. HEAD~1 or main (required)"
+    )
+    parser.add_argument(
+        "--envs", type=count, nargs="+", default=[8, 16], help="numbers of envs N to measure (default: 8 16)"
+    )
+    parser.add_argument(
+        "--loops",
+        nargs="+",
+        choices=LOOPS,
+        default=list(LOOPS),
+        help="the stepping loops to measure: sync (step) and async (send/recv, batch N/2) (default: sync async)",
+    )
+    parser.add_argument(
+        "--rounds", type=count, default=6, help="rounds, each running both sides once (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--steps", type=count, default=500, help="batch steps of N envs per measurement (default: %(default)s)"
+    )
+    parser.add_argument("--workers", type=count, help="worker processes (default: one per core)")
+    parser.add_argument(
+        "--zero-copy", action="store_true", help="copy=False, as the benchmark's --parent-grid (default: off)"
+    )
+    parser.add_argument(
+        "--slow-worker",
+        type=float,
+        help="the share of a core the first worker gets, in [0.05, 1), e.g. 0.5 (default: off; needs root)",
+    )
+    add_options_argument(parser)
+    return parser
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
         print(json.dumps(measure(*json.loads(sys.argv[2]))))
         return
-    from atari_game.benchmark import MACHINE, OUR_GAME, add_options_argument
+    from atari_game.benchmark import MACHINE, OUR_GAME
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", required=True, help="the git revision to compare with, e.g. HEAD~1 or main")
-    parser.add_argument("--envs", type=int, nargs="+", default=[8, 16])
-    parser.add_argument("--loops", nargs="+", choices=LOOPS, default=list(LOOPS))
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--steps", type=int, default=500, help="batch steps per measurement")
-    parser.add_argument("--workers", type=int, help="worker processes (default: one per core)")
-    parser.add_argument("--zero-copy", action="store_true", help="copy=False, as the --parent-grid of the benchmark")
-    parser.add_argument("--slow-worker", type=float, help="the share of a core the first worker gets (e.g. 0.5)")
-    add_options_argument(parser)
+    parser = build_parser()
     args = parser.parse_args()
     if args.slow_worker is not None and not 0.05 <= args.slow_worker < 1:
         parser.error(f"--slow-worker must be in [0.05, 1), got {args.slow_worker}")

@@ -45,6 +45,7 @@ import numpy as np
 from atari_game import pool as pool_module
 from atari_game import pool_worker, segment
 from atari_game.benchmark import GAME, MACHINE, add_options_argument, game_name, our_game
+from atari_game.cli import count
 from atari_game.game import Game, GameOptions, action_meanings
 
 # A shared anonymous mapping made before the fork, so that every worker writes its stamps where the parent
@@ -147,12 +148,23 @@ def restart_cost(options: dict[str, Any], plays: int = 2000, restarts: int = 100
     return (time.process_time() - start) / restarts, play
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, nargs="+", default=[8, 16, 32])
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--game", type=game_name, default=GAME, help="any game of atari_game.list_games()")
+    parser.add_argument(
+        "--envs", type=count, nargs="+", default=[8, 16, 32], help="numbers of envs N to measure (default: 8 16 32)"
+    )
+    parser.add_argument(
+        "--steps", type=count, default=1500, help="sync steps of N envs per measurement (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--game", type=game_name, default=GAME, help="the game (`atari-game games` lists them) (default: %(default)s)"
+    )
     add_options_argument(parser)
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     if args.steps + WARM_UP > MAX_STEPS or max(args.envs) > MAX_ENVS:
         parser.error(f"--steps must be at most {MAX_STEPS - WARM_UP} and --envs at most {MAX_ENVS}")
