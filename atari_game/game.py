@@ -22,6 +22,7 @@ import difflib
 import functools
 import operator
 import re
+import warnings
 from typing import Any, NamedTuple
 
 import ale_py
@@ -36,7 +37,9 @@ ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 # ale-py registers no environment for them either.
 _MULTIPLAYER_ONLY = frozenset({"combat", "joust", "maze_craze", "warlords"})
 
+#: The values of `GameOptions.life_loss`: what losing a life does to the episode.
 LIFE_LOSS_MODES = ("reset", "terminal", "ignore")
+#: The values of `GameOptions.obs_type`: what an observation is made of.
 OBS_TYPES = ("grayscale", "rgb", "ram")
 
 # The console's RAM, in bytes: what an observation of obs_type "ram" holds per frame.
@@ -48,12 +51,12 @@ CONTINUOUS_ACTION_LOW = np.array([0.0, -np.pi, 0.0], dtype=np.float32)
 CONTINUOUS_ACTION_HIGH = np.array([1.0, np.pi, 1.0], dtype=np.float32)
 CONTINUOUS_ACTION_LOW.flags.writeable = CONTINUOUS_ACTION_HIGH.flags.writeable = False
 
-# Games whose every restart (ALE's reset_game, in the default mode and difficulty, without sticky actions) reaches
-# one and the same emulator state, whatever the game before it and the console's generator, and plays on from it
-# exactly when restored: a Game of one of them saves that state at its first restart and restores it at the next
-# (~20 µs), where reset_game emulates ~70 frames to reach it again (~3.9 ms, as much as 15 plays). Found by
-# benchmarks/restart_states.py (ale-py 0.12.1: 41 of 104 games), which also checks what a restore leaves as it was
-# (the TIA's frame buffers) and plays restoring Games against emulating ones; run it again with each ale-py release.
+#: Games whose every restart (ALE's reset_game, in the default mode and difficulty, without sticky actions) reaches
+#: one and the same emulator state, whatever the game before it and the console's generator, and plays on from it
+#: exactly when restored: a Game of one of them saves that state at its first restart and restores it at the next
+#: (~20 µs), where reset_game emulates ~70 frames to reach it again (~3.9 ms, as much as 15 plays). Found by
+#: benchmarks/restart_states.py (ale-py 0.12.1: 41 of 104 games), which also checks what a restore leaves as it was
+#: (the TIA's frame buffers) and plays restoring Games against emulating ones; run it again with each ale-py release.
 FIXED_RESTART_GAMES = frozenset(
     {
         "air_raid", "asterix", "atlantis", "basic_math", "battle_zone", "blackjack", "bowling", "breakout",
@@ -64,6 +67,30 @@ FIXED_RESTART_GAMES = frozenset(
         "wizard_of_wor", "word_zapper",
     }
 )  # fmt: skip
+#: The ale-py releases `FIXED_RESTART_GAMES` was checked on. Under any other a Game emulates every restart, and says
+#: so once: a release may change what a reset reaches or what a saved state holds, and nothing else would notice.
+FIXED_RESTART_CHECKED_ON = ("0.12.1",)
+
+
+def _restores_checked_release() -> bool:
+    """Whether the ale-py running is a release of `FIXED_RESTART_CHECKED_ON` (if not, warn: once a process)."""
+    checked = ale_py.__version__ in FIXED_RESTART_CHECKED_ON
+    if not checked:
+        _warn_unchecked_release()
+    return checked
+
+
+@functools.cache  # once a process
+def _warn_unchecked_release() -> None:
+    warnings.warn(
+        f"ale-py {ale_py.__version__} is not a release that atari_game's restored restarts (FIXED_RESTART_GAMES) "
+        f"were checked on ({', '.join(FIXED_RESTART_CHECKED_ON)}), so every restart is emulated by ALE's reset_game: "
+        "the same play, ~4 ms a restart instead of ~20 µs. To check this release, run "
+        "`python benchmarks/restart_states.py` in atari_game's repository, then add the release to "
+        "FIXED_RESTART_CHECKED_ON in atari_game/game.py (and keep in FIXED_RESTART_GAMES only the games it prints).",
+        RuntimeWarning,
+        stacklevel=4,  # where the Game is made
+    )
 
 
 def _rom_ids() -> list[str]:
@@ -478,12 +505,13 @@ class Game:
         self.ale.setInt("max_num_frames_per_episode", opts.max_episode_frames or 0)
         # A restart restores the state every restart reaches, once saved (`FIXED_RESTART_GAMES`). Not with sticky
         # actions: a restore keeps the last action they repeat, which reset_game sets to NOOP; and other modes and
-        # difficulties were not checked.
+        # difficulties, and other ale-py releases, were not checked.
         self._restores_restarts = (
             opts.game in FIXED_RESTART_GAMES
             and opts.sticky_actions == 0
             and opts.mode is None
             and opts.difficulty is None
+            and _restores_checked_release()
         )
         # What the first restart after a ROM load saves (`_seed` clears it): ALE's state, and as that holds no screen,
         # the screen (or RAM) and the colour screen it shows until a frame is emulated, and ALE's episode frame

@@ -3,6 +3,7 @@
 import math
 
 import ale_py
+import cv2
 import numpy as np
 import pytest
 
@@ -738,3 +739,72 @@ def test_a_new_seed_restarts_by_emulating_once_more(reset_games):
 def test_get_state_before_reset_is_refused():
     with pytest.raises(RuntimeError, match="reset"):
         Game().get_state()
+
+
+@pytest.fixture
+def unchecked_release(monkeypatch):
+    """ale-py reporting a release that `FIXED_RESTART_GAMES` was not checked on, its warning not given yet."""
+    monkeypatch.setattr(ale_py, "__version__", "0.10.1")
+    game_module._warn_unchecked_release.cache_clear()
+    yield
+    game_module._warn_unchecked_release.cache_clear()
+
+
+def test_under_an_ale_py_release_not_checked_every_restart_is_emulated_and_one_warning_says_how_to_check(
+    unchecked_release, reset_games, monkeypatch
+):
+    with pytest.warns(RuntimeWarning) as caught:
+        unchecked = Game("Breakout", seed=6, noop_max=30)
+        Game("Pong")  # a second Game of the list: no second warning
+    assert [str(warning.message) for warning in caught] == [
+        "ale-py 0.10.1 is not a release that atari_game's restored restarts (FIXED_RESTART_GAMES) were checked on "
+        "(0.12.1), so every restart is emulated by ALE's reset_game: the same play, ~4 ms a restart instead of "
+        "~20 µs. To check this release, run `python benchmarks/restart_states.py` in atari_game's repository, then "
+        "add the release to FIXED_RESTART_CHECKED_ON in atari_game/game.py (and keep in FIXED_RESTART_GAMES only the "
+        "games it prints)."
+    ]
+    assert caught[0].filename == __file__  # it points at the Game made here
+    monkeypatch.setattr(game_module, "FIXED_RESTART_GAMES", frozenset())  # ALE's own reset at every restart
+    emulating = Game("Breakout", seed=6, noop_max=30)
+    assert np.array_equal(unchecked.reset(), emulating.reset())
+    restarts = 0
+    for action in random_actions(unchecked, 1000, seed=2):
+        calls = reset_games[0]
+        ours, theirs = unchecked.step(action), emulating.step(action)
+        assert np.array_equal(ours[0], theirs[0]) and ours[1:] == theirs[1:]
+        restarts += ours[2]
+        assert reset_games[0] == calls + 2 * ours[2]  # both Games called ALE's reset at each restart: none restored
+    assert restarts >= 3
+
+
+def test_each_newest_frame_is_the_max_of_its_steps_last_two_screens_or_the_screen_an_episode_ended_on_mid_step():
+    # The expected frames come from a frame_skip=1 twin that plays the same frames, its raw screens read from ALE and
+    # processed here: the max of a step's last two screens, or where the episode ended before the step's last frame,
+    # that final screen alone (never a screen left from an earlier step). No fire_reset: its FIRE lasts frame_skip.
+    options = {"game": "Breakout", "life_loss": "terminal", "noop_max": 30}
+    game, twin = Game(seed=3, **options), Game(seed=3, **options, frame_skip=1)
+    obs = game.reset()
+    twin.reset()
+
+    def processed(screen):
+        return cv2.resize(screen, (84, 84), interpolation=cv2.INTER_AREA)
+
+    stack = [processed(twin.ale.getScreenGrayscale())] * 4
+    assert np.array_equal(obs, stack)
+    mid_step_ends = 0
+    for action in random_actions(game, 400, seed=4):
+        obs, _, done, _ = game.step(action)
+        screens, twin_done = [], False
+        while len(screens) < 4 and not twin_done:
+            twin_done = twin.step(action, start_next=False)[2]  # (a game over restarts later: its screen first)
+            screens.append(twin.ale.getScreenGrayscale())
+        assert twin_done == done
+        stack = [*stack[1:], processed(np.maximum(*screens[2:]) if len(screens) == 4 else screens[-1])]
+        if done:
+            assert np.array_equal(game.final_observation, stack)
+            mid_step_ends += len(screens) < 4
+            # The next episode starts from the screen this one ended on (after a game over, from the restart's).
+            twin.start_next_episode()
+            stack = [processed(twin.ale.getScreenGrayscale())] * 4
+        assert np.array_equal(obs, stack)
+    assert mid_step_ends >= 5
