@@ -219,7 +219,10 @@ class FrameReplayBuffer(ReplayBuffer):
     observations and the same tensors.
 
     SB3 builds it as ``cls(buffer_size, observation_space, action_space, device=..., n_envs=...,
-    optimize_memory_usage=..., handle_timeout_termination=..., **replay_buffer_kwargs)``. Args beyond SB3's:
+    optimize_memory_usage=..., handle_timeout_termination=..., **replay_buffer_kwargs)``; the arguments beyond
+    SB3's are these.
+
+    Args:
         n_steps, gamma: n-step returns, as SB3's ``NStepReplayBuffer`` takes them
             (``replay_buffer_kwargs={"n_steps": 3, "gamma": 0.99}``); samples then carry ``discounts``, which
             SB3's DQN uses in its target. A transition whose n steps are not all stored yet is not drawn (SB3's

@@ -1,0 +1,236 @@
+"""The documentation keeps to the code: the site builds without a warning, every Python block of every page and of the
+README runs as a saved script, every public name has a docstring and an entry in the API reference, the package
+type-checks, and CI runs the README's test command.
+
+A ```` ```python ```` block runs; a ```` ```{code-block} python ```` block (rendered the same) is shown, not run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import pkgutil
+import re
+import resource
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+import atari_game
+
+ROOT = Path(__file__).parent.parent
+DOCS = ROOT / "docs"
+
+# The modules the API reference documents, and why the others are not in it.
+PUBLIC_MODULES = ("game", "worker", "pool", "ray_pool", "env", "spaces", "replay", "sb3", "ppo", "dqn", "training")
+INTERNAL_MODULES = {
+    "__main__": "`python -m atari_game`, the command line",
+    "cli": "the command line: its commands and flags are in the CLI reference",
+    "benchmark": "`atari-game bench`: in the CLI reference",
+    "play": "`atari-game play`'s loop",
+    "pool_worker": "the pool's worker side",
+    "segment": "the pool's shared-memory layout",
+}
+
+# Each block may use this much CPU time per process (a trainer's block trains for seconds, not minutes).
+BLOCK_CPU_SECONDS = 120
+BLOCK_TIMEOUT_SECONDS = 300
+
+
+# --- the build -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built as CI builds it: warnings are errors (-W), every reference is checked (-n)."""
+    out = tmp_path_factory.mktemp("site")
+    build = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html", str(DOCS), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert build.returncode == 0 and not build.stderr, f"the docs build warned or failed:\n{build.stderr}"
+    return out
+
+
+def test_the_site_builds_without_a_warning(site: Path) -> None:
+    pages = {path.relative_to(site).as_posix() for path in site.rglob("*.html")}
+    assert {"index.html", "reference/api.html", "reference/cli.html", "reference/games.html"} <= pages
+
+
+def test_the_games_table_lists_every_game_with_its_facts(site: Path) -> None:
+    html = (site / "reference/games.html").read_text()
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", html, flags=re.DOTALL)
+    cells = [[re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)]
+             for row in rows]  # fmt: skip
+    games = {row[0]: row[1:] for row in cells if row}
+    assert len(games) == len(atari_game.list_games()) == 104
+    assert games["Breakout"] == ["4", "5", "restored"]
+    assert games["Pong"] == ["6", "0", "restored"]
+    assert games["Seaquest"] == ["18", "4", "emulated"]
+
+
+def test_the_cli_reference_shows_every_flag(site: Path) -> None:
+    html = (site / "reference/cli.html").read_text()
+    for flag in ("--record", "--checkpoint", "--total-frames", "--life-loss", "--buffer-size", "--envs"):
+        assert f">{flag}" in html, flag
+
+
+# --- every Python block runs ---------------------------------------------------------------------------------
+
+
+def pages() -> list[Path]:
+    """Every Markdown page of the site, and the README."""
+    site = [page for page in DOCS.rglob("*.md") if "_build" not in page.relative_to(DOCS).parts]
+    return sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *site])
+
+
+def fences(text: str, first_line: int = 1) -> list[tuple[int, str, str]]:
+    """(line, info, code) of every fenced block of Markdown `text`, including those inside a MyST directive's
+    fenced body (````` ````{note} `````); `first_line` is the line `text` starts on."""
+    found = []
+    for token in MarkdownIt("commonmark").parse(text):
+        if token.type == "fence" and token.map is not None:
+            line, info = first_line + token.map[0], token.info.strip()
+            found.append((line, info, token.content))
+            if info.startswith("{") and not info.startswith(("{code-block}", "{eval-rst}", "{literalinclude}")):
+                found += fences(token.content, line + 1)
+    return found
+
+
+def python_blocks() -> list[tuple[str, str]]:
+    """(page:line, code) of every ```python block of every page, the line being the fence's."""
+    return [
+        (f"{page.relative_to(ROOT).as_posix()}:{line}", code)
+        for page in pages()
+        for line, info, code in fences(page.read_text())
+        if info == "python"
+    ]
+
+
+BLOCKS = python_blocks()
+
+
+def test_no_block_is_left_out_by_a_near_miss_of_its_language() -> None:
+    # ```py or ```python3 would render as Python and silently not run: the runnable spelling is ```python.
+    near_misses = [
+        f"{page.relative_to(ROOT)}:{line} ```{info}"
+        for page in pages()
+        for line, info, _ in fences(page.read_text())
+        if info.lower() in {"py", "python3", "py3", "ipython", "ipython3"}
+    ]
+    assert not near_misses, f"write ```python (runs) or ```{{code-block}} python (shown only): {near_misses}"
+
+
+def limit_cpu() -> None:
+    resource.setrlimit(resource.RLIMIT_CPU, (BLOCK_CPU_SECONDS, BLOCK_CPU_SECONDS))
+
+
+@pytest.mark.timeout(BLOCK_TIMEOUT_SECONDS + 30)
+@pytest.mark.parametrize("where, code", BLOCKS, ids=[where for where, _ in BLOCKS])
+def test_python_block_runs_as_a_saved_script(where: str, code: str, tmp_path: Path) -> None:
+    # As a user runs it: saved to a file, `python file.py` in a fresh directory, nothing added (no main guard).
+    script = tmp_path / (re.sub(r"\W", "_", where) + ".py")
+    script.write_text(code)
+    env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(
+        [sys.executable, script.name],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT_SECONDS,
+        preexec_fn=limit_cpu,
+    )
+    assert run.returncode == 0, f"{where} failed as a script:\n{run.stderr[-4000:]}"
+
+
+# --- every public name is documented -------------------------------------------------------------------------
+
+
+def test_every_module_is_documented_or_said_internal() -> None:
+    modules = {module.name for module in pkgutil.iter_modules(atari_game.__path__)}
+    assert modules == set(PUBLIC_MODULES) | set(INTERNAL_MODULES)
+
+
+def own_doc(obj: object) -> str:
+    """The docstring written for `obj` itself: not inherited, not the signature a dataclass or NamedTuple makes up."""
+    target = obj.fget if isinstance(obj, property) else getattr(obj, "__func__", obj)
+    if inspect.isclass(target):
+        doc = vars(target).get("__doc__") or ""
+        return "" if doc.startswith(f"{target.__name__}(") else doc.strip()
+    return (getattr(target, "__doc__", None) or "").strip()
+
+
+def public_names() -> dict[str, object]:
+    """Every public class and function of the public modules, and the public methods and properties their classes
+    define, by full name (``atari_game.game.Game.step``)."""
+    names: dict[str, object] = {}
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(f"atari_game.{module_name}")
+        for name, obj in vars(module).items():
+            if name.startswith("_") or not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            if obj.__module__ != module.__name__:
+                continue  # imported from elsewhere: documented where it is defined
+            names[f"{module.__name__}.{name}"] = obj
+            for member_name, member in vars(obj).items() if inspect.isclass(obj) else ():
+                if not member_name.startswith("_") and isinstance(
+                    member, (property, staticmethod, classmethod, types.FunctionType)
+                ):
+                    names[f"{module.__name__}.{name}.{member_name}"] = member
+    return names
+
+
+PUBLIC = public_names()
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    undocumented = sorted(name for name, obj in PUBLIC.items() if not own_doc(obj))
+    assert not undocumented, f"public names without a docstring: {undocumented}"
+
+
+def documented_ids(site: Path) -> set[str]:
+    """The objects the built API page documents: autodoc gives each entry its full name as its HTML id."""
+    return set(re.findall(r'<dt class="sig sig-object py" id="([^"]+)"', (site / "reference/api.html").read_text()))
+
+
+def test_every_public_name_is_in_the_api_reference(site: Path) -> None:
+    documented = documented_ids(site)
+    missing = sorted(set(PUBLIC) - documented)
+    assert not missing, f"public names missing from docs/reference/api.md: {missing}"
+
+
+def test_every_name_the_package_exports_is_in_the_api_reference(site: Path) -> None:
+    documented = documented_ids(site)
+    for name in atari_game.__all__:
+        # Documented once, in its module: a class's or function's own, a constant's where its #: comment is.
+        homes = [full for full in documented if re.fullmatch(rf"atari_game\.\w+\.{name}", full)]
+        obj = getattr(atari_game, name)
+        expected = [f"{obj.__module__}.{name}"] if inspect.isclass(obj) or inspect.isfunction(obj) else homes[:1]
+        assert homes == expected != [], f"atari_game.{name}: documented as {homes}"
+
+
+# --- types and CI --------------------------------------------------------------------------------------------
+
+
+def test_the_package_type_checks() -> None:
+    # mypy at its default strictness (settings in pyproject.toml: only which untyped libraries to skip).
+    check = subprocess.run([sys.executable, "-m", "mypy", "atari_game"], cwd=ROOT, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout[-6000:]
+
+
+def test_the_package_says_it_is_typed() -> None:
+    assert (ROOT / "atari_game" / "py.typed").is_file()
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    command = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert "python -m pytest" in command and '".[test,' in command and "docs" in command
+    assert command in (ROOT / "README.md").read_text().splitlines()
