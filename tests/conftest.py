@@ -1,6 +1,43 @@
-"""What several test modules share."""
+"""What several test modules share, and the directory every test runs in."""
+
+from pathlib import Path
 
 import pytest
+
+# What a user's work leaves where they run the trainers: the README's first command (`python examples/ppo.py --game
+# Breakout ...`) writes runs/Breakout-1/, and a DQN run of the same seed runs/Breakout-1-dqn/.
+USERS_RUNS = {
+    "runs/Breakout-1/checkpoint.pt": b"hours of PPO training",
+    "runs/Breakout-1/progress.csv": b"frames,seconds,game_return,game_length\n",
+    "runs/Breakout-1-dqn/checkpoint.pt": b"hours of DQN training",
+}
+
+
+def changed_runs(directory: Path) -> list[str]:
+    """The files under `directory`/runs that differ from `USERS_RUNS` (new, changed or gone), by name."""
+    files = [path for path in directory.glob("runs/**/*") if path.is_file()]
+    found = {path.relative_to(directory).as_posix(): path.read_bytes() for path in files}
+    return sorted(name for name in found.keys() | USERS_RUNS.keys() if found.get(name) != USERS_RUNS.get(name))
+
+
+@pytest.fixture(autouse=True)
+def in_a_directory_holding_a_users_runs(tmp_path_factory, monkeypatch):
+    """Every test runs in a scratch directory that holds a user's earlier runs (`USERS_RUNS`), and must leave them.
+
+    A test that runs a trainer, the CLI or an example where it stands, instead of in a tmp_path of its own, meets
+    them and fails (refused: "runs/Breakout-1 holds a run already") whether or not the checkout it runs from holds
+    runs: such a test passes in a fresh clone and fails only after the README's first command, as
+    test_ppo.py's bad-arguments case did. A test that writes into runs/ there fails too: in the checkout it would
+    overwrite or add to a user's work.
+    """
+    directory = tmp_path_factory.mktemp("cwd")
+    for name, content in USERS_RUNS.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_bytes(content)
+    monkeypatch.chdir(directory)
+    yield
+    changed = changed_runs(directory)
+    assert not changed, f"the test changed a user's runs where it ran (give it a tmp_path of its own): {changed}"
 
 
 @pytest.fixture

@@ -25,9 +25,11 @@ TINY += ["--target-network-frequency", "50", "--log-every", "400", "--checkpoint
 TINY += ["--exploration-fraction", "1"]
 
 
-def run(*args):
-    result = subprocess.run([sys.executable, str(DQN), *args], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+def run(cwd, *args, status=0):
+    """examples/dqn.py with `args`, run in `cwd` (a tmp_path: never where a user's runs are), ending with `status`."""
+    command = [sys.executable, str(DQN), *args]
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == status, result.stderr[-3000:]
     return result
 
 
@@ -99,7 +101,7 @@ def test_gradient_step_minimises_the_td_error_of_each_variant(variant):
 
 def test_train_resume_and_eval(tmp_path):
     run_dir = tmp_path / "run"
-    run("--total-frames", "1600", "--run-dir", str(run_dir), *TINY)  # 400 transitions of 4 envs
+    run(tmp_path, "--total-frames", "1600", "--run-dir", str(run_dir), *TINY)  # 400 transitions of 4 envs
     rows = update_rows(run_dir)
     assert [int(row["frames"]) for row in rows] == [400, 800, 1200, 1600]
     # Learning starts after transition 100 (0-based, as CleanRL's global_step): 104, 108, ... then 25 per row.
@@ -117,22 +119,23 @@ def test_train_resume_and_eval(tmp_path):
 
     # --resume continues the frame count and the epsilon schedule (over the new budget's 600 transitions), and
     # learns again once the emptied memory holds learning_starts transitions.
-    run("--total-frames", "2400", "--run-dir", str(run_dir), "--resume", "--no-video", *TINY)
+    run(tmp_path, "--total-frames", "2400", "--run-dir", str(run_dir), "--resume", "--no-video", *TINY)
     rows = update_rows(run_dir)
     assert [int(row["frames"]) for row in rows] == [400, 800, 1200, 1600, 2000, 2400]
     assert [int(row["gradient_steps"]) for row in rows[4:]] == [0, 24]
     assert [float(row["epsilon"]) for row in rows[4:]] == pytest.approx([1 - 0.99 * t / 600 for t in (500, 600)])
 
-    result = run("--eval", str(run_dir / "checkpoint.pt"))
+    result = run(tmp_path, "--eval", str(run_dir / "checkpoint.pt"))
     assert "Breakout: one game scored" in result.stdout
     assert video_frames(run_dir / "eval.mp4") > 10
 
 
 def test_the_variants_run_and_bad_arguments_are_usage_errors(tmp_path):
-    run("--total-frames", "800", "--run-dir", str(tmp_path), "--double", "--n-step", "3", "--prioritized", *TINY)
+    variants = ["--double", "--n-step", "3", "--prioritized"]
+    run(tmp_path, "--total-frames", "800", "--run-dir", str(tmp_path), *variants, *TINY)
     assert [int(row["gradient_steps"]) for row in update_rows(tmp_path)] == [0, 24]
-    bad = subprocess.run([sys.executable, str(DQN), "--learning-starts", "10"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "learning_starts must be at least batch_size + n_envs * n_step" in bad.stderr
+    bad = run(tmp_path, "--learning-starts", "10", status=2)  # in tmp_path: runs/Breakout-1-dqn is free
+    assert "learning_starts must be at least batch_size + n_envs * n_step" in bad.stderr
 
 
 def test_play_a_dqn_checkpoint(tmp_path):
@@ -143,7 +146,8 @@ def test_play_a_dqn_checkpoint(tmp_path):
         tmp_path / "checkpoint.pt", dqn.checkpoint_state(q_network, q_network, optimizer, rng, 0, dqn.Config())
     )
     result = subprocess.run(
-        [sys.executable, "-m", "atari_game", "play", "Breakout", "--checkpoint", str(tmp_path / "checkpoint.pt")],
+        [sys.executable, "-m", "atari_game", "play", "Breakout", "--checkpoint", "checkpoint.pt"],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=300,

@@ -14,9 +14,11 @@ PPO = Path(__file__).parent.parent / "examples" / "ppo.py"
 TINY = ["--n-envs", "4", "--n-steps", "16", "--n-minibatches", "2", "--n-epochs", "2", "--checkpoint-every", "2"]
 
 
-def run(*args):
-    result = subprocess.run([sys.executable, str(PPO), *args], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+def run(cwd, *args, status=0):
+    """examples/ppo.py with `args`, run in `cwd` (a tmp_path: never where a user's runs are), ending with `status`."""
+    command = [sys.executable, str(PPO), *args]
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == status, result.stderr[-3000:]
     return result
 
 
@@ -35,7 +37,7 @@ def video_frames(path):
 
 def test_train_resume_and_eval(tmp_path):
     run_dir = tmp_path / "run"
-    run("--total-frames", "1024", "--run-dir", str(run_dir), *TINY)  # 4 updates of 4 envs x 16 steps x 4 frames
+    run(tmp_path, "--total-frames", "1024", "--run-dir", str(run_dir), *TINY)  # 4 updates of 4 envs x 16 x 4 frames
     rows = update_rows(run_dir)
     assert [int(row["frames"]) for row in rows] == [256, 512, 768, 1024]
     # What every update logs: the losses, entropy, approx-KL, clip fraction, frames/s and where the time went.
@@ -48,20 +50,26 @@ def test_train_resume_and_eval(tmp_path):
 
     # --resume continues the run as it was trained (its config comes from the checkpoint: no need to repeat TINY, and
     # a flag that would change the learning is refused), the frame count and the schedule, and appends to the log.
-    command = [sys.executable, str(PPO), "--run-dir", str(run_dir), "--resume", "--n-steps", "32"]
-    refused = subprocess.run(command, capture_output=True, text=True)
-    assert refused.returncode == 2 and "as it was trained, with --n-steps 16: drop the flags" in refused.stderr
-    result = run("--total-frames", "1536", "--run-dir", str(run_dir), "--resume", "--no-video")
+    refused = run(tmp_path, "--run-dir", str(run_dir), "--resume", "--n-steps", "32", status=2)
+    assert "as it was trained, with --n-steps 16: drop the flags" in refused.stderr
+    result = run(tmp_path, "--total-frames", "1536", "--run-dir", str(run_dir), "--resume", "--no-video")
     assert [int(row["frames"]) for row in update_rows(run_dir)] == [256, 512, 768, 1024, 1280, 1536]
     assert result.stdout.endswith(f"done: {run_dir}/progress.csv, learning_curve.png, checkpoint.pt\n")  # no video
 
-    result = run("--eval", str(run_dir / "checkpoint.pt"))
+    result = run(tmp_path, "--eval", str(run_dir / "checkpoint.pt"))
     assert "Breakout: one game scored" in result.stdout
     assert video_frames(run_dir / "eval.mp4") > 10
 
 
 def test_sync_rollout_and_bad_arguments(tmp_path):
-    run("--total-frames", "256", "--run-dir", str(tmp_path / "sync"), "--no-async-envs", "--no-video", *TINY)
+    run(tmp_path, "--total-frames", "256", "--run-dir", str(tmp_path / "sync"), "--no-async-envs", "--no-video", *TINY)
     assert len(update_rows(tmp_path / "sync")) == 1
-    bad = subprocess.run([sys.executable, str(PPO), "--n-envs", "3"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "async_envs needs an even n_envs" in bad.stderr
+    bad = run(tmp_path, "--n-envs", "3", status=2)  # in tmp_path: the default run directory runs/Breakout-1 is free
+    assert "async_envs needs an even n_envs" in bad.stderr
+
+
+def test_a_trainer_run_where_the_test_stands_meets_a_users_earlier_run():
+    # conftest.py runs every test where a user's runs are: a trainer run there (not in a tmp_path) is refused, as
+    # test_sync_rollout_and_bad_arguments's bad-arguments run was after the README's first command.
+    refused = run(None, "--n-envs", "3", status=2)
+    assert "runs/Breakout-1 holds a run already (runs/Breakout-1/checkpoint.pt)" in refused.stderr
