@@ -1,10 +1,14 @@
 """FrameReplay: every sample exact against a plain buffer of whole stacks, on real GamePools; n-step, priorities."""
 
+import dataclasses
+import math
 import os
 import signal
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from atari_game import FrameReplay, GamePool
 from atari_game.replay import FRAME_MARGIN
@@ -372,3 +376,182 @@ def test_bad_samples_and_priorities_are_refused_by_name_and_leave_the_buffer_usa
     with pytest.raises(ValueError, match="prioritized=True"):
         filled(prioritized=False).update_priorities(ids, np.ones(8))
     assert buffer.sample(8).obs.shape == (8, 2, 2, 2)
+
+
+# --- against an independent model of the frames each env still holds ----------------------------------------
+
+
+@dataclasses.dataclass
+class Transition:
+    obs: np.ndarray
+    action: int
+    reward: np.float32
+    next_obs: np.ndarray
+    terminated: bool
+    truncated: bool
+    oldest_frame: int  # the serial of the oldest frame its obs and next_obs use
+
+
+class HeldFrames:
+    """What a FrameReplay must hold, from its documented rules alone (not from its arithmetic of frame positions).
+
+    Each frame an env stores gets the env's next serial number, and the env holds its last ``frame_slots`` frames
+    (``slots`` plus 3 %, at least ``2 * stack`` more). An observation is the serials of its `stack` slots: one that
+    continues the env's last added next_obs reuses its serials; a next_obs that is its obs shifted by a frame adds
+    one; any other observation is stored whole, its equal leading slots as one frame (as a Game's episode starts).
+    A transition can be sampled while it is among its env's last ``slots``, every frame of its obs and next_obs is
+    held, and its n steps are added or its episode ended within them. With priorities, a transition gets the largest
+    priority given so far when it becomes sampleable.
+    """
+
+    def __init__(self, buffer: FrameReplay) -> None:
+        self.buffer, self.num_envs, self.stack = buffer, buffer.num_envs, buffer.stack
+        self.slots = buffer.capacity // buffer.num_envs
+        self.frame_slots = self.slots + max(2 * buffer.stack, math.ceil(FRAME_MARGIN * self.slots))
+        self.written = [0] * self.num_envs
+        self.last_next: list[tuple[np.ndarray, list[int]] | None] = [None] * self.num_envs  # next_obs, its serials
+        self.transitions: list[list[Transition]] = [[] for _ in range(self.num_envs)]
+        self.priorities: dict[int, float] = {}
+        self.max_priority = 1.0
+
+    def add(self, obs, actions, rewards, next_obs, terminations, truncations, valid=None) -> None:
+        """Add to the buffer and to the model."""
+        self.buffer.add(obs, actions, rewards, next_obs, terminations, truncations, valid)
+        for env in np.flatnonzero(np.ones(self.num_envs, bool) if valid is None else valid):
+            last = self.last_next[env]
+            if last is not None and obs[env].tobytes() == last[0].tobytes():
+                obs_frames = last[1]
+            else:
+                obs_frames = self.store(env, obs[env])
+            if next_obs[env][:-1].tobytes() == obs[env][1:].tobytes():
+                next_frames = [*obs_frames[1:], self.written[env]]
+                self.written[env] += 1
+            else:
+                next_frames = self.store(env, next_obs[env])
+            self.last_next[env] = next_obs[env].copy(), next_frames
+            transition = Transition(
+                obs[env].copy(),
+                int(actions[env]),
+                np.float32(rewards[env]),
+                next_obs[env].copy(),
+                bool(terminations[env]),
+                bool(truncations[env]),
+                min(obs_frames + next_frames),
+            )
+            self.transitions[env].append(transition)
+        for i in self.sampleable():
+            self.priorities.setdefault(i, self.max_priority**self.buffer.alpha)
+
+    def store(self, env: int, frames: np.ndarray) -> list[int]:
+        """The serials of an observation stored whole: its leading slots equal to the first are one frame."""
+        lead = next((k for k in range(1, self.stack) if frames[k].tobytes() != frames[0].tobytes()), self.stack)
+        first = self.written[env]
+        self.written[env] += self.stack - lead + 1
+        return [first] * lead + [first + k for k in range(1, self.stack - lead + 1)]
+
+    def sampleable(self) -> list[int]:
+        """The ids of the transitions that can be sampled, env by env, oldest first."""
+        ids = []
+        for env, transitions in enumerate(self.transitions):
+            ends = [step.terminated or step.truncated for step in transitions]
+            for t, step in enumerate(transitions):
+                kept = t >= len(transitions) - self.slots and step.oldest_frame >= self.written[env] - self.frame_slots
+                if kept and (t + self.buffer.n_step <= len(transitions) or any(ends[t:])):
+                    ids.append(t * self.num_envs + env)
+        return ids
+
+    def update_priorities(self, ids: np.ndarray, priorities: np.ndarray) -> None:
+        """Update the buffer's priorities and the model's: ids no longer sampleable are skipped, the last one counts."""
+        self.buffer.update_priorities(ids, priorities)
+        held = set(self.sampleable())
+        for i, priority in zip(ids.tolist(), priorities.tolist(), strict=True):
+            if i in held:
+                self.priorities[i] = (priority + self.buffer.priority_epsilon) ** self.buffer.alpha
+                self.max_priority = max(self.max_priority, priority + self.buffer.priority_epsilon)
+
+    def check(self, batch) -> None:
+        """Every transition of `batch` is sampleable, and exactly what was added (n-step returns summed here)."""
+        held = self.sampleable()
+        assert set(batch.indices.tolist()) <= set(held)
+        gamma, n = self.buffer.gamma, self.buffer.n_step
+        smallest = min(self.priorities[i] for i in held) if self.buffer.prioritized else 1.0
+        for k, i in enumerate(batch.indices.tolist()):
+            t, env = divmod(i, self.num_envs)
+            steps = self.transitions[env][t : t + n]
+            last = next((j for j, step in enumerate(steps) if step.terminated or step.truncated), n - 1)
+            assert batch.obs[k].tobytes() == steps[0].obs.tobytes(), i
+            assert batch.next_obs[k].tobytes() == steps[last].next_obs.tobytes(), i
+            assert (batch.actions[k], batch.dones[k]) == (steps[0].action, steps[last].terminated), i
+            expected = sum(gamma**j * float(step.reward) for j, step in enumerate(steps[: last + 1]))
+            assert batch.rewards[k] == pytest.approx(expected, rel=1e-6), i
+            assert batch.discounts[k] == np.float32(gamma ** (last + 1)), i
+            weight = (self.priorities[i] / smallest) ** -self.buffer.beta if self.buffer.prioritized else 1.0
+            assert batch.weights[k] == pytest.approx(weight, rel=1e-5), i
+
+
+# One env's step: obs continues the env's last next_obs or is fresh (its first `lead` slots one frame); next_obs is
+# obs shifted by a new frame or fresh; the step ends the episode or not; and (in the next-step mode) it is skipped.
+ENV_STEPS = st.tuples(
+    st.sampled_from(["continues", "fresh"]),
+    st.integers(1, 4),
+    st.sampled_from(["shifted", "fresh"]),
+    st.sampled_from(["", "", "terminated", "truncated"]),
+    st.booleans(),
+)
+
+
+@st.composite
+def replay_runs(draw):
+    """A FrameReplay's settings and a run of adds (each a step of every env) that reaches its eviction boundaries."""
+    num_envs, stack, slots = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 8))
+    settings = {
+        "capacity": slots * num_envs + draw(st.integers(0, num_envs - 1)),  # each env holds capacity // num_envs
+        "num_envs": num_envs,
+        "observation_shape": (stack, 2),
+        "n_step": draw(st.integers(1, 3)),
+        "gamma": 0.9,
+        "prioritized": draw(st.booleans()),
+    }
+    steps = st.lists(ENV_STEPS, min_size=num_envs, max_size=num_envs)
+    return settings, draw(st.booleans()), draw(st.lists(steps, min_size=1, max_size=40)), draw(st.integers(0, 9))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(replay_runs())
+def test_held_transitions_and_every_sample_match_a_model_of_the_frames_each_env_still_holds(run):
+    settings, next_step, steps, seed = run
+    rng = np.random.default_rng(seed)
+    model = HeldFrames(FrameReplay(**settings, seed=seed))
+    num_envs, stack = settings["num_envs"], settings["observation_shape"][0]
+    serial = iter(range(1, 1 << 16))  # every new frame differs from every other: two bytes of a counter
+
+    def frames(count: int) -> list[np.ndarray]:
+        return [np.array(divmod(next(serial), 256), np.uint8) for _ in range(count)]
+
+    next_obs, ended = np.zeros((num_envs, stack, 2), np.uint8), np.zeros(num_envs, bool)
+    for row in steps:
+        obs = next_obs.copy()
+        next_obs = np.empty_like(obs)
+        for env, (obs_kind, lead, next_kind, *_) in enumerate(row):
+            lead = min(lead, stack)
+            if obs_kind == "fresh":
+                obs[env] = frames(1) * lead + frames(stack - lead)
+            next_obs[env] = [*obs[env][1:], *frames(1)] if next_kind == "shifted" else frames(stack)
+        terminations = np.array([step[3] == "terminated" for step in row])
+        truncations = np.array([step[3] == "truncated" for step in row])
+        # Next-step autoreset: the step after an episode end is not a transition (and a few others are skipped).
+        valid = ~ended & ~np.array([step[4] for step in row]) if next_step else None
+        model.add(
+            obs, rng.integers(0, 4, num_envs), rng.integers(-1, 2, num_envs), next_obs, terminations, truncations, valid
+        )
+        ended = terminations | truncations
+
+        ids = np.array(model.sampleable(), np.int64)
+        assert len(model.buffer) == len(ids) and np.array_equal(model.buffer.indices(), ids)
+        if len(ids):
+            model.check(model.buffer.get(ids))
+            batch = model.buffer.sample(min(len(ids), 6))
+            model.check(batch)
+            if settings["prioritized"]:
+                model.update_priorities(batch.indices, rng.choice([0.0, 0.5, 3.0], len(batch.indices)))
+                model.check(model.buffer.sample(min(len(ids), 6)))
