@@ -165,6 +165,7 @@ RULES = {
 
 
 def check_config(config: Config) -> str:
+    """What is wrong with `config` as a DQN run, as a usage error would say it; "" if nothing is."""
     if problem := broken_rule(config, RULES):
         return problem
     if config.total_frames < 4 * config.n_envs:
@@ -206,6 +207,8 @@ class QNetwork(nn.Module):
 
 
 def build_q_network(game: str, device: torch.device) -> QNetwork:
+    """A freshly initialised `QNetwork` for `game`'s minimal action set, on `device` (channels-last, see
+    `on_device`)."""
     return on_device(QNetwork(len(action_meanings(game))), device)
 
 
@@ -281,6 +284,8 @@ UPDATE_FIELDS = (
 
 
 def train(config: Config) -> Path:
+    """Train DQN as `config` says and return the run directory, which then holds progress.csv, checkpoint.pt,
+    learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there."""
     run_dir = run_directory(config, "dqn")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
@@ -495,6 +500,8 @@ def checkpoint_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], in
 
 
 def evaluate(config: Config) -> None:
+    """Play and record one whole game with the Q-network of the checkpoint ``config.eval`` (eval.mp4 beside it),
+    epsilon-greedy with ``config.eval_epsilon``, seeded with ``config.seed``, and print its unclipped score."""
     device = pick_device(config.device)
     q_network, trained = load_q_network(config.eval, device)
     path = Path(config.eval).with_name("eval.mp4")
@@ -504,6 +511,9 @@ def evaluate(config: Config) -> None:
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """The command line (`python examples/dqn.py`, `atari-game train --algo dqn`): `evaluate` with ``--eval``,
+    else `train` and print where the run's files are. `argv` defaults to ``sys.argv[1:]``, `prog` names the
+    command."""
     config = parse_config(argv, prog)
     if config.eval:
         evaluate(config)

@@ -119,6 +119,7 @@ class Config:
 
     @property
     def batch_size(self) -> int:
+        """Agent steps an update learns from: ``n_envs * n_steps``."""
         return self.n_envs * self.n_steps
 
 
@@ -140,6 +141,7 @@ RULES = {
 
 
 def check_config(config: Config) -> str:
+    """What is wrong with `config` as a PPO run, as a usage error would say it; "" if nothing is."""
     if problem := broken_rule(config, RULES):
         return problem
     if config.batch_size % config.n_minibatches or (config.async_envs and config.n_envs % 2):
@@ -169,6 +171,7 @@ class Agent(nn.Module):
         self.critic = layer(nn.Linear(512, 1), std=1.0)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """``uint8`` observations ``(batch, 4, 84, 84)`` in, float values ``(batch,)`` out."""
         return self.critic(self.trunk(obs)).squeeze(-1)
 
     def act(
@@ -202,6 +205,8 @@ UPDATE_FIELDS = (
 
 
 def train(config: Config) -> Path:
+    """Train PPO as `config` says and return the run directory, which then holds progress.csv, checkpoint.pt,
+    learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there exactly."""
     run_dir = run_directory(config, "ppo")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
@@ -439,6 +444,7 @@ def agent_policy(agent: Agent, device: torch.device) -> Callable[[np.ndarray], i
 
 
 def build_agent(game: str, device: torch.device) -> Agent:
+    """A freshly initialised `Agent` for `game`'s minimal action set, on `device` (channels-last, see `on_device`)."""
     return on_device(Agent(len(action_meanings(game))), device)
 
 
@@ -458,6 +464,8 @@ def checkpoint_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], in
 
 
 def evaluate(config: Config) -> None:
+    """Play and record one whole game with the agent of the checkpoint ``config.eval`` (eval.mp4 beside it), seeded
+    with ``config.seed``, and print its unclipped score."""
     device = pick_device(config.device)
     agent, trained = load_agent(config.eval, device)
     path = Path(config.eval).with_name("eval.mp4")
@@ -466,6 +474,8 @@ def evaluate(config: Config) -> None:
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """The command line (`python examples/ppo.py`, `atari-game train`): `evaluate` with ``--eval``, else `train`
+    and print where the run's files are. `argv` defaults to ``sys.argv[1:]``, `prog` names the command."""
     config = parse_config(argv, prog)
     if config.eval:
         evaluate(config)

@@ -57,12 +57,13 @@ class NatureCNN(nn.Sequential):
         )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """``uint8`` observations ``(batch, 4, 84, 84)`` in, float features ``(batch, 512)`` out."""
         x = obs.contiguous(memory_format=torch.channels_last).float().div_(255.0)
         return super().forward(x)
 
 
 def on_device(network: nn.Module, device: torch.device) -> nn.Module:
-    # channels-last weights to match NatureCNN's channels-last activations.
+    """`network` moved to `device`, its weights channels-last to match `NatureCNN`'s channels-last activations."""
     return network.to(device).to(memory_format=torch.channels_last)
 
 
@@ -202,10 +203,12 @@ def resumed_config(config_class: type, given: dict, saved: dict, run_dir: Path) 
 
 # Rules a flag's value must keep: (test, what the valid values are). NaN fails every test.
 def at_least(low: float) -> tuple[Callable[[Any], bool], str]:
+    """A rule for `broken_rule`: a value >= `low`, and how to say so."""
     return (lambda value: value >= low), f"at least {low}"
 
 
 def between(low: float, high: float) -> tuple[Callable[[Any], bool], str]:
+    """A rule for `broken_rule`: a value in [`low`, `high`], and how to say so."""
     return (lambda value: low <= value <= high), f"in [{low}, {high}]"
 
 
@@ -331,6 +334,7 @@ class RunLog:
             self.tensorboard = None
 
     def game_ended(self, frames: int, game_return: float, length: int) -> None:
+        """Log a whole game that ended at `frames` emulator frames: its return and its `length` in agent steps."""
         self.games.append((frames, game_return, length))
         # One CSV row per whole game, so the curve has every game; the update rows leave these columns empty.
         self.writer.writerow({"frames": frames, "game_return": game_return, "game_length": length})
@@ -344,6 +348,8 @@ class RunLog:
                 self.game_ended(frames, float(info["game"]["r"][k]), int(info["game"]["l"][k]))
 
     def update(self, frames: int, seconds: float, stats: dict[str, float]) -> None:
+        """Log an update at `frames` emulator frames, `seconds` into the run: its `stats`, the trainer's
+        `update_fields`."""
         self.writer.writerow({"frames": frames, "seconds": f"{seconds:.1f}", **stats})
         self.file.flush()
         if self.tensorboard:
@@ -351,9 +357,11 @@ class RunLog:
                 self.tensorboard.add_scalar(f"losses/{name}", value, frames)
 
     def recent_return(self, games: int = 20) -> float:
+        """The mean return of the last `games` whole games; NaN before the first."""
         return float(np.mean([r for _, r, _ in self.games[-games:]])) if self.games else float("nan")
 
     def close(self) -> None:
+        """Flush and close progress.csv (and TensorBoard's files)."""
         self.file.close()
         if self.tensorboard:
             self.tensorboard.close()

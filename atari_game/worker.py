@@ -239,6 +239,7 @@ class ParentEnd(Connection):
     """
 
     def recv(self) -> Any:
+        """The next object the worker sent; `EOFError` once the worker is gone, however it went."""
         try:
             return super().recv()
         except ConnectionResetError as error:
