@@ -35,13 +35,13 @@ import numpy as np
 from atari_game import GamePool, Worker
 from atari_game.cli import count
 from atari_game.cli import game_name as known_game
-from atari_game.game import action_meanings, display_name, resolve_game
+from atari_game.game import action_meanings, display_name, resolve_game, rom_path
 from atari_game.worker import available_cores
 
 FRAME_SKIP, NOOP_MAX, MAX_FRAMES = 4, 30, 108_000
 # The settings above as atari_game's Game options (frame-skip 4 and the 84x84 stack of 4 are its defaults).
-OUR_GAME = {"game": "Breakout", "noop_max": NOOP_MAX, "life_loss": "ignore", "max_episode_frames": MAX_FRAMES}
-GAME = OUR_GAME["game"]
+GAME = "Breakout"
+OUR_GAME = {"game": GAME, "noop_max": NOOP_MAX, "life_loss": "ignore", "max_episode_frames": MAX_FRAMES}
 CORES = available_cores()
 
 
@@ -300,14 +300,13 @@ def bare_emulator(rom: str = "breakout", max_frames: int = 0) -> Any:
     """A bare `ALEInterface` of `rom` (an ale-py ROM id) with the benchmark's emulator settings: seed 0, no sticky
     actions, at most `max_frames` frames a game (0: no limit), no log lines."""
     import ale_py
-    from ale_py import roms
 
     ale = ale_py.ALEInterface()
     ale.setLoggerMode(ale_py.LoggerMode.Error)
     ale.setInt("random_seed", 0)
     ale.setFloat("repeat_action_probability", 0.0)
     ale.setInt("max_num_frames_per_episode", max_frames)
-    ale.loadROM(roms.get_rom_path(rom))
+    ale.loadROM(rom_path(rom))
     return ale
 
 
@@ -462,7 +461,8 @@ def main(argv: list[str] | None = None) -> None:
                 built[name] = SYSTEMS[name](n, game)
             except ImportError as error:
                 skipped[name] = f"not installed ({error}): pip install -e '.[{EXTRAS.get(name, 'bench')}]'"
-        ceilings, runs = [], {name: [] for name in built}
+        ceilings: list[float] = []
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in built}
         try:
             for round_number in range(args.rounds):
                 ceilings.append(emulator_ceiling(args.seconds / 2, game))

@@ -31,6 +31,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 import torch
@@ -212,6 +213,10 @@ def build_q_network(game: str, device: torch.device) -> QNetwork:
     return on_device(QNetwork(len(action_meanings(game))), device)
 
 
+@overload
+def epsilon(config: Config, transition: int) -> float: ...
+@overload
+def epsilon(config: Config, transition: np.ndarray) -> np.ndarray: ...
 def epsilon(config: Config, transition: int | np.ndarray) -> float | np.ndarray:
     """Epsilon for the action of `transition` (0-based, counted over all envs): linear from start_e to end_e over
     the first exploration_fraction of the run's transitions, then end_e (CleanRL's linear_schedule)."""
@@ -317,7 +322,7 @@ def train(config: Config) -> Path:
     buffer = FrameReplay(
         config.buffer_size,
         config.n_envs,
-        pool.single_observation_space.shape,
+        pool.options.observation_shape,
         n_step=config.n_step,
         gamma=config.gamma,
         prioritized=config.prioritized,

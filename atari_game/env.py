@@ -132,6 +132,7 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         info: dict[str, Any] = {"lives": self.game.lives}
         if not done:
             return obs, reward, False, False, info
+        assert episode_info is not None  # a done step always reports its episode
         info["episode"] = {"r": episode_info["reward"], "l": episode_info["length"]}
         if "game_reward" in episode_info:
             info["game"] = {"r": episode_info["game_reward"], "l": episode_info["game_length"]}

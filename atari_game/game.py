@@ -23,6 +23,8 @@ import functools
 import operator
 import re
 import warnings
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import ale_py
@@ -97,6 +99,14 @@ def _rom_ids() -> list[str]:
     return [rom for rom in roms.get_all_rom_ids() if rom not in _MULTIPLAYER_ONLY]
 
 
+def rom_path(rom: str) -> Path:
+    """The file of a bundled ROM, by ROM id (``"breakout"``)."""
+    path = roms.get_rom_path(rom)
+    if path is None:  # a ROM id from `resolve_game` that ale-py cannot find: its install is broken
+        raise FileNotFoundError(f"ale-py has no ROM {rom!r}: reinstall ale-py")
+    return path
+
+
 def display_name(rom: str) -> str:
     """A ROM id's name as Gymnasium's id "ALE/<name>-v5" spells it: ``"ms_pacman"`` -> ``"MsPacman"``."""
     return rom.title().replace("_", "")
@@ -139,7 +149,7 @@ class _RomFacts(NamedTuple):
 def _rom_facts(rom: str) -> _RomFacts:
     # Loading a ROM takes ~0.1 s: validating options reads what they need from here, once per game.
     ale = ale_py.ALEInterface()
-    ale.loadROM(roms.get_rom_path(rom))
+    ale.loadROM(rom_path(rom))
     return _RomFacts(
         minimal_actions=tuple(action.name for action in ale.getMinimalActionSet()),
         legal_actions=tuple(action.name for action in ale.getLegalActionSet()),
@@ -375,6 +385,12 @@ class GameOptions:
             )
 
     @property
+    def frame_size(self) -> tuple[int, int]:
+        """`size` as it always is once built: ``(height, width)`` of a processed frame (an integer is a square)."""
+        assert isinstance(self.size, tuple), "__post_init__ makes size a pair"
+        return self.size
+
+    @property
     def observation_shape(self) -> tuple[int, ...]:
         """The shape of an observation, oldest frame first along the stacked axis (`stack` frames of `size`):
 
@@ -385,7 +401,7 @@ class GameOptions:
         """
         if self.obs_type == "ram":
             return (RAM_SIZE, self.stack) if self.channels_last else (self.stack, RAM_SIZE)
-        height, width = self.size
+        height, width = self.frame_size
         channels = self.stack * 3 if self.obs_type == "rgb" else self.stack
         return (height, width, channels) if self.channels_last else (channels, height, width)
 
@@ -400,7 +416,7 @@ class GameOptions:
     def stack_shape(self) -> tuple[int, ...]:
         """The shape of a Game's stack of processed frames, oldest first: ``(stack, h, w)`` grayscale,
         ``(stack, h, w, 3)`` rgb, ``(stack, 128)`` ram (`observation_shape` lays it out)."""
-        frame = {"grayscale": self.size, "rgb": (*self.size, 3), "ram": (RAM_SIZE,)}[self.obs_type]
+        frame = {"grayscale": self.frame_size, "rgb": (*self.frame_size, 3), "ram": (RAM_SIZE,)}[self.obs_type]
         return (self.stack, *frame)
 
     @property
@@ -494,7 +510,7 @@ class Game:
     def __init__(self, game: str | int = "Breakout", seed: int | None = 0, **options: Any) -> None:
         # The tutorial's Game(seed): a lone integer is the seed of the default game (a bool is no seed).
         if isinstance(game, (int, np.integer)) and not isinstance(game, bool) and seed == 0:
-            game, seed = GameOptions.game, game
+            seed, game = int(game), GameOptions.game
         # Validate everything before building the emulator, so a bad option costs nothing.
         self.options = opts = GameOptions.from_kwargs(game=game, seed=seed, **options)
         self.name = display_name(opts.game)
@@ -522,19 +538,23 @@ class Game:
         self._restart_frame = 0
         self._seed(opts.seed)
         self.action_meanings, self.n_actions = opts.action_meanings, opts.n_actions
-        self._actions = [ale_py.Action[name] for name in self.action_meanings]
+        self._actions = [ale_py.Action.__members__[name] for name in self.action_meanings]
 
         # Buffers reused every step: the last two screens (or RAM), their max, and the frame stack (`stack`
         # processed frames, oldest first, which `_write_observation` lays out).
         screen = opts.screen_shape
         # What reads a screen (or the RAM) into a buffer.
-        grabs = {"grayscale": self.ale.getScreenGrayscale, "rgb": self.ale.getScreenRGB, "ram": self.ale.getRAM}
+        grabs: dict[str, Callable[[np.ndarray], Any]] = {
+            "grayscale": self.ale.getScreenGrayscale,
+            "rgb": self.ale.getScreenRGB,
+            "ram": self.ale.getRAM,
+        }
         self._grab = grabs[opts.obs_type]
         self._max_pool = opts.obs_type != "ram"  # RAM is state, not a picture: sprites do not flicker in it
         self._screens = np.zeros((2, *screen), dtype=np.uint8)
         self._pooled = np.zeros(screen, dtype=np.uint8)
         self._stack = np.zeros(opts.stack_shape, dtype=np.uint8)
-        self._dsize = (opts.size[1], opts.size[0])  # cv2 wants (width, height)
+        self._dsize = (opts.frame_size[1], opts.frame_size[0])  # cv2 wants (width, height)
         self._observation_axes = self._stack_axes()
         # As in Gymnasium, the first reset() starts the first game (and makes the first seeded NOOP draw).
         self.lives = 0
@@ -564,7 +584,7 @@ class Game:
         numpy_seed, ale_seed = np.random.SeedSequence(seed).generate_state(n_words=2)
         self._rng = np.random.default_rng(int(numpy_seed))
         self.ale.setInt("random_seed", int(ale_seed.astype(np.int32)))
-        self.ale.loadROM(roms.get_rom_path(self.options.game))
+        self.ale.loadROM(rom_path(self.options.game))
         self._restart_state = None  # a new ROM load restarts by reset_game first
         # Loading a ROM resets its mode and difficulty: set them after every load, as ale-py's AtariEnv does.
         if self.options.mode is not None:
@@ -660,7 +680,7 @@ class Game:
         if not self._started:
             raise RuntimeError(f"{self!r}: call reset() before get_state()")
         return GameState(
-            self.ale.cloneState(include_rng=True).__getstate__(),
+            self.ale.cloneState(include_rng=True).__getstate__(),  # type: ignore[arg-type]  # bytes (the stub: tuple)
             self._stack.copy(),
             self._screens[0].copy(),
             self.lives,
@@ -674,7 +694,7 @@ class Game:
     def set_state(self, state: GameState) -> None:
         """Continue from `state`, a `get_state` of a Game with the same options."""
         ale_state = ale_py.ALEState.__new__(ale_py.ALEState)  # ALE builds a state only from its pickled bytes
-        ale_state.__setstate__(state.ale)
+        ale_state.__setstate__(state.ale)  # type: ignore[arg-type]  # the bytes __getstate__ gave (the stub: tuple)
         self.ale.restoreState(ale_state)
         self._stack[...] = state.stack
         self._screens[0] = state.screen
@@ -817,13 +837,14 @@ class Game:
         threshold = self.options.continuous_action_threshold
         vertical = "UP" if y > threshold else "DOWN" if y < -threshold else ""
         horizontal = "RIGHT" if x > threshold else "LEFT" if x < -threshold else ""
-        return ale_py.Action[vertical + horizontal + ("FIRE" if fire > threshold else "") or "NOOP"], float(radius)
+        name = vertical + horizontal + ("FIRE" if fire > threshold else "") or "NOOP"
+        return ale_py.Action.__members__[name], float(radius)
 
     def _random_action(self) -> Any:
         """A uniformly random agent action from the seeded generator: an index, or (continuous) a point of the box."""
         if self.options.continuous:
             return self._rng.uniform(CONTINUOUS_ACTION_LOW, CONTINUOUS_ACTION_HIGH).astype(np.float32)
-        return self._rng.integers(self.n_actions)
+        return self._rng.integers(len(self.action_meanings))
 
     def _check_action(self, action: Any) -> int:
         # Validate before acting, so a bad action leaves the game exactly as it was; the messages are built
@@ -836,7 +857,7 @@ class Game:
             shape = f" of shape {np.shape(action)}" if isinstance(action, np.ndarray) else ""
             got = f"{type(action).__name__}{shape} {action!r}"
             raise TypeError(f"action must be {self._valid_actions()}, got {got}") from None
-        if not 0 <= index < self.n_actions:
+        if not 0 <= index < len(self.action_meanings):
             raise ValueError(f"action must be {self._valid_actions()}, got {index}")
         return index
 

@@ -29,7 +29,7 @@ def play_game(game: Game, policy: Callable[[np.ndarray], int], video: Path | Non
         check_video_path(video)
         # Real-time playback: the Atari draws 60 frames/s and an agent step lasts frame_skip of them.
         fps = 60 / game.options.frame_skip
-        writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"mp4v"), fps, (160, 210))
+        writer = cv2.VideoWriter(str(video), cv2.VideoWriter.fourcc(*"mp4v"), fps, (160, 210))
         if not writer.isOpened():  # OpenCV would otherwise write nothing and say nothing
             raise OSError(f"cannot write the video {video}: its directory must exist and be writable")
     obs = game.reset()
@@ -37,8 +37,9 @@ def play_game(game: Game, policy: Callable[[np.ndarray], int], video: Path | Non
         while True:
             if writer is not None:
                 writer.write(cv2.cvtColor(game.screen_rgb(), cv2.COLOR_RGB2BGR))
-            obs, _, done, info = game.step(policy(obs))
-            if done and ("game_reward" in info or game.options.life_loss == "reset"):
+            obs, _, _, info = game.step(policy(obs))
+            # info is the ended episode's on a done step (else None): the game's, if the whole game ended.
+            if info is not None and ("game_reward" in info or game.options.life_loss == "reset"):
                 return info.get("game_reward", info["reward"]), info.get("game_length", info["length"])
     finally:
         if writer is not None:

@@ -156,8 +156,8 @@ def check_config(config: Config) -> str:
 
 def layer(module: nn.Module, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Module:
     """Orthogonal weights and constant bias: the initialisation PPO's results depend on."""
-    nn.init.orthogonal_(module.weight, std)
-    nn.init.constant_(module.bias, bias)
+    nn.init.orthogonal_(module.get_parameter("weight"), std)
+    nn.init.constant_(module.get_parameter("bias"), bias)
     return module
 
 
@@ -239,7 +239,7 @@ def train(config: Config) -> Path:
         torch.set_rng_state(saved["torch_rng"])
     log = RunLog(run_dir, resume=config.resume, update_fields=UPDATE_FIELDS)
 
-    rollout = Rollout(config, pools[0].single_observation_space.shape)
+    rollout = Rollout(config, pools[0].options.observation_shape)
     for k, pool in enumerate(pools):
         rollout.next_obs[k * pool.num_envs : (k + 1) * pool.num_envs] = torch.from_numpy(pool.reset()[0])
     start, start_frames = time.perf_counter(), frames
@@ -363,7 +363,7 @@ def learn(
         next_value = agent.value(rollout.next_obs.to(device)).cpu()
     rewards, dones, values = rollout.rewards, rollout.dones, rollout.values
     advantages = torch.zeros_like(rewards)
-    last_advantage = 0.0
+    last_advantage: torch.Tensor | float = 0.0
     for t in reversed(range(config.n_steps)):
         next_nonterminal = 1.0 - (rollout.next_done if t == config.n_steps - 1 else dones[t + 1])
         following_value = next_value if t == config.n_steps - 1 else values[t + 1]

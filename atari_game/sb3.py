@@ -302,7 +302,8 @@ class FrameReplayBuffer(ReplayBuffer):
             ids[missing] = stored[np.random.randint(0, len(stored), size=int(missing.sum()))]
         batch = self.replay.get(ids)
         column = (-1, 1)
-        samples = [
+        # (SB3 types a normalised observation as an array or a dict of them: arrays here, the spaces being Boxes.)
+        samples: list[Any] = [
             self._normalize_obs(batch.obs, env),
             batch.actions.reshape(column),
             self._normalize_obs(batch.next_obs, env),

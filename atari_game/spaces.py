@@ -23,4 +23,4 @@ def action_space(options: GameOptions) -> gymnasium.spaces.Space:
     of ``(radius, angle, fire)``."""
     if options.continuous:
         return gymnasium.spaces.Box(CONTINUOUS_ACTION_LOW, CONTINUOUS_ACTION_HIGH, dtype=np.float32)
-    return gymnasium.spaces.Discrete(options.n_actions)
+    return gymnasium.spaces.Discrete(len(options.action_meanings))

@@ -17,7 +17,7 @@ import itertools
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import torch
@@ -62,9 +62,13 @@ class NatureCNN(nn.Sequential):
         return super().forward(x)
 
 
-def on_device(network: nn.Module, device: torch.device) -> nn.Module:
+#: A network type (`torch.nn.Module` or a subclass): `on_device` returns the type it is given.
+NetworkT = TypeVar("NetworkT", bound=nn.Module)
+
+
+def on_device(network: NetworkT, device: torch.device) -> NetworkT:
     """`network` moved to `device`, its weights channels-last to match `NatureCNN`'s channels-last activations."""
-    return network.to(device).to(memory_format=torch.channels_last)
+    return network.to(device).to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # (stubs omit it)
 
 
 def pick_device(name: str) -> torch.device:
@@ -329,7 +333,7 @@ class RunLog:
         try:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.tensorboard = SummaryWriter(str(run_dir))
+            self.tensorboard: SummaryWriter | None = SummaryWriter(str(run_dir))
         except ImportError:
             self.tensorboard = None
 

@@ -32,6 +32,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
+from types import FrameType
 from typing import Any
 
 import cv2
@@ -113,14 +114,14 @@ def check_main_guard(context: multiprocessing.context.BaseContext, starting: str
     fork_fix = (
         'pass start_method="fork" (fast, but unsafe once the process runs threads, as it does after importing torch)'
     )
-    if main.__spec__ is None and not os.path.isfile(main.__file__):  # a script read from a pipe: "<stdin>"
+    if main.__spec__ is None and not os.path.isfile(main.__file__ or ""):  # a script read from a pipe: "<stdin>"
         raise RuntimeError(
             f"{starting} cannot start under the {method!r} start method from a script read from {main.__file__}: "
             f"every new process first runs the main script again, and that one is no file. Fix: save the script "
             f"to a file and run that, or {fork_fix}."
         )
     # The main module's own frame, if this call comes from its top-level code (directly or through functions).
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
         frame = frame.f_back
     if frame is None:  # called after the script's top level ran, or from another thread
@@ -164,10 +165,11 @@ def _guarded_lines(path: str) -> frozenset[int] | None:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):  # edited since it started: no telling either
         return None
-    lines = set()
+    lines: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and _is_main_test(node.test):
-            lines.update(range(node.body[0].lineno, node.body[-1].end_lineno + 1))
+            last = node.body[-1]
+            lines.update(range(node.body[0].lineno, (last.end_lineno or last.lineno) + 1))
     return frozenset(lines)
 
 
@@ -276,6 +278,7 @@ def worker_process(remote: Connection, seed: int, **game_options: Any) -> None:
     except Exception as error:
         remote.send(_failure(name, "start", error))
         return
+    reply: object  # what step or reset returned, or a WorkerError
     while True:
         try:
             message = remote.recv()
@@ -324,7 +327,10 @@ class Worker:
         self.child, remote = pipe()
         kwargs = dataclasses.asdict(options)
         args = (remote, kwargs.pop("seed"))
-        self.process = context.Process(target=worker_process, args=args, kwargs=kwargs, daemon=True)
+        # (Every start method's context has Process; typeshed declares it on each, not on BaseContext.)
+        self.process = context.Process(  # type: ignore[attr-defined]
+            target=worker_process, args=args, kwargs=kwargs, daemon=True
+        )
         self.process.start()
         # Drop the parent's copy of the child's end: then a dead child reads as EOF, never as a hang.
         remote.close()
