@@ -82,6 +82,18 @@ def test_the_cli_reference_shows_every_flag(site: Path) -> None:
         assert f">{flag}" in html, flag
 
 
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_an_example_takes_the_flags_of_its_trainer(algo: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CLI reference documents `atari-game train --algo X` once and says examples/X.py takes the same flags.
+    monkeypatch.syspath_prepend(str(DOCS / "_ext"))
+    cli_parsers = importlib.import_module("cli_parsers")
+    flags = [
+        [(action.option_strings, action.help, action.choices) for action in parser._actions]
+        for parser in (getattr(cli_parsers, f"example_{algo}")(), getattr(cli_parsers, f"train_{algo}")())
+    ]
+    assert flags[0] == flags[1] and len(flags[0]) > 20
+
+
 # --- every Python block runs ---------------------------------------------------------------------------------
 
 
