@@ -371,6 +371,7 @@ def test_bad_pool_options_fail_before_any_process_or_memory_exists(kwargs, messa
 # --- faults -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.timing
 def test_a_killed_worker_is_reported_within_two_seconds_and_close_still_works():
     pool = GamePool(4, n_workers=2, **OPTIONS)
     pool.reset()
@@ -387,6 +388,7 @@ def test_a_killed_worker_is_reported_within_two_seconds_and_close_still_works():
     assert all_gone(pids) and segment not in shm_segments()
 
 
+@pytest.mark.timing
 def test_a_worker_killed_while_the_parent_waits_in_recv_is_reported_within_two_seconds(pool_factory):
     pool = pool_factory(4, n_workers=2, batch_size=4, **OPTIONS)
     pool.reset()
@@ -496,8 +498,10 @@ def test_a_step_interrupted_by_ctrl_c_is_finished_by_the_next(pool_factory):
         assert list(rewards) == [step[1] for step in expected]
 
 
+@pytest.mark.timing
 def test_a_whole_step_wakes_the_parent_once_whatever_the_worker_count(pool_factory):
-    # Woken by each worker's answer, the parent would sleep and wake up to once a worker per step.
+    # Woken by each worker's answer, the parent would sleep and wake up to once a worker per step. (Beside busy
+    # processes every answer is sometimes in before the parent reads: a step without a sleep.)
     pool = pool_factory(8, n_workers=4, **OPTIONS)
     pool.reset()
     pool.step([1] * 8)
@@ -505,7 +509,7 @@ def test_a_whole_step_wakes_the_parent_once_whatever_the_worker_count(pool_facto
     for _ in range(40):
         pool.step([0] * 8)
     sleeps = (resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - before) / 40
-    assert 1 <= sleeps < 1.5
+    assert 0.5 <= sleeps < 1.5, sleeps
 
 
 def voluntary_switches(pid):
@@ -514,17 +518,38 @@ def voluntary_switches(pid):
         return next(int(line.split()[1]) for line in status if line.startswith("voluntary_ctxt_switches"))
 
 
+def cpu_seconds_of_others(pids):
+    """The CPU seconds all processes but `pids` have used so far on this machine (Linux's /proc counters)."""
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, stat.readline().split()[1:9])
+    ours = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            ours += sum(map(int, stat.read().rsplit(")", 1)[1].split()[11:13]))  # its user and system time
+    return (user + nice + system + irq + softirq + steal - ours) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.timing
 def test_workers_take_commands_that_come_quickly_without_sleeping(pool_factory):
-    # A worker that has answered watches for its next command before it sleeps: a quick caller wakes nobody.
+    # A worker that has answered watches for its next command before it sleeps: a quick caller wakes nobody. Beside
+    # busy processes the caller is not always quick (its core taken, a worker sleeps ~1 a step, for a while), so the
+    # best of up to 10 windows of 100 steps counts; without the watch every window shows about 1 sleep a step.
     pool = pool_factory(2, n_workers=2, game="Pong", life_loss="ignore")
     pool.reset()
     for _ in range(70):  # past any back-off that the slow start set (at most 63 commands)
         pool.step([0, 0])
-    before = {pid: voluntary_switches(pid) for pid in worker_pids(pool)}
-    for _ in range(100):
-        pool.step([0, 0])
-    sleeps = [(voluntary_switches(pid) - count) / 100 for pid, count in before.items()]
-    assert max(sleeps) < 0.5  # without the watch: about 1 a step
+    ours = [os.getpid(), *worker_pids(pool)]
+    windows, others = [], cpu_seconds_of_others(ours)
+    start = time.monotonic()
+    while len(windows) < 10 and not (windows and windows[-1] < 0.5):
+        before = {pid: voluntary_switches(pid) for pid in worker_pids(pool)}
+        for _ in range(100):
+            pool.step([0, 0])
+        windows.append(max((voluntary_switches(pid) - count) / 100 for pid, count in before.items()))
+    cores_taken = (cpu_seconds_of_others(ours) - others) / (time.monotonic() - start)
+    if windows[-1] >= 0.5 and cores_taken > 0.5:
+        pytest.skip(f"other processes took {cores_taken:.1f} cores throughout: the caller was never quick")
+    assert windows[-1] < 0.5, windows
 
 
 def test_a_worker_watches_less_and_less_while_commands_come_late():
