@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from atari_game.game import Game
-from atari_game.segment import arrays, attach
+from atari_game.segment import Layout, arrays, attach
 from atari_game.worker import prepare_worker_process
 
 # The byte that wakes a worker: step all its envs with the actions in the segment, or read a pickled
@@ -108,18 +108,18 @@ class GameBlock:
         a["rewards"][k], done, info = game.play(
             a["actions"][k], out=a["obs"][k], start_next=not self.next_step_autoreset
         )
-        a["lives"][k] = game.lives
-        a["terminations"][k] = done and not info["truncated"]
-        a["truncations"][k] = done and info["truncated"]
-        a["ended"][k] = done
-        if done:
-            a["episode_return"][k], a["episode_length"][k] = info["reward"], info["length"]
-            a["game_ended"][k] = "game_reward" in info
-            if "game_reward" in info:
-                a["game_return"][k], a["game_length"][k] = info["game_reward"], info["game_length"]
-            if not self.next_step_autoreset:
-                a["final_obs"][k] = game.final_observation
-        return done
+        a["lives"][k], a["ended"][k] = game.lives, done
+        if info is None:  # the episode goes on (a done play always reports its episode)
+            a["terminations"][k] = a["truncations"][k] = False
+            return False
+        a["terminations"][k], a["truncations"][k] = not info["truncated"], info["truncated"]
+        a["episode_return"][k], a["episode_length"][k] = info["reward"], info["length"]
+        a["game_ended"][k] = "game_reward" in info
+        if "game_reward" in info:
+            a["game_return"][k], a["game_length"][k] = info["game_reward"], info["game_length"]
+        if not self.next_step_autoreset:
+            a["final_obs"][k] = game.final_observation
+        return True
 
     def reset(self, seeds: dict[int, int | None], owed: list[int]) -> None:
         a = self.arrays
@@ -169,7 +169,7 @@ def pool_worker(
     wake: connection.Connection,
     tickets: Any,
     segment_name: str,
-    layout: dict,
+    layout: Layout,
     env_ids: list[int],
     seeds: list[int | None],
     next_step_autoreset: bool,
@@ -189,7 +189,7 @@ def pool_worker(
     """
     prepare_worker_process()
     segment = attach(segment_name)
-    shared = arrays(segment.buf, layout)
+    shared = arrays(segment, layout)
     rows = slice(env_ids[0], env_ids[-1] + 1)  # a worker's envs are one contiguous block
     block = GameBlock(env_ids, seeds, next_step_autoreset, options, {name: shared[name][rows] for name in shared})
     command_fd, answers_fd, wake_fd = remote.fileno(), answers.fileno(), wake.fileno()

@@ -14,13 +14,17 @@ import secrets
 import shutil
 import signal
 from multiprocessing import resource_tracker, shared_memory
+from typing import Any
 
 import numpy as np
 
 from atari_game.game import GameOptions
 
+# The segment's arrays by name: (shape, dtype).
+Layout = dict[str, tuple[tuple[int, ...], Any]]
 
-def layout(n_envs: int, options: GameOptions, same_step: bool) -> dict[str, tuple[tuple[int, ...], type]]:
+
+def layout(n_envs: int, options: GameOptions, same_step: bool) -> Layout:
     """The segment's arrays, by name: ``(shape, dtype)``, a row per env (``commands``: a row per env too, used by
     each worker's first env)."""
     obs = ((n_envs, *options.observation_shape), options.observation_dtype)
@@ -50,22 +54,24 @@ def layout(n_envs: int, options: GameOptions, same_step: bool) -> dict[str, tupl
     }
 
 
-def padded(shape: tuple[int, ...], dtype: type) -> int:
+def padded(shape: tuple[int, ...], dtype: Any) -> int:
     """The bytes an array of `shape` and `dtype` takes in the segment: whole 64-byte cache lines, so that two
     processes never write to one line."""
     return -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64
 
 
-def arrays(buffer: memoryview, names: dict) -> dict[str, np.ndarray]:
-    """Numpy views over `buffer` (the segment's memory) of the arrays `names` holds (a `layout`)."""
+def arrays(segment: shared_memory.SharedMemory, names: Layout) -> dict[str, np.ndarray]:
+    """Numpy views over the memory of `segment` of the arrays `names` holds (a `layout`)."""
+    if segment.buf is None:
+        raise ValueError(f"the segment {segment.name} is closed")
     views, offset = {}, 0
     for name, (shape, dtype) in names.items():
-        views[name] = np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
+        views[name] = np.ndarray(shape, dtype=dtype, buffer=segment.buf, offset=offset)
         offset += padded(shape, dtype)
     return views
 
 
-def create(names: dict, n_envs: int) -> shared_memory.SharedMemory:
+def create(names: Layout, n_envs: int) -> shared_memory.SharedMemory:
     """A new segment for the arrays `names` holds (a `layout` of `n_envs` envs), its memory taken now: where there is
     no room, an error at once.
 
@@ -80,7 +86,7 @@ def create(names: dict, n_envs: int) -> shared_memory.SharedMemory:
     if not hasattr(os, "posix_fallocate"):  # macOS: no way to take the pages ahead
         return segment
     try:
-        os.posix_fallocate(segment._fd, 0, size)  # SharedMemory keeps its descriptor as _fd on POSIX
+        os.posix_fallocate(segment._fd, 0, size)  # type: ignore[attr-defined]  # (SharedMemory's descriptor, POSIX)
     except OSError as error:
         segment.close()
         segment.unlink()  # nothing is left behind, whatever went wrong
@@ -120,7 +126,7 @@ def _mib(n_bytes: int) -> str:
 def attach(name: str) -> shared_memory.SharedMemory:
     """Open the parent's segment; the parent alone deletes it."""
     try:
-        return shared_memory.SharedMemory(name, track=False)  # Python 3.13+
+        return shared_memory.SharedMemory(name, track=False)  # type: ignore[call-arg]  # (Python 3.13+)
     except TypeError:
         # Before 3.13 attaching registers the name again with the resource tracker, which every process of
         # the pool shares with the parent: harmless, as it keeps a set of names.
