@@ -223,9 +223,9 @@ def _check_unit_interval(name: str, value: Any, what: str) -> None:
 
 # Options as Gymnasium's AtariPreprocessing, ale-py and EnvPool name them, and what to write here instead.
 FOREIGN_OPTIONS = {
-    "repeat_action_probability": "sticky_actions=0.25 (the same probability)",
-    "frameskip": "frame_skip=4",
-    "screen_size": "size=84 (or size=(height, width))",
+    "repeat_action_probability": "sticky_actions (the same probability, e.g. sticky_actions=0.25)",
+    "frameskip": "frame_skip (emulator frames per agent step)",
+    "screen_size": "size (an int, or (height, width): Gymnasium's screen_size tuple is (width, height))",
     "img_height": "size=(height, width)",
     "img_width": "size=(height, width)",
     **dict.fromkeys(("grayscale_obs", "grayscale", "gray_scale"), 'obs_type="grayscale" (the default) or "rgb"'),
@@ -233,7 +233,7 @@ FOREIGN_OPTIONS = {
         ("terminal_on_life_loss", "episodic_life", "zero_discount_on_life_loss"),
         'life_loss="terminal" (a lost life ends the episode, the game goes on)',
     ),
-    **dict.fromkeys(("stack_num", "num_stack", "stack_size", "frame_stack"), "stack=4"),
+    **dict.fromkeys(("stack_num", "num_stack", "stack_size", "frame_stack"), "stack (frames per observation)"),
     "max_episode_steps": "max_episode_frames=frame_skip * steps (it counts emulator frames, not agent steps)",
     "max_num_frames_per_episode": "max_episode_frames (emulator frames, as ale-py's)",
     **dict.fromkeys(("reward_clip", "reward_clipping"), "clip_rewards=True"),

@@ -87,7 +87,7 @@ def test_make_passes_the_options_and_reports_the_spaces(no_warnings):
     ("options", "error", "message"),
     [
         ({"frame_skip": 0}, ValueError, "frame_skip must be an integer >= 1, got 0"),
-        ({"frameskip": 4}, TypeError, "unknown game option 'frameskip' \\(did you mean 'frame_skip'\\?\\)"),
+        ({"frameskip": 4}, TypeError, "unknown game option 'frameskip': use frame_skip \\(emulator frames"),
         ({"seed": 3}, TypeError, "seed=3 is not a constructor option .* seed them with reset\\(seed=...\\)"),
         ({"render_mode": "human"}, ValueError, "render_mode must be None or one of \\['rgb_array'\\], got 'human'"),
         ({"game": "Brekout"}, ValueError, "unknown game 'Brekout' \\(closest: Breakout"),

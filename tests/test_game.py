@@ -378,7 +378,7 @@ def test_integer_like_actions_are_accepted(action):
         ({"channels_last": "yes"}, TypeError, "channels_last must be True or False"),
         ({"seed": -1}, ValueError, "seed must be an integer >= 0"),
         ({"game": 3.0}, TypeError, "game must be a string"),
-        ({"frameskip": 4}, TypeError, "unknown game option 'frameskip' \\(did you mean 'frame_skip'\\?\\); valid"),
+        ({"frameskip": 4}, TypeError, "unknown game option 'frameskip': use frame_skip \\(emulator frames per agent"),
         ({"obs_type": "color"}, ValueError, r"obs_type must be one of \('grayscale', 'rgb', 'ram'\), got 'color'"),
         ({"obs_type": None}, ValueError, r"obs_type must be one of \('grayscale', 'rgb', 'ram'\)"),
         ({"scale_obs": 1}, TypeError, "scale_obs must be True or False, got int 1"),

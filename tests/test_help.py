@@ -153,13 +153,13 @@ def test_every_trainer_count_takes_1e6():
 
 
 def test_options_under_other_libraries_names_say_what_to_write():
-    with pytest.raises(TypeError, match=r"unknown game option 'repeat_action_probability': use sticky_actions=0\.25"):
+    with pytest.raises(TypeError, match=r"unknown game option 'repeat_action_probability': use sticky_actions \(the"):
         Game(repeat_action_probability=0.25)
     with pytest.raises(TypeError, match="'max_episode_steps': use max_episode_frames=frame_skip \\* steps \\(it count"):
         GamePool(2, max_episode_steps=1000)  # refused before any worker starts
     with pytest.raises(TypeError, match="'terminal_on_life_loss': use life_loss=\"terminal\""):
         gym.make("atari_game/Breakout-v0", terminal_on_life_loss=True)
-    with pytest.raises(TypeError, match="'frameskip': use frame_skip=4; valid options: game, seed, frame_skip"):
+    with pytest.raises(TypeError, match=r"'frameskip': use frame_skip \(emulator frames per agent step\); valid"):
         gym.make_vec("atari_game/Pong-v0", 2, frameskip=4)
     with pytest.raises(TypeError, match=r"unknown game option 'stackk' \(did you mean 'stack'\?\)"):
         Game(stackk=3)  # a name no library uses: the closest of ours
