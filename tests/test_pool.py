@@ -607,6 +607,29 @@ def test_close_leaves_no_process_and_no_shared_memory():
         pool.step([0, 0, 0, 0])
 
 
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_a_pool_opened_and_closed_without_a_step_writes_nothing_to_stderr(tmp_path, start_method):
+    # Closed at once, its workers are still starting (unpickling their arguments, the semaphore among them): they
+    # must find everything they were given, and say nothing. Before the fix, 3 runs in 3 printed a forkserver traceback.
+    script = tmp_path / "open_close.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            from atari_game import GamePool
+
+            if __name__ == "__main__":
+                for _ in range(3):
+                    GamePool(4, "Breakout", start_method={start_method!r}).close()
+                with GamePool(2, "Pong", start_method={start_method!r}) as pool:
+                    pass
+                print("closed")
+            """
+        )
+    )
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.stdout == "closed\n" and result.stderr == "", result.stderr
+
+
 def test_garbage_collection_leaves_no_process_and_no_shared_memory():
     pool = GamePool(2, **OPTIONS)
     pids, segment, semaphore = worker_pids(pool), pool._segment.name, semaphore_file(pool)
