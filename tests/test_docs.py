@@ -1,6 +1,6 @@
 """The documentation keeps to the code: the site builds without a warning, every Python block of every page and of the
-README runs as a saved script, every public name has a docstring and an entry in the API reference, the package
-type-checks, and CI runs the README's test command.
+README runs as a saved script, every code line shows whole on the page, every public name has a docstring and an entry
+in the API reference, the package type-checks, and CI runs the README's test command.
 
 A ```` ```python ```` block runs; a ```` ```{code-block} python ```` block (rendered the same) is shown, not run.
 """
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
+from test_readme import QUICK_START, TEST_COMMAND
 
 import atari_game
 
@@ -161,6 +162,27 @@ def test_python_block_runs_as_a_saved_script(where: str, code: str, tmp_path: Pa
         preexec_fn=limit_cpu,
     )
     assert run.returncode == 0, f"{where} failed as a script:\n{run.stderr[-4000:]}"
+
+
+# --- every code line shows whole on the page -----------------------------------------------------------------
+
+# furo's column shows about 90 characters of code at 1280 px; past that a block scrolls sideways, hiding line ends.
+CODE_LINE_LENGTH = 88
+# The README's two commands stay one line each, to copy as they are (CI runs the second exactly).
+ONE_LINE_COMMANDS = {QUICK_START, TEST_COMMAND}
+
+
+def test_every_code_line_fits_the_page() -> None:
+    # Every code block: ```python, ```{code-block} python, ```bash, ```text, a bare ```; not a directive's body.
+    too_long = [
+        f"{page.relative_to(ROOT)}:{line + 1 + i} ({len(text)} characters)"
+        for page in pages()
+        for line, info, code in fences(page.read_text())
+        if not info.startswith("{") or info.startswith("{code-block}")
+        for i, text in enumerate(code.splitlines())
+        if len(text) > CODE_LINE_LENGTH and text not in ONE_LINE_COMMANDS
+    ]
+    assert not too_long, f"code lines longer than {CODE_LINE_LENGTH} characters (wrap them): {too_long}"
 
 
 # --- every public name is documented -------------------------------------------------------------------------
