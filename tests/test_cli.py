@@ -1,5 +1,7 @@
 """The atari-game command: games, play (random and trained), the forwarded commands, clear errors."""
 
+import csv
+import json
 import subprocess
 import sys
 
@@ -12,6 +14,28 @@ from atari_game import cli
 
 def atari_game(*args, **kwargs):
     return subprocess.run([sys.executable, "-m", "atari_game", *args], capture_output=True, text=True, **kwargs)
+
+
+def video_frames(path):
+    """The frames of the .mp4 at `path`, each checked to be the full-colour screen (not the 84x84 input)."""
+    capture = cv2.VideoCapture(str(path))
+    frames = 0
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            return frames
+        assert frame.shape == (210, 160, 3)
+        frames += 1
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny `atari-game train` run (PPO, 2 updates of 2 envs x 32 agent steps) in a directory of its own, where it
+    writes its default run directory runs/Pong-3: (the directory, the command's result)."""
+    directory = tmp_path_factory.mktemp("train")
+    run = ["--game", "Pong", "--seed", "3", "--total-frames", "512", "--no-video", "--checkpoint-every", "1"]
+    tiny = ["--n-envs", "2", "--n-steps", "32", "--n-epochs", "1", "--n-minibatches", "2"]
+    return directory, atari_game("train", *run, *tiny, cwd=directory, timeout=300)
 
 
 def test_games_lists_every_game_with_its_actions():
@@ -29,15 +53,50 @@ def test_play_a_random_game_and_record_it(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Pong, random agent: one game scored -")
     steps = int(result.stdout.split(" in ")[1].split()[0])
-    capture = cv2.VideoCapture(str(video))
-    frames = 0
-    while True:
-        ok, frame = capture.read()
-        if not ok:
-            break
-        assert frame.shape == (210, 160, 3)  # the full-colour screen, not the 84x84 input
-        frames += 1
-    assert frames == steps
+    assert video_frames(video) == steps
+
+
+def test_train_writes_its_log_and_checkpoint_in_its_run_directory(trained):
+    import torch
+
+    directory, result = trained
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = directory / "runs" / "Pong-3"  # runs/<game>-<seed> without --run-dir
+    assert result.stdout.endswith("done: runs/Pong-3/progress.csv, learning_curve.png, checkpoint.pt\n")
+    with (run_dir / "progress.csv").open() as file:
+        updates = [row for row in csv.DictReader(file) if row["policy_loss"]]
+    assert [int(row["frames"]) for row in updates] == [256, 512]  # one row per update of 2 x 32 x 4 frames
+    saved = torch.load(run_dir / "checkpoint.pt")
+    assert (saved["algo"], saved["update"], saved["frames"]) == ("ppo", 2, 512)
+    assert (saved["config"]["game"], saved["config"]["seed"], saved["config"]["n_steps"]) == ("Pong", 3, 32)
+    assert (run_dir / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (run_dir / "agent.mp4").exists()  # --no-video
+
+
+def test_play_a_trained_checkpoint_and_record_it(trained, tmp_path):
+    directory, _ = trained
+    checkpoint, video = directory / "runs" / "Pong-3" / "checkpoint.pt", tmp_path / "agent.mp4"
+    result = atari_game("play", "pong", "--checkpoint", str(checkpoint), "--record", str(video), "--seed", "4")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Pong, trained agent: one game scored -")  # an agent of 512 frames loses
+    assert result.stdout.endswith(f"; video: {video}\n")
+    steps = int(result.stdout.split(" in ")[1].split()[0])
+    assert steps > 100 and video_frames(video) == steps  # one frame per agent step of the whole game
+
+
+def test_bench_prints_its_table_and_writes_every_measurement(tmp_path):
+    args = ["--envs", "2", "--rounds", "1", "--seconds", "0.3", "--systems", "atari_game GamePool"]
+    result = atari_game("bench", *args, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "Breakout, N=2: agent steps/s, mean of 1 alternating rounds (emulator ceiling" in result.stdout
+    row = next(line for line in lines if line.startswith("atari_game GamePool "))
+    steps_per_s = float(row.split()[2].replace(",", ""))
+    assert steps_per_s > 0
+    assert row.endswith(" 1.00x  1.00x (1.00-1.00, 1/1)")  # the only system: ours / itself, in its one round
+    measured = json.loads((tmp_path / "benchmarks" / "throughput.json").read_text())
+    rounds = measured["runs"]["2"]["systems"]["atari_game GamePool"]
+    assert len(rounds) == 1 and round(rounds[0]["steps_per_s"]) == round(steps_per_s)
 
 
 def test_a_random_agent_plays_a_whole_game_with_all_its_lives():
