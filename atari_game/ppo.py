@@ -7,8 +7,9 @@ Standard PPO: clipped objective, GAE, the Nature-DQN CNN with shared actor/criti
 advantage normalisation, value clipping, gradient-norm clipping, linearly annealed learning rate, with the
 well-known Atari settings. Every field of `Config` is a command-line flag (``--n-envs 16``,
 ``--no-anneal-lr``). A run writes into ``--run-dir``: ``progress.csv``, ``checkpoint.pt`` (every
-``--checkpoint-every`` updates and at the end; ``--resume`` continues from it exactly: weights, optimizer,
-learning-rate schedule and frame count), ``learning_curve.png`` and ``agent.mp4`` (one whole game, in colour).
+``--checkpoint-every`` updates and at the end; ``--resume`` continues from it with the same weights, optimizer,
+learning-rate schedule, generator and frame count, but with new games: the games in progress are not saved),
+``learning_curve.png`` and ``agent.mp4`` (one whole game, in colour).
 """
 
 from __future__ import annotations
@@ -109,8 +110,9 @@ class Config:
     checkpoint_every: int = 50
     """Updates between checkpoints (each also saved at the end)."""
     resume: bool = False
-    """Continue the run in --run-dir from its checkpoint, exactly (weights, optimizer, learning-rate schedule, frame
-    count); given again, flags may change only how long, where and on what it runs."""
+    """Continue the run in --run-dir from its checkpoint (weights, optimizer, learning-rate schedule, generator, frame
+    count; the games in progress are not saved, so it starts new ones); given again, flags may change only how long,
+    where and on what it runs."""
     eval: str = ""
     """A checkpoint.pt: play and record one game with its agent (eval.mp4 beside it) instead of training; none:
     train."""
@@ -206,7 +208,7 @@ UPDATE_FIELDS = (
 
 def train(config: Config) -> Path:
     """Train PPO as `config` says and return the run directory, which then holds progress.csv, checkpoint.pt,
-    learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there exactly."""
+    learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there (new games)."""
     run_dir = run_directory(config, "ppo")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
@@ -418,7 +420,8 @@ def learn(
 
 
 def checkpoint_state(agent: Agent, optimizer: torch.optim.Optimizer, update: int, frames: int, config: Config) -> dict:
-    """What checkpoint.pt holds: everything --resume needs to continue exactly, and the config for --eval."""
+    """What checkpoint.pt holds: what --resume continues from (all but the games in progress), and the config for
+    --eval."""
     return {
         "algo": "ppo",
         "agent": agent.state_dict(),
