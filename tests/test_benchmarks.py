@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 import dqn_final_agents
 import dqn_learning
 import dqn_speed
+import mechanisms
 import numpy as np
 import parent_cpu
 import ppo_learning
@@ -22,7 +23,7 @@ import sync_breakdown
 import torch
 from torch import nn
 
-from atari_game import Game
+from atari_game import Game, GamePool
 from atari_game.benchmark import game_options_json, our_game
 from atari_game.dqn import Config
 from atari_game.pool_worker import GameBlock
@@ -140,6 +141,17 @@ def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(mo
     assert row["work"] > 0 and row["waiting"] >= 0 and row["work"] + row["waiting"] < row["wall"]
     assert 0 < row["between"] < row["wall"] and 0 <= row["restart_steps"] <= 1
     assert row["alone"] > 0  # one worker's share of the Pong games, stepped in this process
+
+
+def test_mechanisms_measures_each_side_in_a_process_of_its_own(capsys, monkeypatch):
+    # Each mechanism switched off in a child of its own: this process keeps them all.
+    for mechanism in (None, *mechanisms.MECHANISMS):
+        assert mechanisms.run_side(mechanism, "Pong", 2, 0.2) > 0
+    assert GamePool._step_all is not GamePool._step_each
+    monkeypatch.setattr(sys, "argv", ["mechanisms.py", "--mechanisms", "the-watch", "--envs", "2", "--rounds", "2",
+                                      "--seconds", "0.2", "--game", "Pong"])  # fmt: skip
+    mechanisms.main()
+    assert "the-watch         N=  2: with " in capsys.readouterr().out
 
 
 def test_a_game_restart_costs_more_than_a_step():
