@@ -1,6 +1,7 @@
 """GamePool's values, step by step, against local `Game`s stepped the same way (values, not shapes): lives in both
-autoreset modes, async batches in same-step mode, async with a worker killed and restarted, channels-last
-observations, a seed per env. Only the public API: ``GamePool(...)``, reset, step, send and recv."""
+autoreset modes, async batches in same-step mode, async schedules of any env ids drawn by Hypothesis, async with a
+worker killed and restarted, channels-last observations, a seed per env. Only the public API: ``GamePool(...)``,
+reset, step, send and recv."""
 
 import contextlib
 import dataclasses
@@ -10,6 +11,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from atari_game import Game
 from atari_game.pool import GamePool
@@ -140,6 +143,48 @@ def test_async_batches_in_same_step_mode_carry_each_envs_values_and_final_observ
     send(pool, pending, list(range(n_envs)), rng)
     steps = play_async(pool, local, pending, rng, 150)
     assert sum(step.final_obs is not None for step in steps) >= 3
+
+
+# Episodes end within a schedule's few steps: truncated after 10 steps, if no life is lost before.
+SCHEDULE_OPTIONS = {**OPTIONS, "max_episode_frames": 40}
+
+
+@pytest.fixture(scope="module")
+def pools():
+    """``pools(batch_size, mode)``: a pool of 4 envs on 2 workers, started once (~0.5 s) and reused by every example
+    that asks for it (each resets it); closed after the module."""
+    made: dict[tuple[int, str], GamePool] = {}
+
+    def pool(batch_size: int, mode: str) -> GamePool:
+        if (batch_size, mode) not in made:
+            made[batch_size, mode] = GamePool(
+                4, n_workers=2, batch_size=batch_size, autoreset_mode=mode, **SCHEDULE_OPTIONS
+            )
+        return made[batch_size, mode]
+
+    yield pool
+    for pool_made in made.values():
+        pool_made.close()
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+@settings(max_examples=10, deadline=None, derandomize=True, database=None)
+@given(batch_size=st.integers(1, 4), seed=st.integers(0, 1 << 16), data=st.data())
+def test_async_schedules_of_any_env_ids_return_each_envs_local_game(pools, mode, batch_size, seed, data):
+    pool = pools(batch_size, mode)
+    local = [LocalEnv(seed + i, mode == "SameStep", **SCHEDULE_OPTIONS) for i in range(4)]
+    check_reset(pool.reset(seed=seed), [env.reset() for env in local])
+    pending: dict[int, int] = {}
+    for _ in range(data.draw(st.integers(5, 40), label="operations")):
+        idle = [i for i in range(4) if i not in pending]
+        # Send to any distinct idle envs in any order, or receive a batch once one can be (a recv waits for it).
+        if idle and (len(pending) < batch_size or data.draw(st.booleans(), label="send")):
+            env_ids = data.draw(st.lists(st.sampled_from(idle), min_size=1, unique=True), label="env_ids")
+            actions = data.draw(st.lists(st.integers(0, 3), min_size=len(env_ids), max_size=len(env_ids)))
+            pool.send(np.array(actions), env_ids)
+            pending.update(zip(env_ids, actions, strict=True))
+        else:
+            receive(pool, local, pending)
 
 
 def grandchildren() -> set[int]:
