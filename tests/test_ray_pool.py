@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from test_pool import OPTIONS, all_gone
+from test_pool_values import LocalEnv, check_reset, play_async, send
 
 from atari_game import Game
 from atari_game.pool import GamePool, PoolError
@@ -229,3 +230,17 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
             RayGamePool(4)
     finally:
         _ray.cache_clear()
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+def test_async_batches_carry_each_envs_values_as_local_games_stepped_alike(ray_pool, mode):
+    n_envs, seed = 4, 6
+    pool = ray_pool(n_envs, seed=seed, n_workers=2, batch_size=2, autoreset_mode=mode, **OPTIONS)
+    local = [LocalEnv(seed + i, mode == "SameStep", **OPTIONS) for i in range(n_envs)]
+    check_reset(pool.reset(), [env.reset() for env in local])
+    rng, pending = np.random.default_rng(3), {}
+    send(pool, pending, list(range(n_envs)), rng)
+    # Each env sent its next action as soon as it comes back: observations, rewards, flags, lives and final
+    # observations checked against its local Game, across episode ends.
+    steps = play_async(pool, local, pending, rng, 120)
+    assert sum(step.ended_lives is not None for step in steps) >= 3
