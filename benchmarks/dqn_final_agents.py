@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from dqn_learning import difference
+from dqn_speed import add_cleanrl_arguments
 from gymnasium.vector import AutoresetMode
 
 from atari_game import GamePool
@@ -144,16 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=10_000,
         help="game g's seed is seed + g; not a training seed (default: %(default)s)",
     )
-    parser.add_argument(
-        "--cleanrl-python",
-        default="/work/peers/cleanrl-venv/bin/python",
-        help="the python of CleanRL's own venv (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--cleanrl-script",
-        default="/work/peers/cleanrl/cleanrl/dqn_atari.py",
-        help="CleanRL's dqn_atari.py, whose make_env and QNetwork are used (default: %(default)s)",
-    )
+    add_cleanrl_arguments(parser, ", whose make_env and QNetwork are used")
     parser.add_argument("--skip-cleanrl-env", action="store_true", help="play in atari_game's env only (default: off)")
     return parser
 

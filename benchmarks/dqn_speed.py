@@ -130,9 +130,9 @@ def cleanrl_peak_rss(time_output: str) -> float:
     return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", time_output).group(1)) / 1024
 
 
-def parser_with_cleanrl(doc: str) -> argparse.ArgumentParser:
-    """A command line that takes where CleanRL is (both DQN benchmarks run it), described by `doc`'s first line."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+def add_cleanrl_arguments(parser: argparse.ArgumentParser, script_use: str = "") -> None:
+    """Give `parser` --cleanrl-python and --cleanrl-script: where CleanRL's venv and dqn_atari.py are (`script_use`:
+    what the benchmark takes from the script, for its help)."""
     parser.add_argument(
         "--cleanrl-python",
         default="/work/peers/cleanrl-venv/bin/python",
@@ -141,8 +141,14 @@ def parser_with_cleanrl(doc: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--cleanrl-script",
         default="/work/peers/cleanrl/cleanrl/dqn_atari.py",
-        help="CleanRL's dqn_atari.py (default: %(default)s)",
+        help=f"CleanRL's dqn_atari.py{script_use} (default: %(default)s)",
     )
+
+
+def parser_with_cleanrl(doc: str) -> argparse.ArgumentParser:
+    """A command line that takes where CleanRL is (both DQN benchmarks run it), described by `doc`'s first line."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_cleanrl_arguments(parser)
     parser.add_argument("--seed", type=seed, default=1, help="both trainers' seed (default: %(default)s)")
     return parser
 
