@@ -53,9 +53,10 @@ def count(text: str) -> int:
 
 def seed(text: str) -> int:
     """An argparse type: a game seed, an `integer` >= 0."""
-    if integer(text) < 0:
+    value = integer(text)
+    if value < 0:
         raise argparse.ArgumentTypeError(f"the seed must be an integer >= 0, got {text!r}")
-    return integer(text)
+    return value
 
 
 def game_name(name: str) -> str:
