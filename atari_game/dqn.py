@@ -47,6 +47,7 @@ from atari_game.training import (
     at_least,
     between,
     broken_rule,
+    choose_precision,
     game_options,
     on_device,
     outputs,
@@ -133,6 +134,11 @@ class Config:
     device: str = "auto"
     """Where the networks run: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
     names."""
+    precision: str = "auto"
+    """What the network computes in: bf16 (bfloat16 autocast for the convolutions and the dense layer; weights,
+    optimizer, losses and targets stay fp32), fp32 (bit-reproducible), or auto: bf16 where this machine has it
+    natively and a start-up probe finds it faster (CPUs with AVX512-BF16 or AMX, CUDA devices with bf16), else
+    fp32. The checkpoint records the choice, and --resume keeps it."""
     run_dir: str = ""
     """The directory the run writes into; none: runs/<game>-<seed>-dqn."""
     log_every: int = 40_000
@@ -273,6 +279,7 @@ def passed_multiple(before: int, after: int, every: int) -> bool:
 # of those frames went: choosing actions (inference), waiting for the envs (what the gradient steps did not
 # hide), storing transitions, and learning (sampling the memory and the gradient steps).
 UPDATE_FIELDS = (
+    "precision",
     "td_loss",
     "q_values",
     "epsilon",
@@ -298,11 +305,17 @@ def train(config: Config) -> Path:
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)  # exploration: which envs explore, and their random actions
 
-    # The envs: same-step autoreset, so the true final observation of an episode is there to store.
-    pool = GamePool(config.n_envs, seed=config.seed, autoreset_mode=AutoresetMode.SAME_STEP, **game_options(config))
     q_network = build_q_network(config.game, device)
     target_network = build_q_network(config.game, device)
     target_network.load_state_dict(q_network.state_dict())
+    # bf16 where this machine computes it faster (probed before the env workers start and take the cores); the
+    # checkpoint records the choice, so --resume keeps it.
+    precision, about = choose_precision(config.precision, q_network.trunk, device)
+    target_network.trunk.bf16 = q_network.trunk.bf16
+    config = dataclasses.replace(config, precision=precision)
+    print(about)
+    # The envs: same-step autoreset, so the true final observation of an episode is there to store.
+    pool = GamePool(config.n_envs, seed=config.seed, autoreset_mode=AutoresetMode.SAME_STEP, **game_options(config))
     # Adam as CleanRL's, in its fused implementation: the same update in one kernel (about a fifth less CPU time per
     # gradient step here than the default loop over the parameters).
     optimizer = torch.optim.Adam(q_network.parameters(), lr=config.learning_rate, fused=True)
@@ -330,7 +343,7 @@ def train(config: Config) -> Path:
         beta=config.beta,
         seed=config.seed + steps,
     )
-    log = RunLog(run_dir, resume=config.resume, update_fields=UPDATE_FIELDS)
+    log = RunLog(run_dir, UPDATE_FIELDS, resumed_at=4 * steps if config.resume else None)
 
     obs = pool.reset()[0]
     losses: list[tuple[float, float]] = []  # (TD loss, mean Q) of each gradient step since the last row
@@ -372,7 +385,8 @@ def train(config: Config) -> Path:
             frames = 4 * steps
             if passed_multiple(frames - 4 * config.n_envs, frames, config.log_every):
                 elapsed = time.perf_counter() - start
-                stats = {
+                stats: dict[str, float | str] = {
+                    "precision": precision,
                     "epsilon": float(epsilon(config, steps)),
                     "gradient_steps": len(losses),
                     "frames_per_second": 4 * (steps - start_steps) / elapsed,
@@ -495,6 +509,7 @@ def load_q_network(checkpoint: str | Path, device: torch.device) -> tuple[QNetwo
     config = Config(**saved["config"])
     q_network = build_q_network(config.game, device)
     q_network.load_state_dict(saved["q_network"])
+    q_network.trunk.bf16 = config.precision == "bf16"  # as it was trained (before --precision: fp32)
     return q_network, config
 
 

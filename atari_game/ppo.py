@@ -33,6 +33,7 @@ from atari_game.training import (
     at_least,
     between,
     broken_rule,
+    choose_precision,
     game_options,
     on_device,
     outputs,
@@ -105,6 +106,11 @@ class Config:
     device: str = "auto"
     """Where the network runs: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
     names."""
+    precision: str = "auto"
+    """What the network computes in: bf16 (bfloat16 autocast for the convolutions and the dense layer; weights,
+    optimizer, losses and targets stay fp32), fp32 (bit-reproducible), or auto: bf16 where this machine has it
+    natively and a start-up probe finds it faster (CPUs with AVX512-BF16 or AMX, CUDA devices with bf16), else
+    fp32. The checkpoint records the choice, and --resume keeps it."""
     run_dir: str = ""
     """The directory the run writes into; none: runs/<game>-<seed>."""
     checkpoint_every: int = 50
@@ -192,6 +198,7 @@ class Agent(nn.Module):
 
 # What progress.csv holds for each update, besides frames and seconds.
 UPDATE_FIELDS = (
+    "precision",
     "policy_loss",
     "value_loss",
     "entropy",
@@ -215,6 +222,13 @@ def train(config: Config) -> Path:
     cores = available_cores()
     torch.manual_seed(config.seed)
 
+    agent = build_agent(config.game, device)
+    # bf16 where this machine computes it faster (probed before the env workers start and take the cores); the
+    # checkpoint records the choice, so --resume keeps it.
+    precision, about = choose_precision(config.precision, agent.trunk, device)
+    config = dataclasses.replace(config, precision=precision)
+    print(about)
+
     # The envs: same-step autoreset, so a truncated episode's final observation is there to bootstrap from.
     # With async_envs, two pools of half the envs each, each with half the worker processes.
     halves = 2 if config.async_envs else 1
@@ -228,7 +242,6 @@ def train(config: Config) -> Path:
         )
         for k in range(halves)
     ]
-    agent = build_agent(config.game, device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5)
     n_updates = config.total_frames // (4 * config.batch_size)
     first_update, frames = 0, 0
@@ -239,7 +252,7 @@ def train(config: Config) -> Path:
         optimizer.load_state_dict(saved["optimizer"])
         first_update, frames = saved["update"], saved["frames"]
         torch.set_rng_state(saved["torch_rng"])
-    log = RunLog(run_dir, resume=config.resume, update_fields=UPDATE_FIELDS)
+    log = RunLog(run_dir, UPDATE_FIELDS, resumed_at=frames if config.resume else None)
 
     rollout = Rollout(config, pools[0].options.observation_shape)
     for k, pool in enumerate(pools):
@@ -259,7 +272,7 @@ def train(config: Config) -> Path:
             frames += 4 * config.batch_size
             torch.set_num_threads(cores)
             learn_start = time.perf_counter()
-            stats = learn(config, agent, optimizer, device, rollout)
+            stats: dict[str, float | str] = {"precision": precision, **learn(config, agent, optimizer, device, rollout)}
             # Where the wall time goes: playing (env steps and inference), and learning.
             stats["rollout_seconds"] = learn_start - rollout_start
             stats["learn_seconds"] = time.perf_counter() - learn_start
@@ -457,6 +470,7 @@ def load_agent(checkpoint: str | Path, device: torch.device) -> tuple[Agent, Con
     config = Config(**saved["config"])
     agent = build_agent(config.game, device)
     agent.load_state_dict(saved["agent"])
+    agent.trunk.bf16 = config.precision == "bf16"  # as it was trained (before --precision: fp32)
     return agent, config
 
 

@@ -130,13 +130,19 @@ def logged_frames(run_dir: Path, column: str) -> list[int]:
         return [int(row["frames"]) for row in csv.DictReader(file) if row[column]]
 
 
+# Each precision, named: auto chooses by timing a probe, and two runs could choose differently on a busy machine.
+PRECISIONS = pytest.mark.parametrize("precision", ["fp32", "bf16"])
+
+
+@PRECISIONS
 def test_ppo_resumes_with_the_weights_optimizer_schedule_and_generator_of_the_run_that_never_stopped(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, precision
 ):
     # 4 updates of 2 envs x 16 agent steps x 4 frames; the first checkpoint after update 2 (of 0..3).
     config = ppo.Config(
-        total_frames=512, n_envs=2, n_steps=16, n_epochs=1, n_minibatches=2, checkpoint_every=2, video=False
-    )
+        total_frames=512, n_envs=2, n_steps=16, n_epochs=1, n_minibatches=2, checkpoint_every=2, video=False,
+        precision=precision,
+    )  # fmt: skip
 
     def more(args: tuple) -> dict[str, Any]:  # collect(config, pools, agent, device, rollout, log, frames)
         return {"frames": args[6]}
@@ -148,6 +154,7 @@ def test_ppo_resumes_with_the_weights_optimizer_schedule_and_generator_of_the_ru
     watched_train(monkeypatch, config=stopped, at=set(), stop=True, **watch)
     assert logged_frames(tmp_path / "stopped", "policy_loss") == [128, 256]
     resumed = ppo.parse_config(["--run-dir", stopped.run_dir, "--resume"])
+    assert resumed.precision == precision
     resumed_first, resumed_end = watched_train(monkeypatch, config=resumed, at={0}, **watch)
 
     # Update 2 starts from the same state either way: weights, Adam's moments and step count, the annealed learning
@@ -162,8 +169,9 @@ def test_ppo_resumes_with_the_weights_optimizer_schedule_and_generator_of_the_ru
     assert logged_frames(tmp_path / "stopped", "policy_loss") == [128, 256, 384, 512]  # the log goes on
 
 
+@PRECISIONS
 def test_dqn_resumes_with_the_networks_optimizer_schedule_and_generators_of_the_run_that_never_stopped(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, precision
 ):
     # 24 pool steps of 2 envs (48 transitions); gradient steps every 4 transitions past the 8th, a target update every
     # 8; epsilon falls over the whole run; the first checkpoint after 24 transitions (pool step 12 of 0..23).
@@ -178,6 +186,7 @@ def test_dqn_resumes_with_the_networks_optimizer_schedule_and_generators_of_the_
         log_every=96,
         checkpoint_every=96,
         video=False,
+        precision=precision,
     )
 
     def more(args: tuple) -> dict[str, Any]:  # choose_actions(q_network, obs, epsilons, rng, device)
@@ -189,6 +198,7 @@ def test_dqn_resumes_with_the_networks_optimizer_schedule_and_generators_of_the_
     stopped = dataclasses.replace(config, run_dir=str(tmp_path / "stopped"))
     watched_train(monkeypatch, config=stopped, at=set(), stop=True, **watch)
     resumed = dqn.parse_config(["--run-dir", stopped.run_dir, "--resume"])
+    assert resumed.precision == precision
     resumed_first, resumed_end = watched_train(monkeypatch, config=resumed, at={0, 11}, **watch)
 
     # Pool step 12 starts from the same state either way: the Q-network, the target network (copied at transition
