@@ -53,11 +53,13 @@ def summarize(name: str, runs: list[DQNRun], frames: int) -> None:
     )
 
 
-def difference(a: list[float], b: list[float]) -> str:
-    """The difference of two sides' means, atari_game's (`a`) minus CleanRL's (`b`), with its standard error
-    (Welch's: unequal variances; over runs, so the seed-to-seed spread is what it has to beat)."""
+def difference(a: list[float], b: list[float], names: tuple[str, str] = ("atari_game", "CleanRL")) -> str:
+    """The difference of two sides' means, `a`'s minus `b`'s (named by `names`), with its standard error (Welch's:
+    unequal variances; over runs, so the seed-to-seed spread is what it has to beat)."""
     error = np.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
-    return f"atari_game - CleanRL: {np.mean(a) - np.mean(b):+.1f} (standard error {error:.1f})"
+    gap = np.mean(a) - np.mean(b)
+    within = "within" if abs(gap) <= error else "not within"
+    return f"{names[0]} - {names[1]}: {gap:+.1f} (standard error {error:.1f}; {within} one standard error)"
 
 
 def compare(ours: list[DQNRun], theirs: list[DQNRun]) -> None:

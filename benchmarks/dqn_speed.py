@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_game.cli import count, integer, seed
+from atari_game.training import PRECISIONS
 
 # How CleanRL's script is started: `ale_py` imported (the Atari ids), `cleanrl_utils` on the path, then the
 # script as __main__, its arguments after it.
@@ -178,6 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[0],
         help="our trainer's --torch-threads, one run each per round; 0: one per core (default: 0)",
     )
+    parser.add_argument(
+        "--precision",
+        nargs="+",
+        choices=PRECISIONS,
+        default=["fp32", "bf16"],
+        help="our trainer's --precision, one run each per round and thread count (default: fp32 bf16)",
+    )
     return parser
 
 
@@ -185,14 +193,20 @@ def main() -> None:
     args = build_parser().parse_args()
 
     options = dqn_options(args.steps, args.learning_starts, args.steps, 0.1, args.seed)
-    variants = {threads: f"atari_game, torch threads {threads or 'all'}" for threads in args.torch_threads}
+    variants = {
+        (threads, precision): f"atari_game {precision}, torch threads {threads or 'all'}"
+        for threads in args.torch_threads
+        for precision in args.precision
+    }
     runs: dict[str, list[Run]] = {name: [] for name in variants.values()} | {"CleanRL": []}
     with tempfile.TemporaryDirectory() as scratch:
         for round_number in range(args.rounds):
-            for threads, name in variants.items():
+            for (threads, precision), name in variants.items():
                 # A progress.csv row every tenth of the run, so that the learning phase's rate has rows to come from.
                 extra = ["--no-video", "--torch-threads", str(threads), "--log-every", str(4 * args.steps // 10)]
-                runs[name].append(ours(options, Path(scratch) / f"ours-{threads}-{round_number}", extra))
+                extra += ["--precision", precision]
+                run_dir = Path(scratch) / f"ours-{threads}-{precision}-{round_number}"
+                runs[name].append(ours(options, run_dir, extra))
             runs["CleanRL"].append(cleanrl(args.cleanrl_python, args.cleanrl_script, options, Path(scratch)))
             rates = [
                 f"{name} {rs[-1].steps_per_s:.0f} ({rs[-1].learning_steps_per_s:.0f} learning)"
@@ -209,7 +223,7 @@ def main() -> None:
     for name, rs in runs.items():
         end_to_end, learning = np.mean([r.steps_per_s for r in rs]), np.mean([r.learning_steps_per_s for r in rs])
         print(
-            f"{name:28} end to end {end_to_end:6.0f} ({end_to_end / baseline['steps_per_s']:4.2f}x CleanRL); "
+            f"{name:36} end to end {end_to_end:6.0f} ({end_to_end / baseline['steps_per_s']:4.2f}x CleanRL); "
             f"learning phase {learning:6.0f} ({learning / baseline['learning_steps_per_s']:4.2f}x)"
         )
     for name in variants.values():

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_game.cli import count
+from atari_game.training import PRECISIONS
 
 STEPS_PER_UPDATE = 8 * 128
 
@@ -80,7 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"PPO updates per run, {STEPS_PER_UPDATE:,} agent steps each (default: %(default)s)",
     )
     parser.add_argument(
-        "--rounds", type=count, default=2, help="rounds, each running the three trainers in turn (default: %(default)s)"
+        "--rounds", type=count, default=2, help="rounds, each running every trainer in turn (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--precision",
+        nargs="+",
+        choices=PRECISIONS,
+        default=["fp32", "bf16"],
+        help="our trainer's --precision, one run each per round (default: fp32 bf16)",
+    )
+    parser.add_argument(
+        "--sync-envs", action="store_true", help="also run ours with --no-async-envs, in each precision"
     )
     return parser
 
@@ -88,16 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = build_parser().parse_args()
 
-    runs: dict[str, list[float]] = {"atari_game (async envs)": [], "atari_game (sync envs)": [], "CleanRL": []}
+    # Our variants, by name: the flags each adds to the defaults.
+    variants = {f"atari_game {precision}": ["--precision", precision] for precision in args.precision}
+    if args.sync_envs:
+        variants |= {f"{name}, sync envs": [*flags, "--no-async-envs"] for name, flags in variants.items()}
+    runs: dict[str, list[float]] = {name: [] for name in variants} | {"CleanRL": []}
     for round_number in range(args.rounds):
-        runs["atari_game (async envs)"].append(ours(args.updates, []).steps_per_s)
+        for name, flags in variants.items():
+            runs[name].append(ours(args.updates, flags).steps_per_s)
         runs["CleanRL"].append(cleanrl(args.cleanrl_python, args.cleanrl_script, args.updates).steps_per_s)
-        runs["atari_game (sync envs)"].append(ours(args.updates, ["--no-async-envs"]).steps_per_s)
         print(f"round {round_number + 1}: " + ", ".join(f"{name} {rates[-1]:.0f}" for name, rates in runs.items()))
     baseline = float(np.mean(runs["CleanRL"]))
     print(f"\nBreakout PPO, {args.updates} updates each, mean of {args.rounds} alternating rounds (agent steps/s):")
     for name, rates in runs.items():
-        print(f"{name:26} {np.mean(rates):7.0f}   {np.mean(rates) / baseline:5.2f}x CleanRL")
+        print(f"{name:28} {np.mean(rates):7.0f}   {np.mean(rates) / baseline:5.2f}x CleanRL")
 
 
 if __name__ == "__main__":

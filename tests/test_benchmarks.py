@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
@@ -17,10 +18,12 @@ import numpy as np
 import parent_cpu
 import ppo_learning
 import ppo_speed
+import precision_learning
 import pytest
 import restart_states
 import sync_breakdown
 import torch
+import update_breakdown
 from torch import nn
 
 from atari_game import Game, GamePool
@@ -128,7 +131,7 @@ def test_dqn_learning_means_over_seeds_and_their_difference(capsys):
     # The bins: games at 10k..100k (0), 110k..200k (10 and 20: mean 15), 210k..300k (15).
     assert "x, mean of 2 runs: last 20 15.0 (10.0 / 20.0); per 100k frames: 0.0, 15.0, 15.0" in out
     # 15 - 13 = +2.0; standard error sqrt(50 / 2 + 2 / 2) = 5.1.
-    assert "last 20, atari_game - CleanRL: +2.0 (standard error 5.1)" in out
+    assert "last 20, atari_game - CleanRL: +2.0 (standard error 5.1; within one standard error)" in out
 
 
 def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(monkeypatch):
@@ -272,3 +275,35 @@ def test_benchmark_options_are_a_json_object_of_game_options_and_anything_else_s
         with pytest.raises(argparse.ArgumentTypeError, match=message) as error:
             game_options_json(text)
         assert '{"life_loss": "terminal", "fire_reset": true}' in str(error.value)
+
+
+def test_precision_learning_reads_a_finished_run_instead_of_running_it_again(tmp_path):
+    run_dir = tmp_path / "fp32-1"
+    run_dir.mkdir()
+    (run_dir / "out.txt").write_text(f"done: {run_dir}/progress.csv, learning_curve.png, checkpoint.pt\n")
+    (run_dir / "progress.csv").write_text(
+        "frames,seconds,game_return,game_length,frames_per_second\n100,,2.0,10,\n4096,1.0,,,4000\n160,,3.5,12,\n"
+    )
+    # Had it run, the one-update budget of 4096 frames and --algo ppo would have rewritten the files.
+    run = precision_learning.trained("ppo", 4096, 1, "fp32", run_dir)
+    assert run == ppo_speed.Run(1000.0, [(100, 2.0), (160, 3.5)])
+
+
+def test_the_breakdown_splits_each_phase_into_the_calls_timed_in_it_and_the_rest(monkeypatch):
+    now = [0.0]  # a clock that moves only when the fake work below says so
+    monkeypatch.setattr(update_breakdown.time, "perf_counter", lambda: now[0])
+
+    def work(seconds, then=None):
+        now[0] += seconds
+        return then() if then else None
+
+    fake = types.SimpleNamespace()
+    fake.inner = lambda: work(1.0)
+    fake.outer = lambda: work(2.0, fake.inner)
+    clock = update_breakdown.Clock()
+    clock.wrap(fake, "inner", "inner call")
+    clock.wrap(fake, "outer", "total", phase="phase")
+    fake.outer()
+    fake.outer()
+    fake.inner()  # outside every phase: the loop's
+    assert clock.table() == {"phase: inner call": 2.0, "loop: inner call": 1.0, "phase: the rest": 4.0}

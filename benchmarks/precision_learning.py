@@ -1,0 +1,80 @@
+"""Whether bf16 learns as fp32 does: atari_game's trainer in both precisions, the same seeds and budget.
+
+    python benchmarks/precision_learning.py --algo ppo --seeds 1 2 3 --frames 1000000 --out runs/precision-ppo
+    python benchmarks/precision_learning.py --algo dqn --seeds 1 2 --frames 1000000 --out runs/precision-dqn
+
+For each seed, runs ``--precision fp32`` and ``--precision bf16`` one after the other, each into
+OUT/<precision>-<seed>; a run that finished there before is read, not run again, so an interrupted benchmark goes
+on where it stopped. PPO runs its defaults; DQN runs dqn_learning.py's settings (CleanRL's defaults but for a
+replay memory of 250,000 transitions, learning from the 20,000th and epsilon falling over the first 40 % of the
+run). Prints each run's mean whole-game return (unclipped, across lives) of the first and last 20 games, per 100k
+frames, and its agent steps/s; then each precision's mean over the seeds, and bf16's mean minus fp32's with its
+standard error. The issue's target: bf16's mean within one standard error of fp32's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+from dqn_learning import difference, last_20, summarize
+from dqn_speed import run_child
+from ppo_learning import report
+from ppo_speed import Run
+
+from atari_game.cli import count, seed
+
+# Our DQN's flags for dqn_learning.py's settings (in transitions, as CleanRL counts).
+DQN_FLAGS = ["--buffer-size", "250000", "--learning-starts", "20000", "--exploration-fraction", "0.4"]
+
+
+def trained(algo: str, frames: int, seed_: int, precision: str, run_dir: Path) -> Run:
+    """The run of `algo` with this seed and precision in `run_dir`: made now, unless it finished there before."""
+    output = run_dir / "out.txt"
+    if not (output.exists() and "done:" in output.read_text()):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("checkpoint.pt", "progress.csv"):  # an unfinished run starts again
+            (run_dir / stale).unlink(missing_ok=True)
+        command = [sys.executable, "-m", "atari_game", "train", "--algo", algo, "--total-frames", str(frames)]
+        command += ["--seed", str(seed_), "--precision", precision, "--run-dir", str(run_dir), "--no-video"]
+        run_child(command + (DQN_FLAGS if algo == "dqn" else []), output)
+    with (run_dir / "progress.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    speeds = [float(row["frames_per_second"]) / 4 for row in rows if row["frames_per_second"]]
+    return Run(speeds[-1], [(int(row["frames"]), float(row["game_return"])) for row in rows if row["game_return"]])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=("ppo", "dqn"), default="ppo", help="the trainer (default: %(default)s)")
+    parser.add_argument("--seeds", type=seed, nargs="+", default=[1, 2, 3], help="the seeds (default: 1 2 3)")
+    parser.add_argument(
+        "--frames", type=count, default=1_000_000, help="emulator frames per run (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("runs/precision-learning"), help="the runs' directory (default: %(default)s)"
+    )
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+    print(f"Breakout {args.algo.upper()}, {args.frames:,} frames per run, seeds {args.seeds}", flush=True)
+    runs: dict[str, list[Run]] = {"fp32": [], "bf16": []}
+    for seed_ in args.seeds:
+        for precision, done in runs.items():
+            done.append(trained(args.algo, args.frames, seed_, precision, args.out / f"{precision}-{seed_}"))
+            report(f"{precision}, seed {seed_}", done[-1], args.frames)
+    for precision, done in runs.items():
+        summarize(precision, done, args.frames)
+        print(f"{precision}: {np.mean([run.steps_per_s for run in done]):.0f} agent steps/s, mean of the runs")
+    if len(args.seeds) > 1:
+        bf16, fp32 = ([last_20(run) for run in runs[p]] for p in ("bf16", "fp32"))
+        print(f"last 20, {difference(bf16, fp32, names=('bf16', 'fp32'))}")
+
+
+if __name__ == "__main__":
+    main()

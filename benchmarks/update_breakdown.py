@@ -1,0 +1,164 @@
+"""Where a trainer's wall time goes, in each precision: env steps, inference, forward, backward, optimizer, the rest.
+
+    python benchmarks/update_breakdown.py --algo ppo --updates 8 --rounds 2
+    python benchmarks/update_breakdown.py --algo dqn --steps 12000 --learning-starts 2000 --rounds 2
+
+Runs atari_game's trainer in this process (defaults, Breakout) once per precision and round, alternating, with a
+timer wrapped around each call that makes up its work: waiting for the envs (the pool's send and recv), inference
+(acting, and PPO's values for GAE and truncated episodes), the forward passes of learning, ``backward``, the
+optimizer (PPO's gradient clipping and Adam's step), sampling the replay memory (DQN), storing transitions (DQN),
+and the rest of each phase (PPO: the rollout's bookkeeping, and GAE, the minibatches' gathers and the losses;
+DQN: the TD target's arithmetic, the loop). Each line is milliseconds of wall time per 1,000 agent steps, summed
+over the rounds' runs (from learning's start on, for DQN). Absolute numbers belong to the machine: compare the
+columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from atari_game import dqn, ppo
+from atari_game.cli import count
+from atari_game.pool import GamePool
+from atari_game.replay import FrameReplay
+from atari_game.training import PRECISIONS
+
+
+class Clock:
+    """Wall seconds by (phase, what), from timers wrapped around methods and functions (`wrap`)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[tuple[str, str], float] = defaultdict(float)
+        self.phase = "loop"
+        self.on = True
+
+    def wrap(self, owner: Any, name: str, what: str, phase: str = "") -> None:
+        """Time every call of ``owner.name`` as `what`, in the phase of its caller; with `phase`, as the total of
+        that phase, which the calls it makes are counted in."""
+        original: Callable = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            outer, start = self.phase, time.perf_counter()
+            self.phase = phase or outer
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if self.on:
+                    self.seconds[(self.phase, what)] += time.perf_counter() - start
+                self.phase = outer
+
+        setattr(owner, name, timed)
+
+    def table(self) -> dict[str, float]:
+        """Seconds by line: each timed call, and each phase's rest (its total less the calls timed inside it)."""
+        lines: dict[str, float] = {}
+        for (phase, what), seconds in self.seconds.items():
+            if what != "total":
+                lines[f"{phase}: {what}"] = seconds
+        for (phase, what), seconds in self.seconds.items():
+            if what == "total":
+                inside = sum(s for (p, w), s in self.seconds.items() if p == phase and w != "total")
+                lines[f"{phase}: the rest"] = seconds - inside
+        return lines
+
+
+def instrument_ppo(clock: Clock) -> None:
+    clock.wrap(ppo, "collect", "total", phase="rollout")
+    clock.wrap(ppo, "learn", "total", phase="learn")
+    clock.wrap(GamePool, "send", "env steps (send, recv)")
+    clock.wrap(GamePool, "recv", "env steps (send, recv)")
+    for name in ("act", "value"):
+        clock.wrap(ppo.Agent, name, "the network")  # inference in the rollout, the forward pass in learn
+    clock.wrap(torch.Tensor, "backward", "backward")
+    clock.wrap(torch.nn.utils, "clip_grad_norm_", "optimizer (clipping, Adam)")
+    clock.wrap(torch.optim.Adam, "step", "optimizer (clipping, Adam)")
+
+
+def instrument_dqn(clock: Clock) -> None:
+    clock.wrap(dqn, "choose_actions", "inference", phase="act")
+    clock.wrap(dqn, "gradient_step", "total", phase="learn")
+    clock.wrap(GamePool, "send", "env steps (send, recv)")
+    clock.wrap(GamePool, "recv", "env steps (send, recv)")
+    clock.wrap(FrameReplay, "add", "storing transitions")
+    clock.wrap(FrameReplay, "sample", "sampling the memory")
+    clock.wrap(dqn.QNetwork, "forward", "forward (Q and target networks)")
+    clock.wrap(torch.Tensor, "backward", "backward")
+    clock.wrap(torch.optim.Adam, "step", "optimizer (Adam)")
+    # The timers start with the first gradient step: the table is the learning phase's.
+    gradient_step = dqn.gradient_step
+
+    def timers_on(*args: Any) -> tuple[float, float]:
+        clock.on = True
+        return gradient_step(*args)
+
+    dqn.gradient_step = timers_on
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=("ppo", "dqn"), default="ppo", help="the trainer (default: %(default)s)")
+    parser.add_argument(
+        "--updates", type=count, default=8, help="PPO: updates per run, 1,024 agent steps each (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--steps", type=count, default=12_000, help="DQN: transitions (agent steps) per run (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--learning-starts",
+        type=count,
+        default=2_000,
+        help="DQN: transitions before the first gradient step; the table counts from there (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rounds", type=count, default=2, help="rounds of one run per precision (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--precision", nargs="+", choices=PRECISIONS, default=["fp32", "bf16"], help="(default: fp32 bf16)"
+    )
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+    clock = Clock()
+    (instrument_ppo if args.algo == "ppo" else instrument_dqn)(clock)
+    tables: dict[str, dict[str, float]] = {precision: defaultdict(float) for precision in args.precision}
+    steps = {precision: 0 for precision in args.precision}
+    for _ in range(args.rounds):
+        for precision in args.precision:
+            clock.seconds.clear()
+            with tempfile.TemporaryDirectory() as run_dir:
+                if args.algo == "ppo":
+                    config: Any = ppo.Config(total_frames=4 * 1024 * args.updates, run_dir=run_dir, video=False)
+                    steps[precision] += 1024 * args.updates
+                else:
+                    config = dqn.Config(
+                        total_frames=4 * args.steps, buffer_size=args.steps, learning_starts=args.learning_starts,
+                        run_dir=run_dir, video=False,
+                    )  # fmt: skip
+                    steps[precision] += args.steps - args.learning_starts
+                    clock.on = False  # until the first gradient step
+                config.precision = precision
+                (ppo if args.algo == "ppo" else dqn).train(config)
+            for line, seconds in clock.table().items():
+                tables[precision][line] += seconds
+    lines = sorted({line for table in tables.values() for line in table})  # the phases' lines together
+    print(f"\n{args.algo.upper()}, Breakout, ms of wall time per 1,000 agent steps ({args.rounds} runs each):")
+    print(f"{'':48}" + "".join(f"{precision:>10}" for precision in args.precision))
+    for line in [*lines, "total"]:  # (the time outside the timed calls, logging and checkpoints, is not in it)
+        values = [sum(tables[p].values()) if line == "total" else tables[p].get(line, 0.0) for p in args.precision]
+        print(
+            f"{line:48}"
+            + "".join(f"{1000 * 1000 * v / steps[p]:10.1f}" for v, p in zip(values, args.precision, strict=True))
+        )
+
+
+if __name__ == "__main__":
+    main()
