@@ -4,6 +4,7 @@ are too long for CI)."""
 import argparse
 import json
 import os
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -307,3 +308,23 @@ def test_the_breakdown_splits_each_phase_into_the_calls_timed_in_it_and_the_rest
     fake.outer()
     fake.inner()  # outside every phase: the loop's
     assert clock.table() == {"phase: inner call": 2.0, "loop: inner call": 1.0, "phase: the rest": 4.0}
+
+
+def test_agent_gif_shows_the_checkpoints_agent_playing_in_colour_at_the_games_speed(tmp_path):
+    from PIL import Image
+
+    from atari_game import ppo
+
+    config = ppo.Config(game="Pong")
+    agent = ppo.build_agent(config.game, torch.device("cpu"))
+    optimizer = torch.optim.Adam(agent.parameters())
+    ppo.save_checkpoint(tmp_path / "checkpoint.pt", ppo.checkpoint_state(agent, optimizer, 0, 0, config))
+    script = Path(__file__).parent.parent / "benchmarks" / "agent_gif.py"
+    command = [sys.executable, str(script), str(tmp_path / "checkpoint.pt"), str(tmp_path / "a.gif"), "--seconds", "3"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "a.gif: 23 frames (3 s)" in result.stdout  # 45 agent steps of 4 frames in 3 s, every second one shown
+    gif = Image.open(tmp_path / "a.gif")
+    # The emulator's colour screen; each shown frame lasts 2 agent steps of 4 frames at 60 Hz (GIFs count in 10 ms).
+    assert gif.size == (160, 210) and gif.mode == "P" and gif.info["duration"] == 130
+    assert gif.n_frames > 5

@@ -1,0 +1,54 @@
+"""A short GIF of a trained agent playing, from its checkpoint: small enough for a web page, exact in colour.
+
+    python benchmarks/agent_gif.py runs/Breakout-1/checkpoint.pt docs/_static/ppo_breakout_10m.gif --seconds 30
+
+Plays one game (seeded ``--seed``) with the checkpoint's agent (either trainer's, as ``atari-game play
+--checkpoint`` does) and writes the emulator's colour screen at every `--every`-th agent step of the first
+`--seconds` seconds as a looping GIF at the game's speed. Atari screens hold few colours, so the GIF keeps them
+exact and stays small, and browsers play it everywhere (an .mp4 of OpenCV's mp4v codec plays in few). Prints the
+GIF's length and size.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from atari_game.cli import count, seed
+from atari_game.game import Game
+from atari_game.training import load_checkpoint, trained_policy
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", type=Path, help="a checkpoint.pt of atari-game train (PPO or DQN)")
+    parser.add_argument("gif", type=Path, help="the GIF to write")
+    parser.add_argument("--seconds", type=float, default=30.0, help="game time to show (default: %(default)s)")
+    parser.add_argument("--every", type=count, default=2, help="keep every N-th agent step (default: %(default)s)")
+    parser.add_argument("--seed", type=seed, default=10_001, help="the game's seed (default: %(default)s)")
+    args = parser.parse_args()
+
+    game_name = load_checkpoint(args.checkpoint)["config"]["game"]
+    policy, options = trained_policy(args.checkpoint, game_name)
+    game = Game(seed=args.seed, **options)
+    torch.manual_seed(args.seed)  # PPO's policy samples its actions: the same GIF every time
+    # The Atari draws 60 frames a second and an agent step lasts frame_skip of them.
+    steps = int(args.seconds * 60 / game.options.frame_skip)
+    obs, frames = game.reset(), []
+    for step in range(steps):
+        if step % args.every == 0:
+            frames.append(Image.fromarray(game.screen_rgb()))
+        obs, _, _, info = game.step(policy(obs))
+        if info is not None and "game_reward" in info:  # the whole game is over
+            break
+    duration_ms = round(1000 * args.every * game.options.frame_skip / 60)  # GIFs count in milliseconds
+    frames[0].save(args.gif, save_all=True, append_images=frames[1:], duration=duration_ms, loop=0, optimize=True)
+    seconds = len(frames) * duration_ms / 1000
+    print(f"{args.gif}: {len(frames)} frames ({seconds:.0f} s), {args.gif.stat().st_size / 1e6:.2f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""What one gradient step of the trainers' networks costs under each option the CPU path has.
+
+    python benchmarks/learn_step.py --repeats 30
+
+Times, in this process, a PPO minibatch step (256 observations through the actor-critic: forward, backward,
+gradient clipping, Adam) and a DQN gradient step (32 observations through the Q-network and 32 through the target
+network: forward, backward, Adam), each under: fp32 with PyTorch's default Adam (PPO's), fp32 with fused Adam
+(DQN's), fp32 under ``torch.compile``, fp32 on one torch thread, and bf16 autocast (what ``--precision auto``
+picks where the CPU has bfloat16 natively). Prints the median ms of `--repeats` steps after warm-up, with the ratio
+to the first line. The losses are stand-ins with the real ones' shapes of work; what is timed is the network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from atari_game import dqn, ppo
+from atari_game.cli import count
+from atari_game.worker import available_cores
+
+CPU = torch.device("cpu")
+
+
+def ppo_step(fused: bool, compiled: bool, bf16: bool) -> Callable[[], None]:
+    """One PPO minibatch step on random observations, as ppo.learn takes it."""
+    agent = ppo.build_agent("Breakout", CPU)
+    agent.trunk.bf16 = bf16
+    optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5, fused=fused)
+    act = torch.compile(agent.act) if compiled else agent.act
+    obs = torch.randint(0, 256, (256, 4, 84, 84), dtype=torch.uint8)
+    actions = torch.randint(0, 4, (256,))
+
+    def step() -> None:
+        _, logprob, entropy, value = act(obs, actions)
+        loss = -logprob.mean() - 0.01 * entropy.mean() + 0.5 * (value**2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
+        optimizer.step()
+
+    return step
+
+
+def dqn_step(fused: bool, compiled: bool, bf16: bool) -> Callable[[], None]:
+    """One DQN gradient step on random observations, as dqn.gradient_step takes it."""
+    q_network, target = dqn.build_q_network("Breakout", CPU), dqn.build_q_network("Breakout", CPU)
+    q_network.trunk.bf16 = target.trunk.bf16 = bf16
+    optimizer = torch.optim.Adam(q_network.parameters(), lr=1e-4, fused=fused)
+    q, q_target = (torch.compile(q_network), torch.compile(target)) if compiled else (q_network, target)
+    obs, next_obs = (torch.randint(0, 256, (32, 4, 84, 84), dtype=torch.uint8) for _ in range(2))
+    actions = torch.randint(0, 4, (32, 1))
+
+    def step() -> None:
+        with torch.no_grad():
+            target_value = q_target(next_obs).max(1).values
+        loss = ((target_value - q(obs).gather(1, actions).squeeze(1)) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def median_ms(step: Callable[[], None], repeats: int) -> float:
+    for _ in range(5):  # warm-up: kernels built, compiled graphs traced
+        step()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return 1000 * float(np.median(times))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=count, default=30, help="timed steps per option (default: %(default)s)")
+    args = parser.parse_args()
+    cores = available_cores()
+    # (name, fused Adam, torch.compile, bf16, threads)
+    options = [
+        ("fp32, default Adam", False, False, False, cores),
+        ("fp32, fused Adam", True, False, False, cores),
+        ("fp32, torch.compile", False, True, False, cores),
+        ("fp32, one thread", False, False, False, 1),
+        ("bf16 autocast", False, False, True, cores),
+        ("bf16 autocast, fused Adam", True, False, True, cores),
+    ]
+    for name, build in (("PPO minibatch of 256", ppo_step), ("DQN gradient step, batch 32", dqn_step)):
+        print(f"\n{name}, ms (median of {args.repeats}), {cores} cores:")
+        baseline = None
+        for option, fused, compiled, bf16, threads in options:
+            torch.set_num_threads(threads)
+            ms = median_ms(build(fused, compiled, bf16), args.repeats)
+            baseline = baseline or ms
+            print(f"  {option:32} {ms:7.1f}   {baseline / ms:4.2f}x")
+
+
+if __name__ == "__main__":
+    main()
