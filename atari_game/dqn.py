@@ -49,6 +49,7 @@ from atari_game.training import (
     broken_rule,
     choose_precision,
     game_options,
+    interrupted,
     on_device,
     outputs,
     pick_device,
@@ -310,7 +311,7 @@ def train(config: Config) -> Path:
     target_network.load_state_dict(q_network.state_dict())
     # bf16 where this machine computes it faster (probed before the env workers start and take the cores); the
     # checkpoint records the choice, so --resume keeps it.
-    precision, about = choose_precision(config.precision, q_network.trunk, device)
+    precision, about = choose_precision(config.precision, q_network.trunk, device, resumed=config.resume)
     target_network.trunk.bf16 = q_network.trunk.bf16
     config = dataclasses.replace(config, precision=precision)
     print(about)
@@ -538,7 +539,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     if config.eval:
         evaluate(config)
         return
-    run_dir = train(config)
+    try:
+        run_dir = train(config)
+    except KeyboardInterrupt:  # Ctrl-C stops the run at once; its last checkpoint stays for --resume
+        raise SystemExit(interrupted(config, "dqn")) from None
     print(outputs(run_dir, config))
 
 

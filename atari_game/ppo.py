@@ -35,6 +35,7 @@ from atari_game.training import (
     broken_rule,
     choose_precision,
     game_options,
+    interrupted,
     on_device,
     outputs,
     pick_device,
@@ -225,7 +226,7 @@ def train(config: Config) -> Path:
     agent = build_agent(config.game, device)
     # bf16 where this machine computes it faster (probed before the env workers start and take the cores); the
     # checkpoint records the choice, so --resume keeps it.
-    precision, about = choose_precision(config.precision, agent.trunk, device)
+    precision, about = choose_precision(config.precision, agent.trunk, device, resumed=config.resume)
     config = dataclasses.replace(config, precision=precision)
     print(about)
 
@@ -242,7 +243,9 @@ def train(config: Config) -> Path:
         )
         for k in range(halves)
     ]
-    optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5)
+    # Adam in its fused implementation: the same update in one kernel (6 % less time per minibatch step here than the
+    # default loop over the parameters; benchmarks/learn_step.py).
+    optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
     n_updates = config.total_frames // (4 * config.batch_size)
     first_update, frames = 0, 0
     checkpoint_path = run_dir / "checkpoint.pt"
@@ -497,7 +500,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     if config.eval:
         evaluate(config)
         return
-    run_dir = train(config)
+    try:
+        run_dir = train(config)
+    except KeyboardInterrupt:  # Ctrl-C stops the run at once; its last checkpoint stays for --resume
+        raise SystemExit(interrupted(config, "ppo")) from None
     print(outputs(run_dir, config))
 
 

@@ -124,9 +124,10 @@ def probe_ms(trunk: NatureCNN, device: torch.device, bf16: bool, batch: int = 32
     return 1000 * min(times[3:])
 
 
-def choose_precision(name: str, trunk: NatureCNN, device: torch.device) -> tuple[str, str]:
-    """The precision a run computes in, ``"fp32"`` or ``"bf16"``, for the flag value `name` (one of `PRECISIONS`),
-    and a line for the log saying what was chosen and why; sets ``trunk.bf16``.
+def choose_precision(name: str, trunk: NatureCNN, device: torch.device, resumed: bool = False) -> tuple[str, str]:
+    """The precision a run computes in, ``"fp32"`` or ``"bf16"``, for the flag value `name` (one of `PRECISIONS`;
+    a `resumed` run's is its checkpoint's choice), and a line for the log saying what was chosen and why; sets
+    ``trunk.bf16``.
 
     ``auto`` takes bf16 where `device` has it natively (`native_bf16`) and a probe (`probe_ms`, a fraction of a
     second at start-up, with the torch threads learning will use) finds a forward + backward pass at least 10 %
@@ -140,7 +141,7 @@ def choose_precision(name: str, trunk: NatureCNN, device: torch.device) -> tuple
             chosen = "bf16" if bf16_ms < 0.9 * fp32_ms else "fp32"
             why = f"auto: a forward + backward pass of 32 observations: {fp32_ms:.1f} ms fp32, {bf16_ms:.1f} ms bf16"
     else:
-        chosen, why = name, "asked"
+        chosen, why = name, "the run's own, kept by --resume" if resumed else "asked"
         if name == "bf16" and not native_bf16(device):
             why += f"; {device} may have no native bfloat16, which makes bf16 slower than fp32"
     trunk.bf16 = chosen == "bf16"
@@ -359,6 +360,16 @@ def outputs(run_dir: Path, config: Any) -> str:
     return f"done: {run_dir}/progress.csv, learning_curve.png{video}, checkpoint.pt"
 
 
+def interrupted(config: Any, algo: str) -> str:
+    """What a run of the trainer `algo` stopped by Ctrl-C says: where its last checkpoint is, and how to go on."""
+    run_dir = run_directory(config, algo)
+    checkpoint = run_dir / "checkpoint.pt"
+    if not checkpoint.exists():
+        return f"stopped (Ctrl-C) before the run's first checkpoint: {run_dir} holds nothing to resume"
+    frames = torch.load(checkpoint, map_location="cpu")["frames"]
+    return f"stopped (Ctrl-C): {checkpoint} holds the run at {frames:,} frames; --resume --run-dir {run_dir} goes on"
+
+
 def game_options(config: Any) -> dict:
     """The `Game` options of a trainer's config (its fields game, life_loss, clip_rewards, noop_max, fire_reset)."""
     # FIRE only for games that have it (Breakout waits for it; Freeway has no FIRE button).
@@ -468,6 +479,7 @@ def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, title: 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter
 
     figure, axes = plt.subplots(figsize=(8, 4.5))
     if games:
@@ -478,6 +490,7 @@ def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, title: 
         axes.plot(frames[window - 1 :], smooth, label=f"mean of {window} games")
         axes.legend()
     axes.set(xlabel="emulator frames", ylabel="whole-game return (unclipped)", title=title)
+    axes.xaxis.set_major_formatter(EngFormatter(sep=""))  # 2M, not 0.2 under a 1e7
     axes.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=100)

@@ -4,13 +4,13 @@
     python benchmarks/update_breakdown.py --algo dqn --steps 12000 --learning-starts 2000 --rounds 2
 
 Runs atari_game's trainer in this process (defaults, Breakout) once per precision and round, alternating, with a
-timer wrapped around each call that makes up its work: waiting for the envs (the pool's send and recv), inference
-(acting, and PPO's values for GAE and truncated episodes), the forward passes of learning, ``backward``, the
-optimizer (PPO's gradient clipping and Adam's step), sampling the replay memory (DQN), storing transitions (DQN),
-and the rest of each phase (PPO: the rollout's bookkeeping, and GAE, the minibatches' gathers and the losses;
-DQN: the TD target's arithmetic, the loop). Each line is milliseconds of wall time per 1,000 agent steps, summed
-over the rounds' runs (from learning's start on, for DQN). Absolute numbers belong to the machine: compare the
-columns.
+timer wrapped around each call that makes up its work, by phase (PPO: rollout, learn; DQN: act, learn, and the
+loop around them): the networks (inference while acting, forward passes while learning), ``backward``, the
+optimizer (PPO's gradient clipping and Adam's step), sampling the replay memory and storing transitions (DQN),
+waiting for the envs (the pool's send and recv), and the rest of each phase (PPO: the rollout's bookkeeping; GAE,
+the minibatches' gathers and the losses; DQN: the TD target's arithmetic). Each line is milliseconds of wall time
+per 1,000 agent steps, summed over the rounds' runs (from learning's start on, for DQN). Absolute numbers belong to
+the machine: compare the columns.
 """
 
 from __future__ import annotations
@@ -82,13 +82,13 @@ def instrument_ppo(clock: Clock) -> None:
 
 
 def instrument_dqn(clock: Clock) -> None:
-    clock.wrap(dqn, "choose_actions", "inference", phase="act")
+    clock.wrap(dqn, "choose_actions", "total", phase="act")
     clock.wrap(dqn, "gradient_step", "total", phase="learn")
     clock.wrap(GamePool, "send", "env steps (send, recv)")
     clock.wrap(GamePool, "recv", "env steps (send, recv)")
     clock.wrap(FrameReplay, "add", "storing transitions")
     clock.wrap(FrameReplay, "sample", "sampling the memory")
-    clock.wrap(dqn.QNetwork, "forward", "forward (Q and target networks)")
+    clock.wrap(dqn.QNetwork, "forward", "the networks")  # the Q-network acting; the Q and target networks learning
     clock.wrap(torch.Tensor, "backward", "backward")
     clock.wrap(torch.optim.Adam, "step", "optimizer (Adam)")
     # The timers start with the first gradient step: the table is the learning phase's.

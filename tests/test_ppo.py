@@ -2,11 +2,14 @@
 
 import csv
 import math
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import cv2
+import torch
 
 from atari_game.ppo import UPDATE_FIELDS
 
@@ -74,3 +77,38 @@ def test_a_trainer_run_where_the_test_stands_meets_a_users_earlier_run():
     # test_sync_rollout_and_bad_arguments's bad-arguments run was after the README's first command.
     refused = run(None, "--n-envs", "3", status=2)
     assert "runs/Breakout-1 holds a run already (runs/Breakout-1/checkpoint.pt)" in refused.stderr
+
+
+def test_ctrl_c_stops_a_run_with_a_line_saying_how_to_go_on_and_no_traceback(tmp_path):
+    run_dir = tmp_path / "run"
+    command = [sys.executable, str(PPO), "--total-frames", "1e6", "--run-dir", str(run_dir), "--no-video", *TINY]
+    child = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run_dir / "checkpoint.pt").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)  # a few updates more: the run is between checkpoints
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    frames = torch.load(run_dir / "checkpoint.pt")["frames"]
+    assert child.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.splitlines()[-1] == (
+        f"stopped (Ctrl-C): {run_dir}/checkpoint.pt holds the run at {frames:,} frames; "
+        f"--resume --run-dir {run_dir} goes on"
+    )
+    # And goes on from there: the log keeps what the checkpoint holds, and the resumed run adds its next update.
+    run(tmp_path, "--total-frames", str(frames + 256), "--run-dir", str(run_dir), "--resume")
+    logged = [int(row["frames"]) for row in update_rows(run_dir)]
+    assert logged == list(range(256, frames + 257, 256))
+
+
+def test_ctrl_c_before_the_first_checkpoint_says_there_is_nothing_to_resume(tmp_path):
+    from atari_game import ppo
+    from atari_game.training import interrupted
+
+    config = ppo.Config(run_dir=str(tmp_path / "run"))
+    assert interrupted(config, "ppo") == (
+        f"stopped (Ctrl-C) before the run's first checkpoint: {tmp_path}/run holds nothing to resume"
+    )
