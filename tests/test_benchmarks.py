@@ -328,3 +328,150 @@ def test_agent_gif_shows_the_checkpoints_agent_playing_in_colour_at_the_games_sp
     # The emulator's colour screen; each shown frame lasts 2 agent steps of 4 frames at 60 Hz (GIFs count in 10 ms).
     assert gif.size == (160, 210) and gif.mode == "P" and gif.info["duration"] == 130
     assert gif.n_frames > 5
+
+
+def mutant(line, worker_outcome="normal", test_outcome="killed", output="", diff=""):
+    """One mutant as benchmarks/mutation.py records it from a cosmic-ray session (worker_outcome None: not run)."""
+    result = {"worker_outcome": worker_outcome, "test_outcome": test_outcome, "output": output, "diff": diff}
+    return {
+        "job_id": f"j{line}",
+        "path": "atari_game/replay.py",
+        "line": line,
+        "operator": "core/X",
+        "result": None if worker_outcome is None else result,
+    }
+
+
+def test_mutation_outcomes_scores_and_survivors_are_read_from_cosmic_rays_results():
+    import mutation
+
+    diff = "--- mutation diff ---\n--- aatari_game/replay.py\n+++ batari_game/replay.py\n@@ -12 +12 @@\n-a + 1\n+a - 1"
+    records = [
+        mutant(3),
+        mutant(4),
+        mutant(5, output="timeout"),  # cosmic-ray's timeout: killed, with the output "timeout"
+        mutant(12, test_outcome="survived", diff=diff),
+        mutant(7, worker_outcome="exception", test_outcome="incompetent"),
+        mutant(8, worker_outcome="no-test", test_outcome=None),
+        mutant(9, worker_outcome=None),
+    ]
+    assert [mutation.outcome(record) for record in records] == [
+        "killed",
+        "killed",
+        "timed out",
+        "survived",
+        "error",
+        "error",
+        "not run",
+    ]
+    summary = mutation.summarize(records)
+    assert summary.made == 7
+    assert summary.counts == {"killed": 2, "timed out": 1, "survived": 1, "error": 2, "not run": 1}
+    assert summary.score == 3 / 4  # errors and mutants not run count neither way
+    assert mutation.summarize([mutant(1, worker_outcome=None)]).score is None
+
+    lines = mutation.report({"replay": records, "pool": [mutant(2)]}).splitlines()
+    assert lines[:3] == [
+        "target    mutants  killed  survived  timed out  errors  not run    score",
+        "replay          7       2         1          1       2        1   75.0 %",
+        "pool            1       1         0          0       0        0  100.0 %",
+    ]
+    # Each survivor: file:line and operator, then its diff.
+    assert lines[3:] == [
+        "",
+        "Survivors of replay: 1",
+        "atari_game/replay.py:12  core/X",
+        *("    " + line for line in diff.splitlines()),
+        "",
+        "Survivors of pool: 0",
+    ]
+
+
+def test_mutation_records_are_made_from_cosmic_rays_work_items_and_results():
+    import mutation
+
+    spec = types.SimpleNamespace(module_path=Path("atari_game/pool.py"), start_pos=(41, 8), operator_name="core/Y")
+    item = types.SimpleNamespace(job_id="abc", mutations=(spec,))
+    result = types.SimpleNamespace(
+        worker_outcome=types.SimpleNamespace(value="normal"),
+        test_outcome=types.SimpleNamespace(value="survived"),
+        output=None,
+        diff="d",
+    )
+    expected = {"job_id": "abc", "path": "atari_game/pool.py", "line": 41, "operator": "core/Y"}
+    assert mutation.as_record(item, None) == {**expected, "result": None}
+    outcome = {"worker_outcome": "normal", "test_outcome": "survived", "output": "", "diff": "d"}
+    assert mutation.as_record(item, result) == {**expected, "result": outcome}
+
+
+SOURCE = """
+def free(x):
+    return x
+
+
+class Block:
+    def step(self):
+        return 1
+
+    @staticmethod
+    def play():
+        return 2
+"""
+
+
+def test_mutation_tests_the_lines_of_the_named_functions_only():
+    import re
+
+    import mutation
+
+    assert mutation.function_lines(SOURCE, ["free"]) == {2, 3}
+    assert mutation.function_lines(SOURCE, ["Block.step", "Block.play"]) == {7, 8, 10, 11, 12}  # the decorator too
+    message = "no function Block.run, step in the source; it defines Block.play, Block.step, free"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        mutation.function_lines(SOURCE, ["Block.run", "step"])
+    lines = {"a/x.py": {7, 8}, "a/y.py": None}
+    assert [mutation.wanted(path, line, lines) for path, line in [("a/x.py", 7), ("a/x.py", 9), ("a/y.py", 1)]] == [
+        True,
+        False,
+        True,
+    ]
+    assert not mutation.wanted(Path("a/z.py"), 1, lines)  # a file outside the target
+
+
+def test_mutation_targets_name_functions_their_modules_define():
+    import mutation
+
+    root = Path(__file__).parent.parent
+    lines = mutation.selected_lines(root, mutation.TARGETS["pool"])
+    assert lines["atari_game/pool_worker.py"] and lines["atari_game/pool.py"]
+    assert all(mutation.selected_lines(root, target) for target in mutation.TARGETS.values())
+    assert all((root / test).is_file() for target in mutation.TARGETS.values() for test in target.tests)
+
+
+def test_mutation_without_cosmic_ray_names_the_extra_to_install(monkeypatch):
+    import mutation
+
+    monkeypatch.setitem(sys.modules, "cosmic_ray", None)  # an import of it fails
+    with pytest.raises(SystemExit, match=r"needs cosmic-ray: pip install -e '\.\[mutation\]'"):
+        mutation.cosmic_ray()
+    with pytest.raises(SystemExit):
+        mutation.build_parser().parse_args(["--jobs", "0"])
+    assert mutation.build_parser().parse_args(["--target", "pool", "replay"]).target == ["pool", "replay"]
+
+
+def test_mutation_keeps_each_operator_replaced_by_its_counterpart_only():
+    import mutation
+
+    kept = [
+        "core/ReplaceBinaryOperator_Add_Sub",
+        "core/ReplaceComparisonOperator_Lt_LtE",
+        "core/ReplaceUnaryOperator_Delete_Not",
+        "core/NumberReplacer",
+        "core/ZeroIterationForLoop",
+    ]
+    dropped = [
+        "core/ReplaceBinaryOperator_Add_Pow",
+        "core/ReplaceComparisonOperator_Lt_Is",
+        "core/ReplaceUnaryOperator_USub_Not",
+    ]
+    assert [mutation.kept_operator(name) for name in kept + dropped] == [True] * len(kept) + [False] * len(dropped)
