@@ -475,3 +475,20 @@ def test_mutation_keeps_each_operator_replaced_by_its_counterpart_only():
         "core/ReplaceUnaryOperator_USub_Not",
     ]
     assert [mutation.kept_operator(name) for name in kept + dropped] == [True] * len(kept) + [False] * len(dropped)
+
+
+def test_mutation_runs_each_targets_tests_to_the_first_failure_without_the_timing_and_deselected_ones():
+    import shlex
+
+    import mutation
+
+    root = Path(__file__).parent.parent
+    target = mutation.TARGETS["pool"]
+    command = shlex.split(mutation.test_command(Path("/copy"), target))
+    assert command[:9] == [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not timing"]
+    assert command[-3:] == ["--basetemp=/copy/.pytest-tmp", "tests/test_pool_values.py", "tests/test_pool.py"]
+    # Each test left out still exists (a renamed one would silently come back in).
+    for test in target.deselect:
+        assert f"--deselect={test}" in command
+        path, name = test.split("::")
+        assert f"def {name}(" in (root / path).read_text()

@@ -1,6 +1,8 @@
 """Tests that kill the mutants benchmarks/mutation.py found surviving: each names the mutant (file, line as of its
 run, the change) and checks the behaviour it broke against values worked out by hand."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -48,3 +50,52 @@ def test_prioritized_sampling_after_eviction_draws_the_transition_of_the_leaf_fo
     buffer.update_priorities(np.array([3, 4, 5, 6]), np.array([0.0, 0.0, 1e6, 0.0]))
     draws = np.concatenate([buffer.sample(4).indices for _ in range(8)])  # a batch is at most len(buffer)
     assert draws.tolist() == [5] * 32
+
+
+def test_actions_at_the_int32_bounds_are_stored_and_one_past_them_refused():
+    # Mutant: replay.py:282, ``actions.max() > int32 max`` made ``>=``: the largest int32 action refused.
+    buffer = FrameReplay(4, 1, (2, 2, 2))
+    obs = np.zeros((1, 2, 2, 2), np.uint8)
+    step = {"obs": obs, "next_obs": obs + 1, "rewards": np.zeros(1), "terminations": [False], "truncations": [False]}
+    for action in (2**31 - 1, -(2**31)):
+        buffer.add(**step, actions=np.array([action]))
+        step = step | {"obs": step["next_obs"], "next_obs": step["next_obs"] + 1}
+    assert buffer.get(buffer.indices()).actions.tolist() == [2**31 - 1, -(2**31)]
+    for action in (2**31, -(2**31) - 1):
+        with pytest.raises(ValueError, match="actions must fit in int32"):
+            buffer.add(**step, actions=np.array([action]))
+
+
+def test_float_observations_with_signed_zeros_and_nans_come_back_bit_for_bit():
+    # Mutants: replay.py:108, `_bits` comparing float32 frames by value (``not`` added, or 4 bytes left out of its
+    # sizes): -0.0 == 0.0 would make a slot of zeros and one of negative zeros one frame, stored once.
+    buffer = FrameReplay(4, 1, (2, 2, 2), dtype=np.float32)
+    zeros = np.zeros((2, 2), np.float32)
+    obs = np.stack([zeros, -zeros])[None]  # slot 0 holds 0.0, slot 1 -0.0: equal as floats, not as bits
+    next_obs = np.stack([-zeros, np.full((2, 2), np.nan, np.float32)])[None]
+    buffer.add(obs, np.zeros(1, int), np.zeros(1), next_obs, np.zeros(1, bool), np.zeros(1, bool))
+    batch = buffer.get(buffer.indices())
+    assert batch.obs.tobytes() == obs.tobytes() and batch.next_obs.tobytes() == next_obs.tobytes()
+    assert np.signbit(batch.obs[0, :, 0, 0]).tolist() == [False, True]
+
+
+@pytest.mark.parametrize(("name", "bounds"), [("gamma", "[0.0, 1.0]"), ("priority_epsilon", "[0.0, inf]")])
+def test_a_negative_gamma_or_priority_epsilon_is_refused_and_zero_taken(name, bounds):
+    # Mutants: replay.py:190 and :195, their lower bound 0.0 made -1.0.
+    with pytest.raises(ValueError, match=re.escape(f"{name} must be a number in {bounds}, got -0.5")):
+        FrameReplay(4, 1, (2, 2, 2), **{name: -0.5})
+    assert getattr(FrameReplay(4, 1, (2, 2, 2), **{name: 0.0}), name) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("capacity", "num_envs", "leaves"),
+    [(1, 1, 1), (8, 2, 8), (8, 1, 8), (9, 1, 16), (12, 3, 16)],
+)
+def test_the_priority_trees_have_a_leaf_per_transition_slot_rounded_up_to_a_power_of_two(capacity, num_envs, leaves):
+    # Mutants: replay.py:237, ``num_envs * slots - 1`` made ``- 0`` or ``+ 1``: twice the leaves when the slots are a
+    # power of two (8 slots: 16 leaves), or one more. Two float64 trees of 2 * leaves nodes each.
+    shape = (2, 2, 2)
+    extra = (
+        FrameReplay(capacity, num_envs, shape, prioritized=True).nbytes - FrameReplay(capacity, num_envs, shape).nbytes
+    )
+    assert extra == 2 * (2 * leaves) * 8
