@@ -14,7 +14,9 @@ survived)``, then every survivor with its file, line and diff:
 - ``pool``: the step and restart paths, `GameBlock`'s methods in ``atari_game/pool_worker.py`` and the methods of
   `GamePool` in ``atari_game/pool.py`` named in `POOL_FUNCTIONS`, with ``tests/test_pool_values.py`` and
   ``tests/test_pool.py``;
-- ``game``: ``atari_game/game.py``, with ``tests/test_game.py`` and ``tests/test_game_properties.py``.
+- ``game``: ``atari_game/game.py``, with ``tests/test_game.py`` and ``tests/test_game_properties.py``;
+
+and each also with ``tests/test_mutants.py``, the tests written to kill the survivors of earlier runs.
 
 Tests marked ``timing`` are left out: a wall-clock bound missed on a busy machine is not a mutant caught. Every test
 command stops at its first failure (``-x``), so a killed mutant costs less than the whole test files.
@@ -105,19 +107,23 @@ POOL_FUNCTIONS = (
 )
 # In the order a run takes them by default: the quickest first.
 TARGETS = {
-    "replay": Target({"atari_game/replay.py": None}, ("tests/test_replay.py", "tests/test_sb3_replay.py")),
+    "replay": Target(
+        {"atari_game/replay.py": None}, ("tests/test_replay.py", "tests/test_sb3_replay.py", "tests/test_mutants.py")
+    ),
     "pool": Target(
         {
             "atari_game/pool_worker.py": ("GameBlock.run", "GameBlock.step", "GameBlock.play", "GameBlock.reset"),
             "atari_game/pool.py": POOL_FUNCTIONS,
         },
-        ("tests/test_pool_values.py", "tests/test_pool.py"),
+        ("tests/test_pool_values.py", "tests/test_pool.py", "tests/test_mutants.py"),
         # Ctrl-C at random moments of 20 steps: on unmutated code it once hung past pytest's 300 s with both cores
         # busy, which a run would count as a mutant killed (test_a_step_interrupted_by_ctrl_c_is_finished_by_the_next
         # still interrupts a step).
         deselect=("tests/test_pool.py::test_ctrl_c_at_any_moment_of_a_step_leaves_the_pool_in_step",),
     ),
-    "game": Target({"atari_game/game.py": None}, ("tests/test_game.py", "tests/test_game_properties.py")),
+    "game": Target(
+        {"atari_game/game.py": None}, ("tests/test_game.py", "tests/test_game_properties.py", "tests/test_mutants.py")
+    ),
 }
 # cosmic-ray replaces each binary operator by each of 11 others, each comparison by each of 7 (1,856 mutants of
 # replay.py, 1,298 of them binary operators): only the replacement by its counterpart is kept, as mutmut makes
@@ -390,7 +396,7 @@ def run_target(
     run_checked([sys.executable, "-m", "cosmic_ray.cli", "init", str(config), str(session)], first, env)
     lines = selected_lines(first, target)
     with work_db.use_db(str(session), work_db.WorkDB.Mode.open) as db:
-        items = sorted(db.work_items, key=lambda item: item.job_id)
+        items = sorted(db.work_items, key=place)  # not by job id, a random one: the same --seed, the same sample
     made = len(items)
     items = [
         item
@@ -400,7 +406,7 @@ def run_target(
     ]
     kept = len(items)
     if args.max_mutants is not None and kept > args.max_mutants:
-        items = sorted(random.Random(args.seed).sample(items, args.max_mutants), key=lambda item: item.job_id)
+        items = sorted(random.Random(args.seed).sample(items, args.max_mutants), key=place)
     print(
         f"{name}: cosmic-ray made {made} mutants of {', '.join(target.functions)}, {kept} of them of the selected "
         f"operators and functions; testing {len(items)}",
@@ -443,6 +449,12 @@ def run_target(
     finally:
         stop(processes)
     return [record for job_session in sessions for record in read_session(work_db, job_session)]
+
+
+def place(item: Any) -> tuple:
+    """Where a cosmic-ray work item's mutation is, and which: its file, position, operator and occurrence."""
+    (mutation,) = item.mutations
+    return str(mutation.module_path), tuple(mutation.start_pos), mutation.operator_name, mutation.occurrence
 
 
 def tested(work_db: Any, session: Path) -> int:

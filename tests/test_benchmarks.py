@@ -486,7 +486,8 @@ def test_mutation_runs_each_targets_tests_to_the_first_failure_without_the_timin
     target = mutation.TARGETS["pool"]
     command = shlex.split(mutation.test_command(Path("/copy"), target))
     assert command[:9] == [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not timing"]
-    assert command[-3:] == ["--basetemp=/copy/.pytest-tmp", "tests/test_pool_values.py", "tests/test_pool.py"]
+    tests = ["tests/test_pool_values.py", "tests/test_pool.py", "tests/test_mutants.py"]
+    assert command[-4:] == ["--basetemp=/copy/.pytest-tmp", *tests]
     # Each test left out still exists (a renamed one would silently come back in).
     for test in target.deselect:
         assert f"--deselect={test}" in command
