@@ -22,14 +22,18 @@ from atari_game.game import Game
 from atari_game.training import load_checkpoint, trained_policy
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", type=Path, help="a checkpoint.pt of atari-game train (PPO or DQN)")
     parser.add_argument("gif", type=Path, help="the GIF to write")
     parser.add_argument("--seconds", type=float, default=30.0, help="game time to show (default: %(default)s)")
     parser.add_argument("--every", type=count, default=2, help="keep every N-th agent step (default: %(default)s)")
     parser.add_argument("--seed", type=seed, default=10_001, help="the game's seed (default: %(default)s)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
 
     game_name = load_checkpoint(args.checkpoint)["config"]["game"]
     policy, options = trained_policy(args.checkpoint, game_name)

@@ -77,10 +77,14 @@ def median_ms(step: Callable[[], None], repeats: int) -> float:
     return 1000 * float(np.median(times))
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=count, default=30, help="timed steps per option (default: %(default)s)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     cores = available_cores()
     # (name, fused Adam, torch.compile, bf16, threads)
     options = [

@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="our trainer's --precision, one run each per round (default: fp32 bf16)",
     )
     parser.add_argument(
-        "--sync-envs", action="store_true", help="also run ours with --no-async-envs, in each precision"
+        "--sync-envs", action="store_true", help="also run ours with --no-async-envs, in each precision (default: off)"
     )
     return parser
 

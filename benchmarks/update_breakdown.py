@@ -120,7 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--rounds", type=count, default=2, help="rounds of one run per precision (default: %(default)s)"
     )
     parser.add_argument(
-        "--precision", nargs="+", choices=PRECISIONS, default=["fp32", "bf16"], help="(default: fp32 bf16)"
+        "--precision",
+        nargs="+",
+        choices=PRECISIONS,
+        default=["fp32", "bf16"],
+        help="the trainer's --precision, one run each per round (default: fp32 bf16)",
     )
     return parser
 
