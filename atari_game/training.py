@@ -141,11 +141,11 @@ def choose_precision(name: str, trunk: NatureCNN, device: torch.device, resumed:
             chosen = "bf16" if bf16_ms < 0.9 * fp32_ms else "fp32"
             why = f"auto: a forward + backward pass of 32 observations: {fp32_ms:.1f} ms fp32, {bf16_ms:.1f} ms bf16"
     else:
-        chosen, why = name, "the run's own, kept by --resume" if resumed else "asked"
+        chosen, why = name, "the run's own, kept by --resume" if resumed else ""
         if name == "bf16" and not native_bf16(device):
-            why += f"; {device} may have no native bfloat16, which makes bf16 slower than fp32"
+            why += ("; " if why else "") + f"{device} may have no native bfloat16, which makes bf16 slower than fp32"
     trunk.bf16 = chosen == "bf16"
-    return chosen, f"precision {chosen} ({why})"
+    return chosen, f"precision {chosen}" + (f" ({why})" if why else "")
 
 
 # --- the command line -----------------------------------------------------------------------------------

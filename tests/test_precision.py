@@ -63,10 +63,14 @@ def test_auto_takes_bf16_only_where_the_device_has_it_and_the_probe_finds_it_fas
 def test_fp32_and_bf16_are_taken_as_asked_and_bf16_without_hardware_says_it_is_slow(monkeypatch):
     probes = hardware(monkeypatch, native=False)
     trunk = NatureCNN()
-    assert choose_precision("fp32", trunk, CPU) == ("fp32", "precision fp32 (asked)") and not trunk.bf16
+    assert choose_precision("fp32", trunk, CPU) == ("fp32", "precision fp32") and not trunk.bf16
     precision, about = choose_precision("bf16", trunk, CPU)
     assert precision == "bf16" and trunk.bf16
-    assert "may have no native bfloat16, which makes bf16 slower than fp32" in about
+    assert about == "precision bf16 (cpu may have no native bfloat16, which makes bf16 slower than fp32)"
+    assert choose_precision("bf16", trunk, CPU, resumed=True)[1] == (
+        "precision bf16 (the run's own, kept by --resume; cpu may have no native bfloat16, which makes bf16 slower "
+        "than fp32)"
+    )
     assert probes == []
 
 
