@@ -27,9 +27,9 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from ppo_speed import add_precision_argument
 
 from atari_game.cli import count, integer, seed
-from atari_game.training import PRECISIONS
 
 # How CleanRL's script is started: `ale_py` imported (the Atari ids), `cleanrl_utils` on the path, then the
 # script as __main__, its arguments after it.
@@ -179,13 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[0],
         help="our trainer's --torch-threads, one run each per round; 0: one per core (default: 0)",
     )
-    parser.add_argument(
-        "--precision",
-        nargs="+",
-        choices=PRECISIONS,
-        default=["fp32", "bf16"],
-        help="our trainer's --precision, one run each per round and thread count (default: fp32 bf16)",
-    )
+    add_precision_argument(parser, "our trainer's --precision, one run each per round and thread count")
     return parser
 
 

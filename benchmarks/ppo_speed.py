@@ -44,8 +44,13 @@ def ours(updates: int, extra: list[str], seed: int = 1) -> Run:
         command = [sys.executable, "-m", "atari_game", "train", "--total-frames", str(4 * STEPS_PER_UPDATE * updates)]
         command += ["--run-dir", run_dir, "--no-video", "--seed", str(seed), *extra]
         subprocess.run(command, check=True, capture_output=True)
-        with (Path(run_dir) / "progress.csv").open() as file:
-            rows = list(csv.DictReader(file))
+        return read_run(Path(run_dir))
+
+
+def read_run(run_dir: Path) -> Run:
+    """A run of our trainer, from its progress.csv: its last frames/s (4 frames an agent step) and its games."""
+    with (run_dir / "progress.csv").open() as file:
+        rows = list(csv.DictReader(file))
     speed = [float(row["frames_per_second"]) / 4 for row in rows if row["frames_per_second"]][-1]
     return Run(speed, [(int(row["frames"]), float(row["game_return"])) for row in rows if row["game_return"]])
 
@@ -60,6 +65,13 @@ def cleanrl(python: str, script: str, updates: int, seed: int = 1) -> Run:
     # statistics outside its life-loss wrapper).
     games = re.findall(r"global_step=(\d+), episodic_return=\[?([-\d.]+)", result.stdout)
     return Run(float(re.findall(r"SPS: (\d+)", result.stdout)[-1]), [(4 * int(s), float(r)) for s, r in games])
+
+
+def add_precision_argument(parser: argparse.ArgumentParser, about: str) -> None:
+    """Give `parser` --precision: the trainer's precisions to run, fp32 and bf16 unless told (`about`: its help)."""
+    parser.add_argument(
+        "--precision", nargs="+", choices=PRECISIONS, default=["fp32", "bf16"], help=f"{about} (default: fp32 bf16)"
+    )
 
 
 def parser_with_cleanrl(doc: str) -> argparse.ArgumentParser:
@@ -83,13 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rounds", type=count, default=2, help="rounds, each running every trainer in turn (default: %(default)s)"
     )
-    parser.add_argument(
-        "--precision",
-        nargs="+",
-        choices=PRECISIONS,
-        default=["fp32", "bf16"],
-        help="our trainer's --precision, one run each per round (default: fp32 bf16)",
-    )
+    add_precision_argument(parser, "our trainer's --precision, one run each per round")
     parser.add_argument(
         "--sync-envs", action="store_true", help="also run ours with --no-async-envs, in each precision (default: off)"
     )

@@ -15,7 +15,6 @@ standard error. The issue's target: bf16's mean within one standard error of fp3
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import numpy as np
 from dqn_learning import difference, last_20, summarize
 from dqn_speed import run_child
 from ppo_learning import report
-from ppo_speed import Run
+from ppo_speed import Run, read_run
 
 from atari_game.cli import count, seed
 
@@ -41,10 +40,7 @@ def trained(algo: str, frames: int, seed_: int, precision: str, run_dir: Path) -
         command = [sys.executable, "-m", "atari_game", "train", "--algo", algo, "--total-frames", str(frames)]
         command += ["--seed", str(seed_), "--precision", precision, "--run-dir", str(run_dir), "--no-video"]
         run_child(command + (DQN_FLAGS if algo == "dqn" else []), output)
-    with (run_dir / "progress.csv").open() as file:
-        rows = list(csv.DictReader(file))
-    speeds = [float(row["frames_per_second"]) / 4 for row in rows if row["frames_per_second"]]
-    return Run(speeds[-1], [(int(row["frames"]), float(row["game_return"])) for row in rows if row["game_return"]])
+    return read_run(run_dir)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,12 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from ppo_speed import add_precision_argument
 
 from atari_game import dqn, ppo
 from atari_game.cli import count
 from atari_game.pool import GamePool
 from atari_game.replay import FrameReplay
-from atari_game.training import PRECISIONS
 
 
 class Clock:
@@ -119,13 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rounds", type=count, default=2, help="rounds of one run per precision (default: %(default)s)"
     )
-    parser.add_argument(
-        "--precision",
-        nargs="+",
-        choices=PRECISIONS,
-        default=["fp32", "bf16"],
-        help="the trainer's --precision, one run each per round (default: fp32 bf16)",
-    )
+    add_precision_argument(parser, "the trainer's --precision, one run each per round")
     return parser
 
 
