@@ -4,6 +4,8 @@
     python benchmarks/dqn_learning.py --skip-cleanrl --run-dir runs/ours     # ours only
     python benchmarks/dqn_learning.py --ours-dir runs/ours --cleanrl-output out.txt --cleanrl-time err.txt
     python benchmarks/dqn_learning.py --ours-dir runs/ours-1 runs/ours-2 --cleanrl-output c1.txt c2.txt  # seeds
+    python benchmarks/dqn_learning.py --rainbow-lite --skip-cleanrl --seed 2 --run-dir runs/rainbow-2
+    python benchmarks/dqn_learning.py --ours-dir runs/rainbow-*/atari_game --cleanrl-last-20 21.5 26.1 23.7
 
 Both trainers run CleanRL's defaults except the issue's four settings: 250,000 agent steps (1M frames), a
 replay memory of 250,000 transitions, learning from the 20,000th and epsilon falling over the first 40 % of the
@@ -14,6 +16,8 @@ report from runs made before: our run directories (``--ours-dir``, each with its
 outputs (``--cleanrl-output``, with ``--cleanrl-time`` for their peak RSS). Given several runs of a side (one
 per seed), it also prints their mean last-20 return and curve, and the difference of the two sides' means with
 its standard error: one seed's last-20 return varies by several points, so single runs tell little apart.
+``--rainbow-lite`` runs ours with its switches on (``--double --n-step 3 --prioritized``); ``--cleanrl-last-20``
+compares ours with CleanRL runs' last-20 returns reported before (the Results page lists them per seed).
 A random agent scores about 1.7. The issue's target: our last-20 mean at least CleanRL's.
 """
 
@@ -29,6 +33,9 @@ from ppo_learning import per_100k
 from ppo_learning import report as report_returns
 
 from atari_game.cli import count
+
+# The Rainbow-lite switches of our DQN: double Q-learning, 3-step targets, prioritized replay.
+RAINBOW_LITE = ["--double", "--n-step", "3", "--prioritized"]
 
 
 def report(name: str, run: DQNRun, frames: int) -> None:
@@ -113,6 +120,20 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         help="their /usr/bin/time -v outputs (peak RSS), one per --cleanrl-output (default: none)",
     )
+    parser.add_argument(
+        "--rainbow-lite",
+        action="store_true",
+        help=f"run ours with {' '.join(RAINBOW_LITE)} (default: off: CleanRL's algorithm)",
+    )
+    parser.add_argument(
+        "--torch-threads", type=int, default=0, help="our trainer's --torch-threads; 0: one per core (default: 0)"
+    )
+    parser.add_argument(
+        "--cleanrl-last-20",
+        type=float,
+        nargs="+",
+        help="CleanRL runs' last-20 returns, one per seed, to compare ours with (default: none)",
+    )
     return parser
 
 
@@ -135,7 +156,8 @@ def main() -> None:
             run.peak_rss_mb = float(peak.read_text())
         ours_runs.append(run)
     if not args.ours_dir:
-        run = ours(options, args.run_dir / "atari_game")
+        extra = ["--torch-threads", str(args.torch_threads)] + (RAINBOW_LITE if args.rainbow_lite else [])
+        run = ours(options, args.run_dir / "atari_game", extra)
         (args.run_dir / "atari_game" / "peak_rss_mb.txt").write_text(f"{run.peak_rss_mb:.1f}\n")
         ours_runs.append(run)
     for k, output in enumerate(args.cleanrl_output or []):
@@ -152,6 +174,8 @@ def main() -> None:
             summarize(name, runs, frames)
     if len(ours_runs) > 1 and len(cleanrl_runs) > 1:
         compare(ours_runs, cleanrl_runs)
+    if len(ours_runs) > 1 and args.cleanrl_last_20 and len(args.cleanrl_last_20) > 1:
+        print(f"last 20, {difference([last_20(run) for run in ours_runs], args.cleanrl_last_20)} (CleanRL's as given)")
 
 
 if __name__ == "__main__":

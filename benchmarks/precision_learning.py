@@ -30,7 +30,7 @@ from atari_game.cli import count, seed
 DQN_FLAGS = ["--buffer-size", "250000", "--learning-starts", "20000", "--exploration-fraction", "0.4"]
 
 
-def trained(algo: str, frames: int, seed_: int, precision: str, run_dir: Path) -> Run:
+def trained(algo: str, frames: int, seed_: int, precision: str, run_dir: Path, threads: int = 0) -> Run:
     """The run of `algo` with this seed and precision in `run_dir`: made now, unless it finished there before."""
     output = run_dir / "out.txt"
     if not (output.exists() and "done:" in output.read_text()):
@@ -39,6 +39,7 @@ def trained(algo: str, frames: int, seed_: int, precision: str, run_dir: Path) -
             (run_dir / stale).unlink(missing_ok=True)
         command = [sys.executable, "-m", "atari_game", "train", "--algo", algo, "--total-frames", str(frames)]
         command += ["--seed", str(seed_), "--precision", precision, "--run-dir", str(run_dir), "--no-video"]
+        command += ["--torch-threads", str(threads)]
         run_child(command + (DQN_FLAGS if algo == "dqn" else []), output)
     return read_run(run_dir)
 
@@ -53,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--out", type=Path, default=Path("runs/precision-learning"), help="the runs' directory (default: %(default)s)"
     )
+    parser.add_argument(
+        "--torch-threads", type=int, default=0, help="each run's --torch-threads; 0: one per core (default: 0)"
+    )
     return parser
 
 
@@ -62,7 +66,9 @@ def main() -> None:
     runs: dict[str, list[Run]] = {"fp32": [], "bf16": []}
     for seed_ in args.seeds:
         for precision, done in runs.items():
-            done.append(trained(args.algo, args.frames, seed_, precision, args.out / f"{precision}-{seed_}"))
+            done.append(
+                trained(args.algo, args.frames, seed_, precision, args.out / f"{precision}-{seed_}", args.torch_threads)
+            )
             report(f"{precision}, seed {seed_}", done[-1], args.frames)
     for precision, done in runs.items():
         summarize(precision, done, args.frames)
