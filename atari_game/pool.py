@@ -448,10 +448,11 @@ class GamePool(gymnasium.vector.VectorEnv):
         worker = self._owner[first if first >= 0 else -1 - first]
         if first >= 0:
             return worker, ("ok", worker.in_flight[0], None)
-        try:
+        try:  # the traceback follows the answer
             return worker, ("error", worker.in_flight[0], worker.pipe.recv())
-        except EOFError:
-            return worker, ("died", [], "it died while reporting an error")
+        except (EOFError, OSError):  # (OSError: the pipe ended in the middle of it)
+            worker.process.join(timeout=1)
+            return worker, ("died", [], "it died while sending the traceback of an error")
 
     def _answer_waiting(self) -> bool:
         try:

@@ -181,7 +181,7 @@ def pool_worker(
     segment), a tag below `POOL_STEP_TAGS` (the same, as part of a whole-pool step) or `MESSAGE`, followed by
     a pickled ``(command, data)`` as `GameBlock.run` takes it, or ``("close", None)``. Every command is
     answered, once its results are in the segment, with the first env's id as a native int32 on the shared
-    `answers` socket; a failed one with ``-1 - id`` after its traceback on `remote`. In a whole-pool step the
+    `answers` socket; a failed one with ``-1 - id``, then its traceback on `remote`. In a whole-pool step the
     parent puts one ticket fewer than there are workers into the shared semaphore `tickets`; each worker takes
     one before it answers, and the one that finds none left, the last, sends the tag on `wake` after its
     answer. Between commands the worker first watches its count of commands sent (`CommandWatch`), then sleeps
@@ -208,13 +208,13 @@ def pool_worker(
             if command == "close":
                 return
             status, _, payload = block.run(command, data)
-            if status == "error":
-                remote.send(payload)
             # A ticket taken before answering: once the parent has every answer, every worker has taken its ticket.
             last = pool_step and not tickets.acquire(False)
             os.write(answers_fd, failed if status == "error" else done)
             if last:  # the parent sleeps once a step, not once a worker
                 os.write(wake_fd, byte)
+            if status == "error":  # after the answer: a traceback longer than the pipe holds waits for the parent
+                remote.send(payload)
     except (EOFError, OSError):  # the parent is gone (or was killed with unread data in the pipe)
         return
     finally:

@@ -442,6 +442,36 @@ def test_an_exception_in_a_worker_carries_its_traceback_and_the_pool_goes_on(poo
     assert pool.step([0, 1, 2, 3])[0].shape == (4, 4, 84, 84)
 
 
+def test_a_traceback_longer_than_the_pipe_holds_is_reported_and_the_pool_goes_on(pool_factory):
+    pool = pool_factory(4, n_workers=2, **OPTIONS)
+    pool.reset()
+    # Sent before its answer, the traceback (2 MB, past any socket buffer) kept the worker and the parent waiting.
+    pool._send(pool._workers[1], "x" * 2_000_000, None, [])
+    with pytest.raises(PoolError, match=r"(?s)pool worker \(pid \d+, envs 2-3\) failed.*unknown command 'xxx"):
+        pool._finish_in_flight()
+    assert pool.step([0, 1, 2, 3])[0].shape == (4, 4, 84, 84)
+
+
+@pytest.mark.parametrize("restart_workers", [False, True], ids=["no restarts", "restart_workers"])
+def test_a_worker_killed_while_sending_a_traceback_is_reported_dead(pool_factory, restart_workers):
+    pool = pool_factory(4, n_workers=2, restart_workers=restart_workers, **OPTIONS)
+    pool.reset()
+    pool._send(pool._workers[1], "x" * 2_000_000, None, [])
+    deadline = time.monotonic() + 30
+    while not pool._answer_waiting():  # its answer is in: it is now blocked sending the traceback
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.kill(worker_pids(pool)[1], signal.SIGKILL)
+    if not restart_workers:
+        with pytest.raises(PoolError, match=r"envs 2-3\) died \(it died while sending the traceback of an error\)"):
+            pool._finish_in_flight()
+        return
+    pool._finish_in_flight()  # replaced, with its envs restarted
+    assert pool._restarts == 1 and len(set(worker_pids(pool))) == 2
+    obs, _, _, _, info = pool.step([0, 1, 2, 3])
+    assert obs.shape == (4, 4, 84, 84) and list(info["worker_restarted"]) == [False, False, True, True]
+
+
 def test_a_worker_failing_in_a_step_is_reported_with_its_traceback_and_the_pool_goes_on(pool_factory):
     pool = pool_factory(4, n_workers=2, **OPTIONS)
     pool.reset()
