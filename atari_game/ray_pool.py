@@ -7,11 +7,12 @@ restarts) is `GamePool`'s own code.
 
     pip install "atari_game[ray]"
 
-    with RayGamePool(64, "Breakout", address="auto") as pool:   # an existing cluster; None starts a local one
+    with RayGamePool(64, "Breakout", address="auto") as pool:   # an existing cluster; "local" starts one here
         obs, info = pool.reset(seed=0)
         obs, rewards, terminations, truncations, info = pool.step(pool.action_space.sample())
 
-Every node needs atari_game installed (or a Ray ``runtime_env`` that installs it).
+Every node needs the same atari_game and ale-py as this process (or a Ray ``runtime_env`` that installs them).
+A Ray this module starts itself listens on 127.0.0.1 only; a cluster it connects to keeps its own settings.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ import contextlib
 import dataclasses
 import functools
 import os
+import re
+import socket
 import time
 import weakref
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -34,6 +38,17 @@ from atari_game.worker import prepare_worker_process
 # How long an actor may take to start, or to come back after a restart (Ray first has to notice a lost
 # node, ~20 s), before the pool gives up on it.
 START_TIMEOUT = 120.0
+
+# How long a cluster's address may take to accept a TCP connection (Ray itself retries for minutes).
+CONNECT_TIMEOUT = 10.0
+# How long a new pool waits for the CPUs its actors need to come free (a pool closed just before frees its CPUs a
+# moment later) before it gives up.
+FREE_CPU_WAIT = 10.0
+# The addresses a pool takes, as its error message says them.
+ADDRESSES = 'None, "auto", "local", "HOST:PORT" (a node, usually port 6379) or "ray://HOST:PORT" (Ray Client)'
+# Ray's single-machine mode (the default on macOS and Windows), read from the environment by every Ray process:
+# in it a node at 127.0.0.1 stays there, and its gRPC servers and agents listen on 127.0.0.1 only.
+SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 # The Ray connection a pool made (its job id), and the pools using it: the last one to close ends it.
 _connection: dict[str, Any] = {"job": None, "pools": set()}
@@ -53,10 +68,105 @@ def _actor_class() -> Any:
     return _ray().remote(GameActor)
 
 
+def versions() -> dict[str, str]:
+    """The versions of the packages a game depends on in this process, which every node must share with the
+    pool's: atari_game (the game loop) and ale-py (the emulator; another release may play other frames)."""
+    found = {}
+    for package in ("atari_game", "ale-py"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+            found[package] = "not installed"
+    return found
+
+
+def check_address(address: str | None) -> None:
+    """A `ValueError` naming the valid forms unless `address` is one of `ADDRESSES`."""
+    if address in (None, "auto", "local"):
+        return
+    if not isinstance(address, str) or not re.fullmatch(r"(ray://)?(\[[0-9a-fA-F:.]+\]|[\w.-]+):\d{1,5}", address):
+        raise ValueError(f"address must be {ADDRESSES}, got {address!r}")
+
+
+def _check_reachable(address: str) -> None:
+    """A `ConnectionError` naming the fixes, within `CONNECT_TIMEOUT` seconds, if nothing accepts a connection at
+    `address` (HOST:PORT or ray://HOST:PORT): Ray would retry for minutes before failing."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as error:
+        raise ConnectionError(
+            f"no Ray cluster answers at {address} ({error}): start one there (`ray start --head` on that machine), "
+            "check the host and port (6379 for a node, ray://HOST:10001 for Ray Client), and that no firewall "
+            "between the two machines blocks the port (docs/guides/ray.md)"
+        ) from None
+
+
+def _start_local(ray: Any) -> None:
+    """Start a new Ray on this machine that opens no door: every server it starts bound to 127.0.0.1, no dashboard,
+    token authentication as Ray sets it for a new cluster (on, unless RAY_AUTH_MODE says otherwise)."""
+    from ray._private import ray_constants
+
+    # Ray turns a node address of 127.0.0.1 into the machine's own unless in its single-machine mode: on for the
+    # start, for this process (its constant, read at import) and the processes it starts (their environment).
+    saved = os.environ.get(SINGLE_MACHINE), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[SINGLE_MACHINE], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved[1]
+        if saved[0] is None:
+            del os.environ[SINGLE_MACHINE]
+        else:
+            os.environ[SINGLE_MACHINE] = saved[0]
+
+
+def connect(address: str | None) -> Any:
+    """Ray, connected to `address` (see `RayGamePool`) unless this process is connected already; a connection made
+    here is ended by the last pool using it."""
+    ray = _ray()
+    if ray.is_initialized():
+        return ray
+    check_address(address)
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        try:  # a cluster `ray start` runs on this machine, else a new local Ray
+            ray.init(address="auto")
+        except ConnectionError:
+            _start_local(ray)
+    elif address == "local":
+        _start_local(ray)
+    elif address == "auto":
+        try:
+            ray.init(address="auto")
+        except ConnectionError as error:
+            raise ConnectionError(
+                f"{error} (address 'auto' is a cluster `ray start` runs on this machine, or RAY_ADDRESS): start "
+                "one with `ray start --head`, give its address, or use 'local' for a new Ray in this process"
+            ) from None
+    else:
+        _check_reachable(address or os.environ["RAY_ADDRESS"])
+        ray.init(address=address)
+    _connection["job"] = ray.get_runtime_context().get_job_id()  # ours: the last pool using it ends it
+    return ray
+
+
+def free_cpus(address: str | None = None) -> float:
+    """The CPUs no task or actor holds on the Ray cluster at `address`, connecting as `connect` does."""
+    return connect(address).available_resources().get("CPU", 0.0)
+
+
 class GameActor:
     """A Ray actor hosting one `GameBlock` over arrays of its own: one call per step for all its games."""
 
-    def __init__(self, env_ids: list[int], seeds: list, next_step_autoreset: bool, options: list, layout: dict):
+    def __init__(
+        self, env_ids: list[int], seeds: list, next_step_autoreset: bool, options: list, layout: dict, wanted: dict
+    ):
+        # Refused here, before any game starts: another atari_game or ale-py would play other games, or fail.
+        if (found := versions()) != wanted:
+            raise RuntimeError(
+                f"node {_ray().util.get_node_ip_address()} has {found}, the pool's process {wanted}: install the same "
+                f"versions on every node (pip install {' '.join(f'{name}=={v}' for name, v in wanted.items())})"
+            )
         prepare_worker_process()
         self.arrays = {name: np.zeros((len(env_ids), *shape[1:]), dtype) for name, (shape, dtype) in layout.items()}
         self.block = GameBlock(env_ids, seeds, next_step_autoreset, options, self.arrays)
@@ -87,7 +197,7 @@ class GameActor:
 class _Actor:
     """The parent's handle on one actor and the envs it hosts."""
 
-    actor: Any
+    actor: Any  # None until launched
     env_ids: list[int]
     where: tuple[int, str, str] | None = None  # GameActor.where(), once it runs
     in_flight: list[list[int]] = dataclasses.field(default_factory=list)  # the ids of each unanswered call
@@ -123,10 +233,14 @@ class RayGamePool(GamePool):
         n_workers: Ray actors (default: as many as the cluster's CPUs allow with `actor_options`, at most
             `n_envs`); the envs are split into contiguous blocks, one per actor.
         address: the Ray cluster to connect to if this process has not called ``ray.init()``: ``"auto"``
-            (the cluster ``ray start`` started on this machine), ``"ray://host:10001"``, ``"local"`` (a new
-            local instance), or None (``RAY_ADDRESS`` if set, else a cluster running on this machine, else a
-            new local instance). The last pool using a connection a pool made ends it when it closes, and
-            stops the local instance if it started one; a connection the caller made is left alone.
+            (the cluster ``ray start`` started on this machine, or ``RAY_ADDRESS``), ``"HOST:PORT"`` (a node of
+            it), ``"ray://HOST:10001"`` (Ray Client), ``"local"`` (a new Ray on this machine, listening on
+            127.0.0.1 only, without dashboard, token authentication on), or None (``RAY_ADDRESS`` if set, else a
+            cluster running on this machine, else ``"local"``). A cluster connected to keeps its own settings.
+            The last pool using a connection a pool made ends it when it closes, and stops the local Ray if it
+            started one; a connection the caller made is left alone. An address that does not answer within
+            `CONNECT_TIMEOUT` seconds raises `ConnectionError`; too few free CPUs, or a node whose atari_game or
+            ale-py differs from this process's (or lacks it), `PoolError`, each naming the fix.
         actor_options: Ray's ``.options()`` for each actor, e.g. ``{"num_cpus": 2}`` or a custom resource;
             the default is ``{"num_cpus": 1, "scheduling_strategy": "SPREAD"}`` (spread over the nodes).
         restart_workers: Ray restarts a dead actor (``max_restarts=-1``) or one lost with its node; the pool
@@ -149,10 +263,14 @@ class RayGamePool(GamePool):
             raise TypeError("start_method is for local worker processes; Ray starts its actors itself")
         if actor_options is not None and not isinstance(actor_options, dict):
             raise TypeError(f"actor_options must be a dict of Ray actor options, got {actor_options!r}")
+        check_address(address)
         self._address = address
         self._actor_options = {"num_cpus": 1, "scheduling_strategy": "SPREAD", **(actor_options or {})}
         try:
             super().__init__(n_envs, game, seed, n_workers=n_workers, **pool_options)
+            self._wait_for_cpus()
+            for worker in self._workers:
+                self._launch(worker)
             # Wait for every actor, so that one that cannot start (no node has its resources) fails here.
             for worker in self._workers:
                 worker.where = self._locate(worker)
@@ -162,19 +280,36 @@ class RayGamePool(GamePool):
 
     # --- the Ray transport: GamePool's local one, overridden ---------------------------------------------
 
+    def placement(self) -> list[tuple[str, str, list[int]]]:
+        """Where the envs run now: for each actor, its node's id and address and the ids of its envs (after a lost
+        node, the node Ray restarted the actor on)."""
+        return [(worker.where[1], worker.where[2], worker.env_ids) for worker in self._workers if worker.where]
+
     def _connect(self) -> Any:
         """Ray, connected to `address` unless this process is connected already."""
-        ray = _ray()
-        if not ray.is_initialized():
-            ray.init(address=self._address)
-            _connection["job"] = ray.get_runtime_context().get_job_id()  # ours: the last pool using it ends it
+        ray = connect(self._address)
         if _connection["job"] == ray.get_runtime_context().get_job_id():
             _connection["pools"].add(id(self))
         return ray
 
     def _default_n_workers(self) -> int:
-        cpus = self._connect().cluster_resources().get("CPU", 1)
+        cpus = self._connect().available_resources().get("CPU", 0.0)
         return max(1, int(cpus // max(self._actor_options.get("num_cpus", 1), 1e-9)))
+
+    def _wait_for_cpus(self) -> None:
+        """A `PoolError` naming the fixes if the cluster does not have the CPUs the actors ask for free within
+        `FREE_CPU_WAIT` seconds (Ray would leave them waiting for as long as the CPUs stay taken)."""
+        ray, needed = _ray(), len(self._workers) * self._actor_options.get("num_cpus", 1)
+        deadline = time.monotonic() + FREE_CPU_WAIT
+        while (free := free_cpus()) < needed and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if free < needed:
+            total = ray.cluster_resources().get("CPU", 0.0)
+            raise PoolError(
+                f"the Ray cluster has {free:g} of its {total:g} CPUs free, and the pool's {len(self._workers)} actors "
+                f"need {needed:g} ({self._actor_options.get('num_cpus', 1):g} each): pass fewer n_workers (or a "
+                "smaller num_cpus in actor_options), add nodes, or stop what holds the CPUs (`ray list actors`)"
+            )
 
     def _open(self) -> dict[str, np.ndarray]:
         """Plain arrays the actors' results are copied into, and the finalizer that kills the actors."""
@@ -183,8 +318,13 @@ class RayGamePool(GamePool):
         return {name: np.zeros(shape, dtype) for name, (shape, dtype) in self._layout.items()}
 
     def _start_worker(self, env_ids: list[int]) -> _Actor:
+        # Launched once every actor's CPUs are known to be free (`_wait_for_cpus`, `_launch`).
+        return _Actor(None, env_ids)
+
+    def _launch(self, worker: _Actor) -> None:
         options = {"max_restarts": -1 if self.restart_workers else 0, **self._actor_options}
-        return _Actor(_actor_class().options(**options).remote(*self._block_arguments(env_ids), self._layout), env_ids)
+        arguments = (*self._block_arguments(worker.env_ids), self._layout, versions())
+        worker.actor = _actor_class().options(**options).remote(*arguments)
 
     def _locate(self, worker: _Actor) -> tuple[int, str, str]:
         """Where the actor runs, once it runs; a `PoolError` if it does not within `START_TIMEOUT` seconds."""
@@ -198,12 +338,17 @@ class RayGamePool(GamePool):
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.5)
-        except Exception as error:
-            hint = f" (do actor_options {self._actor_options} ask for more than a node has?)"
+        except ray.exceptions.GetTimeoutError as error:
             self._broken = (
-                f"{worker.describe()} could not be started within {START_TIMEOUT:.0f} s"
-                f"{hint if isinstance(error, ray.exceptions.GetTimeoutError) else ''}: {type(error).__name__}: {error}"
+                f"{worker.describe()} could not be started within {START_TIMEOUT:.0f} s (do actor_options "
+                f"{self._actor_options} ask for more than any node has?)"
             )
+            raise PoolError(self._broken) from error
+        except Exception as error:  # its __init__ failed: the cause is the last line of Ray's report
+            cause = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().splitlines()[-1]
+            if "No module named 'atari_game'" in cause:
+                cause += f": install atari_game {versions()['atari_game']} on every node (docs/guides/ray.md)"
+            self._broken = f"{worker.describe()} could not start: {cause}"
             raise PoolError(self._broken) from error
 
     def _replace(self, worker: _Actor) -> _Actor:

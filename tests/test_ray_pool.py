@@ -1,6 +1,8 @@
 """RayGamePool on a real two-node Ray cluster on this machine: the local pool's games, spread, faults, leaks."""
 
 import contextlib
+import ipaddress
+import json
 import os
 import signal
 import subprocess
@@ -210,6 +212,43 @@ tasks = os.listdir("/proc/self/task")
 children = [pid for task in tasks for pid in open(f"/proc/self/task/{task}/children").read().split()]
 print(node, ray.is_initialized(), len(children))
 """
+
+
+LISTENING = """
+import json, psutil
+from atari_game.ray_pool import RayGamePool
+with RayGamePool(2, n_workers=1, address="local") as pool:
+    pool.reset()
+    pool.step([0, 1])
+    found = []
+    for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+        try:
+            listening = [c.laddr.ip for c in process.net_connections("inet") if c.status == psutil.CONN_LISTEN]
+            found.append((" ".join(process.cmdline()), process.environ().get("RAY_AUTH_MODE"), listening))
+        except psutil.NoSuchProcess:  # a short-lived helper
+            pass
+print(json.dumps(found))
+"""
+
+
+def loopback(ip):
+    address = ipaddress.ip_address(ip)
+    return (getattr(address, "ipv4_mapped", None) or address).is_loopback  # ::ffff:127.0.0.1 too
+
+
+def test_a_local_ray_listens_on_loopback_only_without_dashboard_and_with_token_authentication():
+    run = subprocess.run([sys.executable, "-c", LISTENING], capture_output=True, text=True, timeout=120)
+    processes = json.loads(run.stdout.splitlines()[-1])
+    sockets = {(command.split()[0].rsplit("/", 1)[-1], ip) for command, _, ips in processes for ip in ips}
+    assert not [(name, ip) for name, ip in sockets if not loopback(ip)]
+    # Without its single-machine mode, Ray had these 7 on every interface; now: the GCS, the raylet (2), the
+    # runtime-env agent, the actor, an idle worker and the driver's own core worker, all on 127.0.0.1.
+    names = {name for name, _ in sockets}
+    assert {"gcs_server", "raylet", "ray::GameActor"} <= names and len(processes) >= 5
+    # Ray still starts its dashboard's head (usage statistics only, no frontend); but no dashboard process listens.
+    dashboards = [ips for command, _, ips in processes if "ray/dashboard/" in command.split(" ", 2)[1]]
+    assert dashboards and not any(dashboards)
+    assert {mode for command, mode, _ in processes if "gcs_server" in command} == {"token"}
 
 
 @pytest.mark.parametrize("where", ["cluster", "local"])
