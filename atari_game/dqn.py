@@ -35,7 +35,6 @@ from typing import overload
 
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
 from torch import nn
 
 from atari_game.game import action_meanings
@@ -48,8 +47,9 @@ from atari_game.training import (
     between,
     broken_rule,
     choose_precision,
-    game_options,
+    env_placement,
     interrupted,
+    make_pools,
     on_device,
     outputs,
     pick_device,
@@ -132,6 +132,11 @@ class Config:
     (measured on a quiet 2-core machine: 1.47x the learning-phase speed of one thread). On a machine busy with
     other work, 1: OpenMP threads that lose their core to another process spin-wait for it (9x the CPU per
     gradient step, measured)."""
+    ray: str = ""
+    """Run the envs on a Ray cluster's actors (a RayGamePool), the learner where the command runs: auto (the cluster
+    `ray start` runs on this machine, or RAY_ADDRESS), HOST:PORT or ray://HOST:PORT (a cluster elsewhere), local (a
+    new Ray on this machine, listening on 127.0.0.1 only); none: this machine's worker processes (a GamePool). Needs
+    the ray extra and atari_game on every node (docs/guides/ray.md); the same seed gives the same run."""
     device: str = "auto"
     """Where the networks run: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
     names."""
@@ -282,6 +287,8 @@ def passed_multiple(before: int, after: int, every: int) -> bool:
 # hide), storing transitions, and learning (sampling the memory and the gradient steps).
 UPDATE_FIELDS = (
     "precision",
+    "env_nodes",
+    "env_workers",
     "td_loss",
     "q_values",
     "epsilon",
@@ -317,7 +324,8 @@ def train(config: Config) -> Path:
     config = dataclasses.replace(config, precision=precision)
     print(about)
     # The envs: same-step autoreset, so the true final observation of an episode is there to store.
-    pool = GamePool(config.n_envs, seed=config.seed, autoreset_mode=AutoresetMode.SAME_STEP, **game_options(config))
+    [pool] = make_pools(config)
+    print(env_placement([pool])[1])
     # Adam as CleanRL's, in its fused implementation: the same update in one kernel (about a fifth less CPU time per
     # gradient step here than the default loop over the parameters).
     optimizer = torch.optim.Adam(q_network.parameters(), lr=config.learning_rate, fused=True)
@@ -389,6 +397,7 @@ def train(config: Config) -> Path:
                 elapsed = time.perf_counter() - start
                 stats: dict[str, float | str] = {
                     "precision": precision,
+                    **env_placement([pool])[0],
                     "epsilon": float(epsilon(config, steps)),
                     "gradient_steps": len(losses),
                     "frames_per_second": 4 * (steps - start_steps) / elapsed,

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
 from torch import nn
 
 from atari_game.game import action_meanings
@@ -34,8 +33,9 @@ from atari_game.training import (
     between,
     broken_rule,
     choose_precision,
-    game_options,
+    env_placement,
     interrupted,
+    make_pools,
     on_device,
     outputs,
     pick_device,
@@ -104,6 +104,11 @@ class Config:
     async_envs: bool = True
     """Overlap env stepping with inference: two halves of the envs take turns (the pool's send/recv); needs an even
     n_envs."""
+    ray: str = ""
+    """Run the envs on a Ray cluster's actors (a RayGamePool), the learner where the command runs: auto (the cluster
+    `ray start` runs on this machine, or RAY_ADDRESS), HOST:PORT or ray://HOST:PORT (a cluster elsewhere), local (a
+    new Ray on this machine, listening on 127.0.0.1 only); none: this machine's worker processes (a GamePool). Needs
+    the ray extra and atari_game on every node (docs/guides/ray.md); the same seed gives the same run."""
     device: str = "auto"
     """Where the network runs: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
     names."""
@@ -201,6 +206,8 @@ class Agent(nn.Module):
 # What progress.csv holds for each update, besides frames and seconds.
 UPDATE_FIELDS = (
     "precision",
+    "env_nodes",
+    "env_workers",
     "policy_loss",
     "value_loss",
     "entropy",
@@ -231,19 +238,9 @@ def train(config: Config) -> Path:
     config = dataclasses.replace(config, precision=precision)
     print(about)
 
-    # The envs: same-step autoreset, so a truncated episode's final observation is there to bootstrap from.
-    # With async_envs, two pools of half the envs each, each with half the worker processes.
-    halves = 2 if config.async_envs else 1
-    pools = [
-        GamePool(
-            config.n_envs // halves,
-            seed=config.seed + k * config.n_envs // halves,
-            n_workers=max(1, cores // halves),
-            autoreset_mode=AutoresetMode.SAME_STEP,
-            **game_options(config),
-        )
-        for k in range(halves)
-    ]
+    # The envs: with async_envs, two pools of half the envs each, each with half the worker processes (or actors).
+    pools = make_pools(config, 2 if config.async_envs else 1)
+    print(env_placement(pools)[1])
     # Adam in its fused implementation: the same update in one kernel (6 % less time per minibatch step here than the
     # default loop over the parameters; benchmarks/learn_step.py).
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
@@ -276,7 +273,8 @@ def train(config: Config) -> Path:
             frames += 4 * config.batch_size
             torch.set_num_threads(cores)
             learn_start = time.perf_counter()
-            stats: dict[str, float | str] = {"precision": precision, **learn(config, agent, optimizer, device, rollout)}
+            stats: dict[str, float | str] = {"precision": precision, **env_placement(pools)[0]}
+            stats.update(learn(config, agent, optimizer, device, rollout))
             # Where the wall time goes: playing (env steps and inference), and learning.
             stats["rollout_seconds"] = learn_start - rollout_start
             stats["learn_seconds"] = time.perf_counter() - learn_start
@@ -365,8 +363,10 @@ def collect(
 def bootstrap_truncated(
     config: Config, agent: Agent, device: torch.device, reward: np.ndarray, truncated: np.ndarray, info: dict
 ) -> np.ndarray:
-    """A truncated episode did not end by itself: add the discounted value of its final observation."""
+    """A truncated episode did not end by itself: add the discounted value of its final observation (none where the
+    game was lost with its worker and restarted: nothing to bootstrap from)."""
     reward = reward.astype(np.float32)
+    truncated = truncated & info.get("_final_obs", False)
     if truncated.any():
         final = torch.from_numpy(np.stack(info["final_obs"][truncated]))
         with torch.inference_mode():

@@ -12,7 +12,9 @@ import ast
 import copy
 import csv
 import dataclasses
+import functools
 import importlib
+import importlib.util
 import inspect
 import itertools
 import re
@@ -24,12 +26,15 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 import torch
+from gymnasium.vector import AutoresetMode
 from torch import nn
 from tqdm import tqdm
 
 from atari_game.cli import game_name, integer
 from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, resolve_game
 from atari_game.play import play_game
+from atari_game.pool import GamePool
+from atari_game.ray_pool import RayGamePool, check_address, free_cpus
 from atari_game.worker import available_cores
 
 # --- the network ----------------------------------------------------------------------------------------
@@ -239,7 +244,8 @@ def parse_config(
         problem = overwrite_problem(run_dir)
     if problem:
         parser.error(problem)
-    problem = broken_rule(config, COMMON_RULES) or device_problem(config.device) or check(config)
+    problem = broken_rule(config, COMMON_RULES) or device_problem(config.device) or ray_problem(config.ray)
+    problem = problem or check(config)
     try:  # a misspelt game or a bad env option is a usage error too, found before the run directory is made
         GameOptions.from_kwargs(**game_options(config))
     except (TypeError, ValueError) as error:
@@ -252,7 +258,7 @@ def parse_config(
 # What a resumed run's flags may change: how long, where and on what it runs, and what it shows, never what it learns.
 RUN_FIELDS = (
     "total_frames", "run_dir", "resume", "eval", "video", "device", "checkpoint_every", "log_every", "torch_threads",
-    "eval_epsilon",
+    "eval_epsilon", "ray",
 )  # fmt: skip
 
 
@@ -321,6 +327,19 @@ def device_problem(name: str) -> str:
     return ""
 
 
+def ray_problem(address: str) -> str:
+    """What is wrong with --ray `address` ("" if nothing, or none given): a form Ray does not take, or no Ray."""
+    if not address:
+        return ""
+    try:
+        check_address(address)
+    except ValueError as error:
+        return f"--ray: {error}".replace("None, ", "")
+    if importlib.util.find_spec("ray") is None:
+        return '--ray needs Ray, which is not installed: pip install "atari_game[ray]"'
+    return ""
+
+
 def run_directory(config: Any, algo: str) -> Path:
     """Where a run writes: ``--run-dir``, else ``runs/<game>-<seed>`` (PPO) or ``runs/<game>-<seed>-dqn``."""
     return Path(config.run_dir or f"runs/{config.game}-{config.seed}{'' if algo == 'ppo' else '-' + algo}")
@@ -380,6 +399,47 @@ def game_options(config: Any) -> dict:
         "noop_max": config.noop_max,
         "fire_reset": config.fire_reset and "FIRE" in action_meanings(config.game),
     }
+
+
+def make_pools(config: Any, n_pools: int = 1) -> list[GamePool]:
+    """The envs of a trainer's `config` in `n_pools` pools of ``n_envs / n_pools`` envs (pool k's env i: seed
+    ``seed + k * n_envs / n_pools + i``, as one pool of all the envs would seed it), with same-step autoreset, so
+    that a truncated episode's final observation is there to bootstrap from: `GamePool`s sharing this machine's
+    cores or, with ``config.ray``, `RayGamePool`s sharing the cluster's free CPUs, whose actors Ray restarts
+    elsewhere when a node is lost (their envs reported truncated, ``info["worker_restarted"]``)."""
+    size = config.n_envs // n_pools
+    options = {"autoreset_mode": AutoresetMode.SAME_STEP, **game_options(config)}
+    make: Callable[..., GamePool] = GamePool
+    cpus = available_cores()
+    if config.ray:
+        make = functools.partial(RayGamePool, address=config.ray, restart_workers=True)
+        cpus = int(free_cpus(config.ray))
+    n_workers = max(1, min(size, cpus // n_pools))
+    pools: list[GamePool] = []
+    try:
+        for k in range(n_pools):
+            pools.append(make(size, seed=config.seed + k * size, n_workers=n_workers, **options))
+    except BaseException:  # a pool that cannot start: the others stop too
+        for pool in pools:
+            pool.close()
+        raise
+    return pools
+
+
+def env_placement(pools: Sequence[GamePool]) -> tuple[dict[str, int], str]:
+    """Where the envs of `pools` run now: progress.csv's columns ``env_nodes`` and ``env_workers`` (worker processes
+    or Ray actors), and a line for the log naming them."""
+    n_envs = sum(pool.num_envs for pool in pools)
+    if not isinstance(pools[0], RayGamePool):
+        workers = sum(len(pool._workers) for pool in pools)  # GamePool does not say it otherwise
+        return {"env_nodes": 1, "env_workers": workers}, f"envs: {n_envs} in {workers} worker processes on this machine"
+    actors = [place for pool in pools if isinstance(pool, RayGamePool) for place in pool.placement()]
+    nodes: dict[tuple[str, str], list[int]] = {}
+    for node, address, env_ids in actors:
+        nodes.setdefault((node, address), []).extend(env_ids)
+    where = "; ".join(f"node {node:.8} at {address}: {len(ids)} envs" for (node, address), ids in nodes.items())
+    line = f"envs: {n_envs} in {len(actors)} Ray actors on {len(nodes)} nodes ({where})"
+    return {"env_nodes": len(nodes), "env_workers": len(actors)}, line
 
 
 def progress_bar(total_frames: int, frames: int) -> tqdm:

@@ -1,0 +1,102 @@
+"""Both trainers with --ray on a two-node Ray cluster on this machine: the same seed gives the same run as on the
+local GamePool (losses and weights bit for bit), the log and progress.csv say where the envs ran, bad --ray
+values are usage errors."""
+
+import csv
+import subprocess
+import sys
+import time
+
+import pytest
+import ray
+import torch
+from ray.cluster_utils import Cluster
+from test_ray_pool import NODE
+
+from atari_game import dqn, ppo, training
+
+PPO_TINY = {"n_envs": 4, "n_steps": 16, "n_minibatches": 2, "n_epochs": 2, "total_frames": 512, "video": False}
+DQN_TINY = {"n_envs": 4, "batch_size": 8, "buffer_size": 1000, "learning_starts": 100, "total_frames": 1600}
+DQN_TINY |= {"target_network_frequency": 50, "log_every": 400, "checkpoint_every": 800, "exploration_fraction": 1}
+DQN_TINY |= {"video": False}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two nodes of 2 CPUs on this machine, and this process connected to them."""
+    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    cluster.add_node(**NODE)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def rows(run_dir):
+    """progress.csv's update rows without their seconds and placement, and its whole games (sorted: the envs of
+    one step log theirs in the order their workers answered)."""
+    with (run_dir / "progress.csv").open() as file:
+        every = list(csv.DictReader(file))
+    timing = {"seconds", "frames_per_second", "env_nodes", "env_workers"}
+    updates = [
+        {name: value for name, value in row.items() if name not in timing and not name.endswith("_seconds")}
+        for row in every
+        if not row["game_return"]
+    ]
+    games = sorted((row["frames"], row["game_return"], row["game_length"]) for row in every if row["game_return"])
+    return updates, games, [(row["env_nodes"], row["env_workers"]) for row in every if not row["game_return"]]
+
+
+@pytest.mark.parametrize(
+    "trainer, tiny, network, loss", [(ppo, PPO_TINY, "agent", "policy_loss"), (dqn, DQN_TINY, "q_network", "td_loss")]
+)
+def test_the_same_seed_gives_the_same_run_on_the_cluster_as_on_the_local_pool(
+    cluster, tmp_path, trainer, tiny, network, loss
+):
+    runs = {}
+    for where in ("", cluster.address):
+        run_dir = tmp_path / ("ray" if where else "local")
+        trainer.train(trainer.Config(**tiny, ray=where, run_dir=str(run_dir)))
+        runs[where] = rows(run_dir), torch.load(run_dir / "checkpoint.pt")[network]
+    (local, games, local_placement), local_weights = runs[""]
+    (on_ray, ray_games, ray_placement), ray_weights = runs[cluster.address]
+    assert len(local) >= 2 and local[-1][loss]  # updates with losses: PPO 2, DQN 4 (the last 3 learnt)
+    assert on_ray == local and ray_games == games
+    assert all(torch.equal(ray_weights[name], weights) for name, weights in local_weights.items())
+    # The envs ran in 2 worker processes on this machine (2 cores), and in 4 actors on Ray's 2 nodes of 2 CPUs.
+    assert set(local_placement) == {("1", "2")} and set(ray_placement) == {("2", "4")}
+
+
+def test_the_command_line_trains_on_the_cluster_and_says_where(cluster, tmp_path):
+    command = [sys.executable, "-m", "atari_game", "train", "--algo", "dqn", "--ray", cluster.address]
+    command += [f"--{name.replace('_', '-')}={value}" for name, value in DQN_TINY.items() if name != "video"]
+    command += ["--no-video", "--total-frames", "400", "--run-dir", str(tmp_path / "run")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "envs: 4 in 4 Ray actors on 2 nodes (node " in result.stdout
+    assert result.stdout.endswith(f"done: {tmp_path / 'run'}/progress.csv, learning_curve.png, checkpoint.pt\n")
+    # Its actors went with it: the cluster's 4 CPUs are free again.
+    deadline = time.monotonic() + 10
+    while ray.available_resources().get("CPU") != 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("CPU") == 4
+
+
+@pytest.mark.parametrize(
+    "address, problem",
+    [
+        ("nowhere", '--ray: address must be "auto", "local", "HOST:PORT"'),
+        ("http://10.0.0.1:6379", "got 'http://10.0.0.1:6379'"),
+    ],
+)
+def test_a_bad_ray_address_is_a_usage_error(tmp_path, capsys, address, problem):
+    with pytest.raises(SystemExit) as exit_:
+        ppo.parse_config(["--ray", address, "--run-dir", str(tmp_path / "run")])
+    assert exit_.value.code == 2 and problem in capsys.readouterr().err
+
+
+def test_without_ray_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setattr(training.importlib.util, "find_spec", lambda name: None)
+    assert training.ray_problem("auto") == '--ray needs Ray, which is not installed: pip install "atari_game[ray]"'
+    assert training.ray_problem("") == ""
