@@ -283,3 +283,78 @@ def test_async_batches_carry_each_envs_values_as_local_games_stepped_alike(ray_p
     # observations checked against its local Game, across episode ends.
     steps = play_async(pool, local, pending, rng, 120)
     assert sum(step.ended_lives is not None for step in steps) >= 3
+
+
+UNREACHABLE = """
+import os, sys, time
+from atari_game.ray_pool import RayGamePool
+start = time.monotonic()
+try:
+    RayGamePool(2, address=sys.argv[1])
+except ConnectionError as error:
+    tasks = os.listdir("/proc/self/task")
+    children = [pid for task in tasks for pid in open(f"/proc/self/task/{task}/children").read().split()]
+    print(f"{time.monotonic() - start:.1f} {len(children)} {error}")
+"""
+
+
+def test_an_address_that_does_not_answer_fails_within_seconds_naming_the_fixes():
+    run = subprocess.run([sys.executable, "-c", UNREACHABLE, "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    seconds, children, message = run.stdout.split(" ", 2)
+    assert float(seconds) < 30 and children == "0"  # Ray alone would retry for 2 minutes
+    assert message.startswith("no Ray cluster answers at 127.0.0.1:1 ([Errno 111] Connection refused): start one")
+    assert "`ray start --head`" in message and "firewall" in message
+
+
+def test_a_cluster_without_free_cpus_is_refused_within_seconds_naming_the_fixes(ray_pool):
+    holder = ray_pool(4, n_workers=4, **OPTIONS)  # the cluster's 4 CPUs
+    start = time.monotonic()
+    with pytest.raises(PoolError, match=r"has 0 of its 4 CPUs free, and the pool's 1 actors need 1 \(1 each\): pass"):
+        RayGamePool(2, n_workers=1, **OPTIONS)
+    assert 10 <= time.monotonic() - start < 30  # it waits FREE_CPU_WAIT for CPUs a closing pool frees
+    holder.close()
+    pool = ray_pool(2, n_workers=2, **OPTIONS)  # the failed pool left nothing: its CPUs come free with holder's
+    assert pool.reset()[0].shape == (2, 4, 84, 84)
+
+
+# What a worker's sitecustomize makes of its node: no atari_game, or atari_game 9.9.9 (the code stays this one's).
+NODES = {
+    "without atari_game": """
+import sys
+
+
+class Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "atari_game":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+sys.meta_path.insert(0, Hide())
+""",
+    "with another version": """
+from importlib import metadata
+
+installed = metadata.version
+metadata.version = lambda name: "9.9.9" if name == "atari_game" else installed(name)
+""",
+}
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_a_node_without_atari_game_or_with_another_version_is_named_with_the_fix(ray_pool, tmp_path, node):
+    # The actor's worker gets a PYTHONPATH with that sitecustomize (Ray puts the driver's directory first on its
+    # workers' sys.path, so a package shadowing atari_game there would not do).
+    (tmp_path / "sitecustomize.py").write_text(NODES[node])
+    if node == "without atari_game":
+        expected = r"No module named 'atari_game': install atari_game 0\.1\.0 on every node \(docs/guides/ray.md\)"
+    else:
+        expected = (
+            r"has \{'atari_game': '9\.9\.9', 'ale-py': '0\.12\.1'\}, the pool's process \{'atari_game': '0\.1\.0', "
+            r"'ale-py': '0\.12\.1'\}: install the same versions on every node \(pip install atari_game==0\.1\.0 "
+        )
+    shadowed = {"runtime_env": {"env_vars": {"PYTHONPATH": str(tmp_path)}}}
+    start = time.monotonic()
+    with pytest.raises(PoolError, match=r"ray actor \(not running yet, envs 0-1\) could not start: .*" + expected):
+        RayGamePool(2, n_workers=1, actor_options=shadowed, **OPTIONS)
+    assert time.monotonic() - start < 30
+    assert ray_pool(2, n_workers=1, **OPTIONS).reset()[0].shape == (2, 4, 84, 84)  # the cluster is unharmed
