@@ -24,6 +24,14 @@ So every sampled ``obs`` and ``next_obs`` is bit-identical to the array that was
 out first, the env's oldest transitions are evicted early: a transition whose frames were overwritten is
 never sampled. Every array is allocated with `np.zeros`, so its memory becomes resident only as it fills.
 
+**Compression.** With ``compression="zstd"`` each frame is compressed on its own when it is added (zstd with a
+dictionary trained on the memory's first `DICTIONARY_FRAMES` frames: Atari frames share their background, which
+the dictionary holds once), and `sample` decompresses only the frames its batch needs. ``(4, 84, 84)`` Breakout,
+Pong, Seaquest and MsPacman frames take 110-290 bytes instead of 7,056 (``benchmarks/replay_memory.py``).
+
+**Saving.** `save` writes the whole memory (frames, transitions, priorities, the sampling generator) into one
+file, atomically; `load` reads it back, and the loaded memory samples exactly what the saved one would have.
+
 **Episodes.** ``dones`` are the terminations: a truncated step bootstraps from its ``next_obs``, which must
 be the true final observation of the episode (CleanRL's ``real_next_obs``; a `GamePool`'s
 ``info["final_obs"]`` in same-step autoreset mode). In next-step autoreset mode the step after an episode
@@ -34,7 +42,12 @@ end only resets the env and is not a transition: pass ``valid=~(previous termina
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
+import sys
+import zipfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,6 +56,16 @@ from atari_game.game import _check_bool, _check_int
 
 # Extra frame slots per env, as a share of its transition slots: they hold the frames of segment starts.
 FRAME_MARGIN = 0.03
+# compression="zstd": the frames held raw until the memory has written this many (or all its frame slots' worth),
+# then a zstd dictionary of DICTIONARY_BYTES trained on them, and every frame compressed at ZSTD_LEVEL. Measured
+# on 100k real frames per game (benchmarks/replay_memory.py): a dictionary trained on 4,096 frames compresses a
+# Breakout frame to 109 bytes (290 without), MsPacman 278 (900); training takes ~0.5 s, once.
+COMPRESSIONS = (None, "zstd")
+DICTIONARY_FRAMES = 4096
+DICTIONARY_BYTES = 16384
+ZSTD_LEVEL = 3
+# The file format of FrameReplay.save.
+FILE_FORMAT, FILE_VERSION = "atari_game.FrameReplay", 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +139,141 @@ def _ranges(starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return rows, starts[rows] + offsets
 
 
+class _Frames:
+    """Each env's ring of frames, ``(num_envs, frame_slots, *frame_shape)``, uncompressed."""
+
+    def __init__(self, num_envs: int, frame_slots: int, frame_shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.frames = np.zeros((num_envs, frame_slots, *frame_shape), dtype)
+
+    def write(self, envs: np.ndarray, positions: np.ndarray, frames: np.ndarray) -> None:
+        """Store `frames` ``(n, *frame_shape)`` at ring `positions` of `envs` (both ``(n,)``)."""
+        self.frames[envs, positions] = frames
+
+    def read(self, flat: np.ndarray, out: np.ndarray) -> None:
+        """Gather the frames at flat positions ``env * frame_slots + position`` into `out` ``(n, *frame_shape)``."""
+        # (The positions are in range: mode="wrap" only spares np.take a buffered bounds check.)
+        np.take(self.frames.reshape(-1, *out.shape[1:]), flat, axis=0, out=out, mode="wrap")
+
+    @property
+    def nbytes(self) -> int:
+        return self.frames.nbytes
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The arrays that `restore` takes back."""
+        return {"frames": self.frames}
+
+    def restore(self, arrays: dict[str, np.ndarray]) -> None:
+        self.frames[...] = _saved(arrays, "frames", self.frames.dtype, self.frames.shape)
+
+
+class _CompressedFrames:
+    """Each env's ring of frames, each frame one ``bytes`` object: zstd-compressed (see `DICTIONARY_FRAMES`).
+
+    The first frames are held raw; once `train_at` have been written, a dictionary is trained on the frames held
+    and every frame held is compressed with it, and so is each frame written after.
+    """
+
+    def __init__(self, num_envs: int, frame_slots: int, frame_shape: tuple[int, ...], dtype: np.dtype) -> None:
+        import zstandard  # an optional dependency: only this store needs it
+
+        self.zstandard = zstandard
+        self.frame_shape, self.dtype = frame_shape, dtype
+        self.blobs = np.full((num_envs, frame_slots), None, object)  # 8 bytes a slot, resident at once
+        self.train_at = min(DICTIONARY_FRAMES, self.blobs.size)
+        self.written = 0  # frames written so far
+        self.held_bytes = 0  # sys.getsizeof of the blobs held
+        self.dictionary = b""  # the trained dictionary (empty where training failed: plain zstd)
+        self.compressor: Any = None  # None while the frames are held raw
+
+    def write(self, envs: np.ndarray, positions: np.ndarray, frames: np.ndarray) -> None:
+        """Store `frames` ``(n, *frame_shape)`` at ring `positions` of `envs` (both ``(n,)``), compressed one by one."""
+        frames = np.ascontiguousarray(frames)
+        encode = bytes if self.compressor is None else self.compressor.compress
+        for env, position, frame in zip(envs.tolist(), positions.tolist(), frames, strict=True):
+            old = self.blobs[env, position]
+            blob = self.blobs[env, position] = encode(frame)
+            self.held_bytes += sys.getsizeof(blob) - (0 if old is None else sys.getsizeof(old))
+        self.written += len(frames)
+        if self.compressor is None and self.written >= self.train_at:
+            self._train()
+
+    def _train(self) -> None:
+        """Train the dictionary on the frames held (raw) and compress every one of them with it."""
+        held = [blob for blob in self.blobs.flat if blob is not None]
+        try:
+            self.dictionary = self.zstandard.train_dictionary(DICTIONARY_BYTES, held).as_bytes()
+        except self.zstandard.ZstdError:  # frames too few or too small to learn from: plain zstd
+            self.dictionary = b""
+        self._start_codec()
+        flat = self.blobs.reshape(-1)
+        for position in np.flatnonzero(flat != None):  # noqa: E711 (elementwise: the slots that hold a frame)
+            flat[position] = self.compressor.compress(flat[position])
+        self.held_bytes = sum(sys.getsizeof(blob) for blob in flat if blob is not None)
+
+    def _start_codec(self) -> None:
+        zstd = self.zstandard
+        dictionary = zstd.ZstdCompressionDict(self.dictionary) if self.dictionary else None
+        self.compressor = zstd.ZstdCompressor(level=ZSTD_LEVEL, dict_data=dictionary, write_checksum=False)
+        self.decompressor = zstd.ZstdDecompressor(dict_data=dictionary)
+
+    def read(self, flat: np.ndarray, out: np.ndarray) -> None:
+        """Gather the frames at flat positions ``env * frame_slots + position`` into `out` ``(n, *frame_shape)``,
+        decompressing each distinct frame once (a batch's obs and next_obs share most of their frames)."""
+        blobs = self.blobs.reshape(-1)
+        decode = self.decompressor.decompress if self.compressor is not None else bytes
+        # Straight into `out`'s bytes: gathering the frames into an array of their own first and then into `out`
+        # (np.unique, np.take) cost as much again as the decompression.
+        view, size = out.reshape(-1).view(np.uint8).data, math.prod(out.shape[1:]) * out.itemsize
+        decoded: dict[int, bytes] = {}
+        for k, position in enumerate(flat.tolist()):
+            frame = decoded.get(position)
+            if frame is None:
+                frame = decoded[position] = decode(blobs[position])
+            view[k * size : (k + 1) * size] = frame
+
+    @property
+    def nbytes(self) -> int:
+        """The pointers' array and every blob held as Python counts it (its bytes and its object header)."""
+        return self.blobs.nbytes + self.held_bytes + len(self.dictionary)
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The arrays that `restore` takes back: every blob, concatenated, with its length (-1: no frame)."""
+        flat = self.blobs.reshape(-1)
+        lengths = np.array([-1 if blob is None else len(blob) for blob in flat], np.int64).reshape(self.blobs.shape)
+        return {
+            "lengths": lengths,
+            "blobs": np.frombuffer(b"".join(blob for blob in flat if blob is not None), np.uint8),
+            "dictionary": np.frombuffer(self.dictionary, np.uint8),
+            "written": np.array(self.written, np.int64),
+            "compressed": np.array(self.compressor is not None),
+        }
+
+    def restore(self, arrays: dict[str, np.ndarray]) -> None:
+        lengths = _saved(arrays, "lengths", np.int64, self.blobs.shape)
+        data = _saved(arrays, "blobs", np.uint8).tobytes()
+        if lengths.min() < -1 or lengths.clip(0).sum() != len(data):
+            raise ValueError("the frames' lengths do not add up to the bytes stored")
+        ends = np.cumsum(lengths.clip(0).reshape(-1)).tolist()
+        flat = self.blobs.reshape(-1)
+        for position, (length, end) in enumerate(zip(lengths.reshape(-1).tolist(), ends, strict=True)):
+            flat[position] = None if length < 0 else data[end - length : end]
+        self.held_bytes = sum(sys.getsizeof(blob) for blob in flat if blob is not None)
+        self.dictionary = _saved(arrays, "dictionary", np.uint8).tobytes()
+        self.written = int(_saved(arrays, "written", np.int64, ()))
+        if _saved(arrays, "compressed", np.bool_, ()):
+            self._start_codec()
+
+
+def _saved(arrays: Any, name: str, dtype: Any, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """The saved array `name` of `arrays` (an open ``.npz``), checked to be of `dtype` and `shape` (None: 1-D)."""
+    if name not in arrays:
+        raise ValueError(f"it has no array {name!r}")
+    array = arrays[name]
+    if array.dtype != np.dtype(dtype) or (array.ndim != 1 if shape is None else array.shape != shape):
+        raise ValueError(f"its array {name!r} is {array.dtype} {array.shape}, not {np.dtype(dtype)} {shape or '1-D'}")
+    return array
+
+
 class FrameReplay:
     """A replay memory for `num_envs` envs' stacked-frame observations that stores each frame once.
 
@@ -141,8 +299,11 @@ class FrameReplay:
         priority_epsilon: added to every priority given to `update_priorities`, so that no transition becomes
             unsampleable.
         seed: seeds the sampling generator (None: fresh entropy); the same seed and adds give the same batches.
+        compression: None (frames stored as they are) or ``"zstd"``: each frame compressed on its own when added
+            (see the module's docstring; needs the ``zstandard`` package: ``pip install atari-game[zstd]``).
 
-    `len(buffer)` is the number of transitions that can be sampled, `buffer.nbytes` the bytes of its arrays.
+    `len(buffer)` is the number of transitions that can be sampled, `buffer.nbytes` the bytes it holds: its
+    arrays, and with compression each compressed frame with its Python object header.
     Not thread-safe: do not `add` and `sample` from two threads at once.
     """
 
@@ -162,6 +323,7 @@ class FrameReplay:
         beta: float = 0.4,
         priority_epsilon: float = 1e-6,
         seed: int | None = None,
+        compression: str | None = None,
     ) -> None:
         # Validate everything before allocating anything.
         self.num_envs = _integer("num_envs", num_envs, 1)
@@ -195,6 +357,25 @@ class FrameReplay:
         self.priority_epsilon = _check_float("priority_epsilon", priority_epsilon, 0.0, math.inf)
         if seed is not None:
             _check_int("seed", seed, 0)
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
+        self.compression = compression
+        # What `save` writes for `load` to rebuild the same memory.
+        self._arguments = {
+            "capacity": self.capacity,
+            "num_envs": self.num_envs,
+            "observation_shape": self.observation_shape,
+            "stack": self.stack,
+            "channels_last": self.channels_last,
+            "dtype": self.dtype.str,
+            "n_step": self.n_step,
+            "gamma": self.gamma,
+            "prioritized": self.prioritized,
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "priority_epsilon": self.priority_epsilon,
+            "compression": compression,
+        }
 
         # One frame: the stack axis's `channels` channels of one time step, laid out as in the observation.
         channels = depth // self.stack
@@ -206,11 +387,13 @@ class FrameReplay:
         small = np.min_scalar_type(self.stack)
         shape = (self.num_envs, self.slots)
 
-        # The frames, and per transition slot where its observations' frames are: `newest` is the frame
-        # position (counted from the env's first frame, never wrapping) of next_obs's newest frame, `gap` how
-        # far before it obs's newest frame is, and each observation's `depth` how many older frames of its
-        # segment it uses (at most stack - 1): its slot k holds frame ``newest - min(stack - 1 - k, depth)``.
-        self._frames = np.zeros((self.num_envs, self.frame_slots, *self.frame_shape), self.dtype)
+        # The frames (a store: `write` and `read` them), and per transition slot where its observations' frames
+        # are: `newest` is the frame position (counted from the env's first frame, never wrapping) of next_obs's
+        # newest frame, `gap` how far before it obs's newest frame is, and each observation's `depth` how many
+        # older frames of its segment it uses (at most stack - 1): its slot k holds frame
+        # ``newest - min(stack - 1 - k, depth)``.
+        store = _Frames if compression is None else _CompressedFrames
+        self._frames = store(self.num_envs, self.frame_slots, self.frame_shape, self.dtype)
         self._newest = np.zeros(shape, np.int64)
         self._gap = np.zeros(shape, small)
         self._obs_depth = np.zeros(shape, small)
@@ -311,7 +494,7 @@ class FrameReplay:
         next_newest = obs_newest + 1
         next_depth = np.minimum(obs_depth + 1, self.stack - 1)
         moving = envs[shifted]
-        self._frames[moving, self._written[moving] % self.frame_slots] = next_frames[shifted, -1]
+        self._frames.write(moving, self._written[moving] % self.frame_slots, next_frames[shifted, -1])
         self._written[moving] += 1
         for k in np.flatnonzero(~shifted):
             next_newest[k], next_depth[k] = self._write_segment(envs[k], next_frames[k])
@@ -342,7 +525,7 @@ class FrameReplay:
         first = int(np.argmin(equal)) if not equal.all() else self.stack - 1  # the last of the equal leading slots
         kept = self.stack - first
         positions = (self._written[env] + np.arange(kept)) % self.frame_slots
-        self._frames[env, positions] = frames[first:]
+        self._frames.write(np.full(kept, env), positions, frames[first:])
         self._written[env] += kept
         return int(self._written[env] - 1), kept - 1
 
@@ -397,10 +580,19 @@ class FrameReplay:
         return transitions * self.num_envs + envs
 
     @property
+    def added(self) -> int:
+        """How many transitions were ever added, over all envs (evicted ones included)."""
+        return int(self._added.sum())
+
+    @property
     def nbytes(self) -> int:
-        """The bytes of the buffer's arrays (resident as they fill: allocated with np.zeros)."""
-        arrays = [value for value in vars(self).values() if isinstance(value, np.ndarray)]
-        return sum(array.nbytes for array in arrays)
+        """The bytes the buffer holds: its arrays (resident as they fill: allocated with np.zeros) and its frames
+        (with compression: the compressed frames held, each with its Python object header, and their pointers)."""
+        return sum(array.nbytes for array in self._arrays().values()) + self._frames.nbytes
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        """The buffer's own arrays (the frames' store aside), by attribute name."""
+        return {name: value for name, value in vars(self).items() if isinstance(value, np.ndarray)}
 
     def sample(self, batch_size: int, beta: float | None = None) -> ReplayBatch:
         """`batch_size` transitions drawn with replacement: uniformly, or by priority with `prioritized`.
@@ -479,9 +671,7 @@ class FrameReplay:
         # memory back to the system after each batch and fault it in again on the next (~2x the time here).
         positions = np.stack([obs_positions, next_positions]) % self.frame_slots + envs[:, None] * self.frame_slots
         frames = np.empty((2, len(envs), self.stack, *self.frame_shape), self.dtype)
-        # (The positions are in range: mode="wrap" only spares np.take a buffered bounds check.)
-        flat_frames, flat_out = self._frames.reshape(-1, *self.frame_shape), frames.reshape(-1, *self.frame_shape)
-        np.take(flat_frames, positions.ravel(), axis=0, out=flat_out, mode="wrap")
+        self._frames.read(positions.ravel(), frames.reshape(-1, *self.frame_shape))
         obs, next_obs = self._as_observations(frames[0]), self._as_observations(frames[1])
 
         if self.prioritized:
@@ -556,6 +746,62 @@ class FrameReplay:
             targets = np.where(right, targets - left_sum, targets)
             nodes = left + right
         return nodes - self._leaves
+
+    # --- saving ----------------------------------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the whole memory into the file `path` (an ``.npz``): its frames, transitions, priorities and
+        sampling generator, so that `load` gives a memory that samples exactly what this one would.
+
+        Atomic: written to a temporary file beside `path`, synced to disk, then renamed over `path`, so a crash
+        mid-write leaves the previous file whole. Arrays and a JSON header only (no pickle).
+        """
+        path = Path(path)
+        header = {
+            "format": FILE_FORMAT,
+            "version": FILE_VERSION,
+            "arguments": self._arguments,
+            "max_priority": self._max_priority,
+            "generator": self._rng.bit_generator.state,
+        }
+        arrays: dict[str, Any] = {
+            "header": np.frombuffer(json.dumps(header).encode(), np.uint8),
+            **self._arrays(),
+            **{f"frames.{name}": array for name, array in self._frames.state().items()},
+        }
+        temporary = path.with_name(f".{path.name}.tmp")
+        with open(temporary, "wb") as file:
+            np.savez(file, **arrays)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> FrameReplay:
+        """The memory that `save` wrote into `path`, exactly (its next batches are the saved memory's).
+
+        Raises ValueError naming `path` when it is not such a file, or is truncated or corrupt (every array's
+        CRC is checked); FileNotFoundError when there is none.
+        """
+        try:
+            with np.load(path, allow_pickle=False) as arrays:
+                header = json.loads(_saved(arrays, "header", np.uint8).tobytes())
+                if not isinstance(header, dict) or header.get("format") != FILE_FORMAT:
+                    raise ValueError(f"its header names no {FILE_FORMAT} file")
+                if header["version"] != FILE_VERSION:
+                    raise ValueError(f"it is version {header['version']}; this atari_game reads {FILE_VERSION}")
+                buffer = cls(**header["arguments"])
+                for name, array in buffer._arrays().items():
+                    array[...] = _saved(arrays, name, array.dtype, array.shape)
+                buffer._frames.restore({name[7:]: arrays[name] for name in arrays.files if name.startswith("frames.")})
+                buffer._max_priority = float(header["max_priority"])
+                buffer._rng.bit_generator.state = header["generator"]
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, TypeError, KeyError, EOFError, zipfile.BadZipFile) as error:
+            message = f"{path}: not a whole FrameReplay file ({FILE_FORMAT} version {FILE_VERSION}): {error}"
+            raise ValueError(message) from error
+        return buffer
 
     def __repr__(self) -> str:
         return (

@@ -214,7 +214,8 @@ class FrameReplayBuffer(ReplayBuffer):
     """`FrameReplay` behind SB3's `ReplayBuffer` API: ``DQN(..., replay_buffer_class=FrameReplayBuffer)``.
 
     A 1M-transition buffer of ``(4, 84, 84)`` observations then takes ~7.3 GB instead of SB3's 28 GB (with
-    ``optimize_memory_usage``) or 56 GB, and every sample is the same as SB3's own buffer would give: the same
+    ``optimize_memory_usage``) or 56 GB, 0.1-0.3 GB with ``replay_buffer_kwargs={"compression": "zstd"}`` (see
+    `FrameReplay`), and every sample is the same as SB3's own buffer would give: the same
     draws from numpy's global generator (so SB3's seeding reproduces runs), the same transitions, bit-identical
     observations and the same tensors.
 
@@ -227,7 +228,7 @@ class FrameReplayBuffer(ReplayBuffer):
             (``replay_buffer_kwargs={"n_steps": 3, "gamma": 0.99}``); samples then carry ``discounts``, which
             SB3's DQN uses in its target. A transition whose n steps are not all stored yet is not drawn (SB3's
             buffer would cut it short at the newest step instead).
-        **options: more `FrameReplay` options (``stack``, ``channels_last``).
+        **options: more `FrameReplay` options (``stack``, ``channels_last``, ``compression``).
 
     ``optimize_memory_usage`` is accepted and changes nothing (each frame is stored once either way);
     ``handle_timeout_termination`` (default True) makes ``infos[i]["TimeLimit.truncated"]`` a truncation that

@@ -66,10 +66,11 @@ def test_actions_at_the_int32_bounds_are_stored_and_one_past_them_refused():
             buffer.add(**step, actions=np.array([action]))
 
 
-def test_float_observations_with_signed_zeros_and_nans_come_back_bit_for_bit():
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_float_observations_with_signed_zeros_and_nans_come_back_bit_for_bit(compression):
     # Mutants: replay.py:108, `_bits` comparing float32 frames by value (``not`` added, or 4 bytes left out of its
     # sizes): -0.0 == 0.0 would make a slot of zeros and one of negative zeros one frame, stored once.
-    buffer = FrameReplay(4, 1, (2, 2, 2), dtype=np.float32)
+    buffer = FrameReplay(4, 1, (2, 2, 2), dtype=np.float32, compression=compression)
     zeros = np.zeros((2, 2), np.float32)
     obs = np.stack([zeros, -zeros])[None]  # slot 0 holds 0.0, slot 1 -0.0: equal as floats, not as bits
     next_obs = np.stack([-zeros, np.full((2, 2), np.nan, np.float32)])[None]

@@ -1,4 +1,5 @@
-"""FrameReplay: every sample exact against a plain buffer of whole stacks, on real GamePools; n-step, priorities."""
+"""FrameReplay: every sample exact against a plain buffer of whole stacks, on real GamePools; n-step, priorities;
+each with the frames stored as they are and compressed (`CODECS`)."""
 
 import dataclasses
 import math
@@ -7,11 +8,21 @@ import signal
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from atari_game import FrameReplay, GamePool
+from atari_game import FrameReplay, GamePool, replay
 from atari_game.replay import FRAME_MARGIN
+
+# Each exactness test runs with every compression. The dictionary is trained after 16 frames here, not 4,096, so
+# that the tests go through all three states of the compressed frames: held raw, then compressed with a trained
+# dictionary (real frames) or, where the frames are too few or too small to train one, with plain zstd.
+CODECS = pytest.mark.parametrize("compression", replay.COMPRESSIONS)
+
+
+@pytest.fixture(autouse=True)
+def dictionary_after_16_frames(monkeypatch):
+    monkeypatch.setattr(replay, "DICTIONARY_FRAMES", 16)
 
 
 class PlainReplay:
@@ -77,16 +88,20 @@ POOLS = {
     "pong-channels-last-truncation": ("Pong", "SameStep", {"channels_last": True, "max_episode_frames": 200}),
     "pong-stack2-size42-nextstep": ("Pong", "NextStep", {"stack": 2, "size": (42, 42), "max_episode_frames": 160}),
     "mspacman-terminal-nextstep": ("MsPacman", "NextStep", {"life_loss": "terminal", "noop_max": 30}),
+    # RGB, channels-last: each frame is 3 channels in the last axis, (84, 84, 12) for 4 frames.
+    "seaquest-rgb-channels-last": ("Seaquest", "SameStep", {"obs_type": "rgb", "channels_last": True}),
 }
 
 
+@CODECS
 @pytest.mark.parametrize("name", POOLS)
-def test_samples_equal_the_added_transitions_on_real_pools(name):
+def test_samples_equal_the_added_transitions_on_real_pools(name, compression):
     game, mode, options = POOLS[name]
     with GamePool(3, game, seed=1, n_workers=1, autoreset_mode=mode, **options) as pool:
         shape = pool.single_observation_space.shape
         # 150 transitions in 3 envs: the buffer wraps around several times over 300 steps.
-        buffer = FrameReplay(150, 3, shape, channels_last=options.get("channels_last", False), seed=0)
+        channels_last, stack = options.get("channels_last", False), pool.options.stack
+        buffer = FrameReplay(150, 3, shape, stack=stack, channels_last=channels_last, seed=0, compression=compression)
         plain = PlainReplay(3)
         episodes = play(pool, buffer, plain, 300)
     assert episodes > 0, "the run must cross episode ends"
@@ -94,20 +109,25 @@ def test_samples_equal_the_added_transitions_on_real_pools(name):
     check_exact(buffer, plain)
     # The Game's episodes start with one frame in every slot: its frames never run out, nothing is evicted early.
     assert len(buffer) == 150
+    # Compressed with a dictionary, the frames take a small share of their raw bytes (index and pointers included).
+    frames = buffer.frame_slots * buffer.num_envs * math.prod(buffer.frame_shape)
+    assert buffer.nbytes > frames if compression is None else buffer.nbytes < frames / 4
 
 
-def test_a_worker_killed_and_restarted_mid_run_keeps_samples_exact():
+@CODECS
+def test_a_worker_killed_and_restarted_mid_run_keeps_samples_exact(compression):
     with GamePool(4, "Breakout", seed=2, n_workers=2, restart_workers=True, autoreset_mode="SameStep") as pool:
-        buffer, plain = FrameReplay(400, 4, (4, 84, 84)), PlainReplay(4)
+        buffer, plain = FrameReplay(400, 4, (4, 84, 84), compression=compression), PlainReplay(4)
         play(pool, buffer, plain, 60, kill_at=30)
     assert [plain.transitions[30 * 4 + env][5] for env in range(4)] == [True, True, False, False]  # restarted
     check_exact(buffer, plain)
 
 
-def test_arbitrary_data_with_no_shared_frames_is_exact_and_evicted_early_when_frames_run_out():
+@CODECS
+def test_arbitrary_data_with_no_shared_frames_is_exact_and_evicted_early_when_frames_run_out(compression):
     rng = np.random.default_rng(0)
     shape, num_envs = (4, 6, 5), 2
-    buffer, plain = FrameReplay(200, num_envs, shape), PlainReplay(num_envs)
+    buffer, plain = FrameReplay(200, num_envs, shape, compression=compression), PlainReplay(num_envs)
     for _ in range(150):
         obs, next_obs = (rng.integers(0, 3, (num_envs, *shape), dtype=np.uint8) for _ in range(2))
         dones = rng.random((2, num_envs)) < 0.1
@@ -119,17 +139,25 @@ def test_arbitrary_data_with_no_shared_frames_is_exact_and_evicted_early_when_fr
     assert 0 < len(buffer) < 100 * num_envs
 
 
+@CODECS
 @pytest.mark.parametrize(
     ("shape", "stack", "channels_last", "dtype"),
-    [((6, 5, 7), 2, False, np.uint8), ((5, 7, 6), 3, True, np.uint8), ((4, 5, 3), None, False, np.float32)],
+    [
+        ((6, 5, 7), 2, False, np.uint8),
+        ((5, 7, 6), 3, True, np.uint8),
+        ((4, 5, 3), None, False, np.float32),
+        ((84, 84, 12), 4, True, np.uint8),  # RGB channels-last: a frame is 3 channels inside the last axis
+    ],
 )
-def test_frames_of_several_channels_and_float_observations_are_exact(shape, stack, channels_last, dtype):
+def test_frames_of_several_channels_and_float_observations_are_exact(shape, stack, channels_last, dtype, compression):
     """Observations slid one frame (of ``channels`` channels) at a time, as a stacked RGB or float env gives."""
     rng = np.random.default_rng(1)
     num_envs, axis = 2, -1 if channels_last else 1  # the stack axis of a batch of observations
     depth = shape[-1 if channels_last else 0]
     channels = depth // (stack or depth)
-    buffer = FrameReplay(60, num_envs, shape, stack=stack, channels_last=channels_last, dtype=dtype)
+    buffer = FrameReplay(
+        60, num_envs, shape, stack=stack, channels_last=channels_last, dtype=dtype, compression=compression
+    )
     plain = PlainReplay(num_envs)
     obs = rng.normal(size=(num_envs, *shape)).astype(dtype)
     if dtype == np.float32:
@@ -160,10 +188,11 @@ def test_frame_bytes_per_transition_stay_within_three_percent_of_one_frame():
     assert prioritized.nbytes <= bound + trees
 
 
-def test_n_step_returns_match_a_brute_force_computation():
+@CODECS
+def test_n_step_returns_match_a_brute_force_computation(compression):
     rng = np.random.default_rng(3)
     n, gamma, num_envs, shape = 3, 0.9, 2, (2, 3, 3)
-    buffer = FrameReplay(40, num_envs, shape, n_step=n, gamma=gamma)
+    buffer = FrameReplay(40, num_envs, shape, n_step=n, gamma=gamma, compression=compression)
     plain = PlainReplay(num_envs)
     obs = rng.integers(0, 255, (num_envs, *shape), dtype=np.uint8)
     for _ in range(70):
@@ -244,8 +273,9 @@ def test_prioritized_weights_are_the_normalised_importance_weights():
     np.testing.assert_allclose(batch.weights, p.min() / p[(batch.indices[:, None] == ids).argmax(1)], rtol=1e-6)
 
 
-def test_update_priorities_changes_what_is_sampled_and_evicted_transitions_are_never_sampled():
-    buffer = filled()
+@CODECS
+def test_update_priorities_changes_what_is_sampled_and_evicted_transitions_are_never_sampled(compression):
+    buffer = filled(compression=compression)
     ids = buffer.indices()
     buffer.update_priorities(ids[[0, 0]], np.array([3.0, 1e6]))  # one transition dominates (its last priority)
     assert (draw(buffer, 8) == ids[0]).mean() > 0.95
@@ -270,9 +300,10 @@ def test_n_step_transitions_not_yet_ready_have_no_priority():
     assert set(buffer.sample(2).indices.tolist()) | set(buffer.sample(2).indices.tolist()) == {0, 1}
 
 
+@CODECS
 @pytest.mark.parametrize("prioritized", [False, True])
-def test_the_same_seed_gives_the_same_batches(prioritized):
-    first, second = filled(prioritized), filled(prioritized)
+def test_the_same_seed_gives_the_same_batches(prioritized, compression):
+    first, second = filled(prioritized, compression=compression), filled(prioritized, compression=compression)
     batches = [first.sample(8), second.sample(8)]
     assert np.array_equal(batches[0].indices, batches[1].indices)
     assert np.array_equal(batches[0].obs, batches[1].obs)
@@ -294,6 +325,7 @@ BAD_CONSTRUCTORS = [
     ({"beta": 2.0}, ValueError, "beta"),
     ({"prioritized": "yes"}, TypeError, "prioritized"),
     ({"seed": -1}, ValueError, "seed"),
+    ({"compression": "lz4"}, ValueError, r"compression must be one of \(None, 'zstd'\), got 'lz4'"),
 ]
 
 
@@ -516,12 +548,19 @@ def replay_runs(draw):
     return settings, draw(st.booleans()), draw(st.lists(steps, min_size=1, max_size=40)), draw(st.integers(0, 9))
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None)
-@given(replay_runs())
-def test_held_transitions_and_every_sample_match_a_model_of_the_frames_each_env_still_holds(run):
+@CODECS
+@settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],  # the fixture's setting is the same in every run
+)
+@given(run=replay_runs())
+def test_held_transitions_and_every_sample_match_a_model_of_the_frames_each_env_still_holds(run, compression):
     settings, next_step, steps, seed = run
     rng = np.random.default_rng(seed)
-    model = HeldFrames(FrameReplay(**settings, seed=seed))
+    model = HeldFrames(FrameReplay(**settings, seed=seed, compression=compression))
     num_envs, stack = settings["num_envs"], settings["observation_shape"][0]
     serial = iter(range(1, 1 << 16))  # every new frame differs from every other: two bytes of a counter
 

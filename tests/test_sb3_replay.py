@@ -45,17 +45,19 @@ def sb3_adds(steps: int, **options):
     return adds, spaces
 
 
+@pytest.mark.parametrize("compression", [None, "zstd"])
 @pytest.mark.parametrize("optimize_memory_usage", [False, True])
-def test_samples_equal_sb3_replay_buffers_for_the_same_adds_and_seeds(optimize_memory_usage):
+def test_samples_equal_sb3_replay_buffers_for_the_same_adds_and_seeds(optimize_memory_usage, compression):
     # Life losses (terminations) and truncations; 150 steps wrap the 40 slots per env around.
     adds, spaces = sb3_adds(150, life_loss="terminal", max_episode_frames=240)
     assert any(info.get("TimeLimit.truncated") for add in adds for info in add[5])
     timeouts = not optimize_memory_usage  # SB3 refuses both at once
+    options = {"optimize_memory_usage": optimize_memory_usage, "handle_timeout_termination": timeouts}
+    # Ours compressed too: its 144 frame slots all written (150 steps), the dictionary is trained on them.
     buffers = [
-        cls(120, *spaces, "cpu", n_envs=3, optimize_memory_usage=optimize_memory_usage,
-            handle_timeout_termination=timeouts)
-        for cls in (ReplayBuffer, FrameReplayBuffer)
-    ]  # fmt: skip
+        ReplayBuffer(120, *spaces, "cpu", n_envs=3, **options),
+        FrameReplayBuffer(120, *spaces, "cpu", n_envs=3, **options, compression=compression),
+    ]
     for add in adds:
         for buffer in buffers:
             buffer.add(*add)
