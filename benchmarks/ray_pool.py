@@ -1,16 +1,181 @@
-"""The Ray backend's cost: RayGamePool against the local GamePool, side by side in one run.
+"""The Ray backend's cost: RayGamePool on a two-node Ray cluster against the local GamePool, and where a step goes.
 
-pip install -e ".[ray]" && python benchmarks/ray_pool.py --envs 8 16 32 --rounds 4 --seconds 5
+    pip install -e ".[ray,train]" && python benchmarks/ray_pool.py            # all three parts, ~5 min on 2 cores
+    python benchmarks/ray_pool.py --parts calls --node-cpus 1                  # one part
 
-Both run the throughput benchmark's games (atari_game/benchmark.py) with one worker per core: GamePool's
-worker processes, and RayGamePool's actors on a new local Ray instance. The table's last column is the
-local pool's speed over each system's.
+One machine stands for a cluster: two Ray nodes (ray.cluster_utils, `--node-cpus` CPUs each) on it. The parts:
+
+- calls: the round trip of one Ray actor call returning B bytes (0 and 1, 4, 16, 64 observations of 28,224 bytes),
+  the actor on the driver's node and on the other one (a + b * B fitted to each), and the driver's CPU per call
+  when it calls k actors at once and waits for all (what a pool step of k actors costs the learner's process).
+- pools: agent steps/s of random-action steps: GamePool (one worker process per core) against RayGamePool on the
+  two nodes (one actor per CPU), N envs, in rounds taking turns.
+- ppo: agent steps/s of a short PPO run (ppo.train, --envs[0] envs, 3 updates of 128 steps per env) on each: the
+  whole run, and its rollouts alone (env steps and inference: what the envs' placement changes).
+
+Every figure is written to --json.
 """
 
-import sys
+from __future__ import annotations
 
-from atari_game.benchmark import main
+import argparse
+import csv
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from atari_game.benchmark import MACHINE, measure, our_game
+from atari_game.pool import GamePool
+from atari_game.worker import available_cores
+
+OBS_BYTES = 4 * 84 * 84  # one env's observation: uint8, 4 frames of 84 x 84
+PARTS = ("calls", "pools", "ppo")
+
+
+class Echo:
+    """A Ray actor that answers each call with `nbytes` bytes, as a GameActor answers with its envs' results."""
+
+    def __init__(self) -> None:
+        self.data = np.zeros(64 * OBS_BYTES, np.uint8)
+
+    def get(self, nbytes: int) -> np.ndarray:
+        return self.data[:nbytes]
+
+
+def round_trips(ray, actor, nbytes: int, calls: int) -> float:
+    """Seconds per round trip of a call returning `nbytes`, best of 3 runs of `calls` calls."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(calls):
+            ray.get(actor.get.remote(nbytes))
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+def measure_calls(ray, nodes: list[str], calls: int) -> dict:
+    """Round trips by size and node (fitted to a + b * bytes), and the driver's CPU per call with k actors at once."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    sizes = [0, OBS_BYTES, 4 * OBS_BYTES, 16 * OBS_BYTES, 64 * OBS_BYTES]
+    echo, found = ray.remote(num_cpus=0)(Echo), {}
+    for where, node in zip(("same node", "other node"), nodes, strict=True):
+        actor = echo.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        ray.get(actor.get.remote(0))
+        seconds = [round_trips(ray, actor, size, calls) for size in sizes]
+        slope, intercept = np.polyfit(sizes, seconds, 1)
+        found[where] = {"bytes": sizes, "seconds": seconds, "a_seconds": intercept, "b_seconds_per_byte": slope}
+        trips = zip(sizes, seconds, strict=True)
+        print(f"{where}: " + ", ".join(f"{size / 1e3:.0f} kB {trip * 1e3:.2f} ms" for size, trip in trips))
+        print(f"  a = {intercept * 1e3:.2f} ms, b = {slope * 1e9:.2f} ns/byte ({1 / slope / 1e9:.2f} GB/s)")
+        ray.kill(actor)
+    # A pool step of k actors: k calls sent, then all awaited. The driver's CPU per call is what bounds the learner.
+    found["parallel"] = []
+    for k in (1, 2, 4, 8):
+        actors = [echo.options(scheduling_strategy="SPREAD").remote() for _ in range(k)]
+        ray.get([actor.get.remote(0) for actor in actors])
+        cpu, start = time.process_time(), time.perf_counter()
+        for _ in range(calls):
+            ray.get([actor.get.remote(OBS_BYTES) for actor in actors])
+        wall, cpu = (time.perf_counter() - start) / calls, (time.process_time() - cpu) / calls
+        found["parallel"].append({"actors": k, "step_seconds": wall, "driver_cpu_seconds_per_call": cpu / k})
+        print(f"{k} actors at once, 1 obs each: {wall * 1e3:.2f} ms a step, driver CPU {cpu / k * 1e3:.2f} ms a call")
+        for actor in actors:
+            ray.kill(actor)
+    return found
+
+
+def measure_pools(address: str, envs: list[int], workers: int, rounds: int, seconds: float) -> dict:
+    """Agent steps/s of GamePool and RayGamePool (`workers` processes or actors each), N envs, in turns."""
+    from atari_game.ray_pool import RayGamePool
+
+    rng, found = np.random.default_rng(0), {}
+    for n in envs:
+        pools = {
+            "GamePool": GamePool(n, n_workers=min(n, available_cores()), **our_game("Breakout")),
+            "RayGamePool": RayGamePool(n, n_workers=min(n, workers), address=address, **our_game("Breakout")),
+        }
+        runs: dict[str, list[float]] = {name: [] for name in pools}
+        try:
+            for pool in pools.values():
+                pool.reset(seed=0)
+            for round_number in range(rounds):
+                for name in list(pools)[round_number % 2 :] + list(pools)[: round_number % 2]:
+                    rate = measure(pools[name].step, n, 4, seconds, rng)["steps_per_s"]
+                    runs[name].append(rate)
+        finally:
+            for pool in pools.values():
+                pool.close()
+        found[n] = runs
+        means = {name: float(np.mean(rates)) for name, rates in runs.items()}
+        print(f"N={n}: " + ", ".join(f"{name} {rate:,.0f} steps/s" for name, rate in means.items()), flush=True)
+    return found
+
+
+def measure_ppo(address: str, n_envs: int) -> dict:
+    """Agent steps/s of 3 PPO updates (128 steps of `n_envs` envs each) on GamePool and on RayGamePool."""
+    from atari_game import ppo
+
+    found = {}
+    for name, ray_address in (("GamePool", ""), ("RayGamePool", address)):
+        with tempfile.TemporaryDirectory() as run_dir:
+            frames = 3 * 4 * n_envs * 128
+            ppo.train(ppo.Config(n_envs=n_envs, total_frames=frames, video=False, run_dir=run_dir, ray=ray_address))
+            with (Path(run_dir) / "progress.csv").open() as file:
+                rows = [row for row in csv.DictReader(file) if row["policy_loss"]]
+        rollout = sum(float(row["rollout_seconds"]) for row in rows)
+        found[name] = {
+            "steps_per_s": float(rows[-1]["frames_per_second"]) / 4,
+            "rollout_steps_per_s": len(rows) * n_envs * 128 / rollout,
+            "learn_seconds_per_update": float(np.mean([float(row["learn_seconds"]) for row in rows])),
+        }
+        print(f"PPO on {name}: {found[name]}", flush=True)
+    return found
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure (default: all)")
+    parser.add_argument("--envs", type=int, nargs="+", default=[8, 32], help="numbers of envs N (default: 8 32)")
+    parser.add_argument("--node-cpus", type=int, default=1, help="CPUs of each of the 2 Ray nodes (default: 1)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the pools part (default: %(default)s)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per pool per round (default: 5)")
+    parser.add_argument("--calls", type=int, default=200, help="calls per round-trip figure (default: 200)")
+    parser.add_argument("--json", type=Path, default=Path("benchmarks/ray_pool.json"), help="where the figures go")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    args = build_parser().parse_args(argv)
+    node = {"num_cpus": args.node_cpus, "object_store_memory": 200 << 20}
+    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    cluster.add_node(**node)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    results = {"machine": MACHINE, "node_cpus": args.node_cpus, "cores": available_cores()}
+    try:
+        driver_node = ray.get_runtime_context().get_node_id()
+        other = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != driver_node]
+        if "calls" in args.parts:
+            results["calls"] = measure_calls(ray, [driver_node, other[0]], args.calls)
+        if "pools" in args.parts:
+            workers = 2 * args.node_cpus
+            results["pools"] = measure_pools(cluster.address, args.envs, workers, args.rounds, args.seconds)
+        if "ppo" in args.parts:
+            results["ppo"] = measure_ppo(cluster.address, args.envs[0])
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=1))
+    print(f"all measurements: {args.json}")
+
 
 if __name__ == "__main__":
-    systems = ["--systems", "atari_game GamePool", "atari_game RayGamePool"]
-    main([*systems, "--json", "benchmarks/ray_pool.json", *sys.argv[1:]])
+    main()

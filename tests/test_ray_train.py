@@ -11,7 +11,7 @@ import pytest
 import ray
 import torch
 from ray.cluster_utils import Cluster
-from test_ray_pool import NODE
+from test_ray_pool import HEALTH_CHECKS, NODE
 
 from atari_game import dqn, ppo, training
 
@@ -24,7 +24,8 @@ DQN_TINY |= {"video": False}
 @pytest.fixture(scope="module")
 def cluster():
     """Two nodes of 2 CPUs on this machine, and this process connected to them."""
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    head = {**NODE, "include_dashboard": False, "_system_config": HEALTH_CHECKS}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
     cluster.add_node(**NODE)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
@@ -81,6 +82,43 @@ def test_the_command_line_trains_on_the_cluster_and_says_where(cluster, tmp_path
     while ray.available_resources().get("CPU") != 4 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ray.available_resources().get("CPU") == 4
+
+
+def test_a_run_survives_a_lost_node_and_resumes_from_its_checkpoint(cluster, tmp_path):
+    # A PPO run of 2 envs (2 actors, one per node) for 60 updates of 32 steps, a checkpoint after each.
+    run_dir, driver_node = tmp_path / "run", ray.get_runtime_context().get_node_id()
+    command = [sys.executable, "-m", "atari_game", "train", "--ray", cluster.address, "--run-dir", str(run_dir)]
+    command += ["--n-envs", "2", "--n-steps", "16", "--n-minibatches", "2", "--n-epochs", "1", "--no-async-envs"]
+    command += ["--checkpoint-every", "1", "--no-video"]
+    run = subprocess.Popen([*command, "--total-frames", str(60 * 128)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(update_rows(run_dir)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        [victim] = [node for node in cluster.worker_nodes if node.node_id != driver_node]
+        cluster.remove_node(victim, allow_graceful=False)  # its raylet, object store and actors killed
+        lost_at = len(update_rows(run_dir))
+        _, stderr = run.communicate(timeout=300)
+    finally:
+        run.kill()
+        cluster.add_node(**NODE)  # the cluster as it was, for the tests after this one
+    assert run.returncode == 0, stderr[-3000:]
+    rows = update_rows(run_dir)
+    # The lost node's actor restarted on the head (its envs truncated): every update done, the envs on one node after.
+    assert len(rows) == 60 and rows[lost_at - 1]["env_nodes"] == "2" and rows[-1]["env_nodes"] == "1"
+    assert max(float(row["rollout_seconds"]) for row in rows) < 30  # Ray noticed within seconds, and nothing hung
+    result = subprocess.run(
+        [*command, "--total-frames", str(62 * 128), "--resume"], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [int(row["frames"]) for row in update_rows(run_dir)][-3:] == [60 * 128, 61 * 128, 62 * 128]
+
+
+def update_rows(run_dir):
+    if not (run_dir / "progress.csv").exists():
+        return []
+    with (run_dir / "progress.csv").open() as file:
+        return [row for row in csv.DictReader(file) if row["frames_per_second"]]
 
 
 @pytest.mark.parametrize(
