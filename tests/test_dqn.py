@@ -119,11 +119,11 @@ def test_train_resume_and_eval(tmp_path):
     assert video_frames(run_dir / "agent.mp4") > 10  # one whole game, one frame per agent step
 
     # --resume continues the frame count and the epsilon schedule (over the new budget's 600 transitions), and
-    # learns again once the emptied memory holds learning_starts transitions.
+    # learns on at once from the replay memory saved beside the checkpoint (replay.npz).
     run(tmp_path, "--total-frames", "2400", "--run-dir", str(run_dir), "--resume", "--no-video", *TINY)
     rows = update_rows(run_dir)
     assert [int(row["frames"]) for row in rows] == [400, 800, 1200, 1600, 2000, 2400]
-    assert [int(row["gradient_steps"]) for row in rows[4:]] == [0, 24]
+    assert [int(row["gradient_steps"]) for row in rows[4:]] == [25, 25]
     assert [float(row["epsilon"]) for row in rows[4:]] == pytest.approx([1 - 0.99 * t / 600 for t in (500, 600)])
 
     result = run(tmp_path, "--eval", str(run_dir / "checkpoint.pt"))

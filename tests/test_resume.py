@@ -6,16 +6,17 @@ line resumes: the run's config comes from its checkpoint) to the end. What the t
 step (the networks' weights, Adam's moments and step count, the learning rate or epsilon, the random generators) is
 watched, and compared with ``torch.equal`` and ``==``, never approximately.
 
-What cannot be equal, and why (both are the trainers' documented behaviour, not a test's tolerance):
-
-* The games in progress are not in a checkpoint: a resumed run's pools start new games (PPO and DQN alike), so its
-  rollouts after the resume differ from the never-stopped run's, and so do the weights they are learned into.
-* DQN's replay memory is not in a checkpoint (issue 35): a resumed run refills it for ``learning_starts``
-  transitions, skipping the gradient steps due then.
+What cannot be equal, and why (the trainers' documented behaviour, not a test's tolerance): the games in progress
+are not in a checkpoint. A resumed run's pools start new games (PPO and DQN alike), so its rollouts after the resume
+differ from the never-stopped run's, and so do the weights they are learned into.
 
 So the tests compare everything at the first step after the resume, and at the end what does not depend on the
 games played: the step counts, the schedule, and DQN's exploration generator (which draws the same numbers whatever
-the network says).
+the network says). DQN's replay memory is saved beside its checkpoint (replay.npz): a DQN run's gradient steps due
+while its first pool step after the resume plays draw from the memory as it was saved (the new transitions enter it
+after them), so their batches, losses and weights are the never-stopped run's too, as are the memory's whole content
+and its sampling generator there. Without the saved memory (``save_memory=False``) the resumed run refills it for
+``learning_starts`` transitions, skipping the gradient steps due then.
 """
 
 import copy
@@ -25,10 +26,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
-from atari_game import dqn, ppo
+from atari_game import dqn, ppo, replay
 
 
 class Stopped(Exception):
@@ -169,48 +171,117 @@ def test_ppo_resumes_with_the_weights_optimizer_schedule_and_generator_of_the_ru
     assert logged_frames(tmp_path / "stopped", "policy_loss") == [128, 256, 384, 512]  # the log goes on
 
 
+# 24 pool steps of 2 envs (48 transitions); gradient steps every 4 transitions past the 8th, a target update every 8;
+# epsilon falls over the whole run; the first checkpoint after 24 transitions (pool step 12 of 0..23).
+DQN_CONFIG = dqn.Config(
+    total_frames=192,
+    n_envs=2,
+    batch_size=4,
+    buffer_size=64,
+    learning_starts=8,
+    target_network_frequency=8,
+    exploration_fraction=1.0,
+    log_every=96,
+    checkpoint_every=96,
+    video=False,
+)
+
+
+def dqn_more(args: tuple) -> dict[str, Any]:  # choose_actions(q_network, obs, epsilons, rng, device)
+    return {"epsilons": args[2].tolist(), "numpy_rng": args[3].bit_generator.state}
+
+
+DQN_WATCH = {"trainer": dqn, "build": "build_q_network", "step": "choose_actions", "more": dqn_more}
+
+
+def watch_gradient_steps(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Each gradient step's transition, TD loss and mean Q, and the memory it sampled (every sampleable transition
+    and the sampling generator's state before the batch), appended to the list returned, run after run."""
+    steps: list[dict[str, Any]] = []
+    gradient_step = dqn.gradient_step
+
+    def watched(*args: Any) -> tuple[float, float]:  # (config, q_network, target, optimizer, buffer, device, t)
+        buffer = args[4]
+        memory = dataclasses.asdict(buffer.get(buffer.indices()))
+        generator = copy.deepcopy(buffer._rng.bit_generator.state)
+        result = gradient_step(*args)
+        steps.append({"transition": args[6], "loss": result, "memory": memory, "generator": generator})
+        return result
+
+    monkeypatch.setattr(dqn, "gradient_step", watched)
+    return steps
+
+
 @PRECISIONS
-def test_dqn_resumes_with_the_networks_optimizer_schedule_and_generators_of_the_run_that_never_stopped(
+def test_dqn_resumes_with_the_networks_optimizer_schedule_generators_and_memory_of_the_run_that_never_stopped(
     tmp_path, monkeypatch, precision
 ):
-    # 24 pool steps of 2 envs (48 transitions); gradient steps every 4 transitions past the 8th, a target update every
-    # 8; epsilon falls over the whole run; the first checkpoint after 24 transitions (pool step 12 of 0..23).
-    config = dqn.Config(
-        total_frames=192,
-        n_envs=2,
-        batch_size=4,
-        buffer_size=64,
-        learning_starts=8,
-        target_network_frequency=8,
-        exploration_fraction=1.0,
-        log_every=96,
-        checkpoint_every=96,
-        video=False,
-        precision=precision,
-    )
-
-    def more(args: tuple) -> dict[str, Any]:  # choose_actions(q_network, obs, epsilons, rng, device)
-        return {"epsilons": args[2].tolist(), "numpy_rng": args[3].bit_generator.state}
-
-    watch = {"trainer": dqn, "build": "build_q_network", "step": "choose_actions", "more": more}
+    monkeypatch.setattr(replay, "DICTIONARY_FRAMES", 16)  # the memory is saved compressed with a trained dictionary
+    config = dataclasses.replace(DQN_CONFIG, precision=precision)
+    gradient_steps = watch_gradient_steps(monkeypatch)
     never_stopped = dataclasses.replace(config, run_dir=str(tmp_path / "never-stopped"))
-    at_resume, at_end = watched_train(monkeypatch, config=never_stopped, at={12, 23}, **watch)
+    at_resume, at_end = watched_train(monkeypatch, config=never_stopped, at={12, 13, 14, 23}, **DQN_WATCH)
+    never_stopped_steps = gradient_steps[:]
     stopped = dataclasses.replace(config, run_dir=str(tmp_path / "stopped"))
-    watched_train(monkeypatch, config=stopped, at=set(), stop=True, **watch)
+    watched_train(monkeypatch, config=stopped, at=set(), stop=True, **DQN_WATCH)
+    assert (tmp_path / "stopped" / "replay.npz").exists()
     resumed = dqn.parse_config(["--run-dir", stopped.run_dir, "--resume"])
-    assert resumed.precision == precision
-    resumed_first, resumed_end = watched_train(monkeypatch, config=resumed, at={0, 11}, **watch)
+    assert resumed.precision == precision and resumed.compression == "zstd"
+    del gradient_steps[:]
+    resumed_first, resumed_end = watched_train(monkeypatch, config=resumed, at={0, 1, 2, 11}, **DQN_WATCH)
 
     # Pool step 12 starts from the same state either way: the Q-network, the target network (copied at transition
     # 16), Adam's moments and step count, epsilon (1 - 0.99 * 24 / 48), and both generators.
     assert resumed_first[0]["epsilons"] == pytest.approx([1 - 0.99 * 24 / 48, 1 - 0.99 * 25 / 48])
     assert_equal(resumed_first[0], at_resume[0])
-    # The last pool step acts with the same epsilon and the same exploration draws: the generator draws the same
-    # numbers whatever the network says.
-    assert_equal(resumed_first[1]["epsilons"], at_resume[1]["epsilons"])
-    assert_equal(resumed_first[1]["numpy_rng"], at_resume[1]["numpy_rng"])
-    # Adam's steps: 9 (transitions 12, 16, ..., 44) in the run that never stopped; 3 fewer in the resumed one, which
-    # skips those due at 24, 28 and 32 while its emptied memory refills for learning_starts transitions.
+    # Its gradient step (transition 24) samples the memory as saved: the same transitions, the same generator, so the
+    # same batch and loss; and pool steps 13 and 14 start from the same weights, target network and Adam state.
+    assert [step["transition"] for step in never_stopped_steps] == list(range(12, 48, 4))
+    first, same = gradient_steps[0], never_stopped_steps[3]
+    assert first["transition"] == 24 and first["loss"] == same["loss"]
+    assert first["generator"] == same["generator"] and first["memory"].keys() == same["memory"].keys()
+    for name, values in first["memory"].items():
+        assert values.tobytes() == same["memory"][name].tobytes(), name
+    assert len(first["memory"]["indices"]) == 24  # 12 pool steps of 2 envs, all sampleable
+    assert_equal(resumed_first[1], at_resume[1])
+    assert_equal(resumed_first[2], at_resume[2])
+    # From transition 28 on, the batches may hold transitions of the resumed run's new games. But the last pool step
+    # acts with the same epsilon and exploration draws (the generator draws the same numbers whatever the network
+    # says), and both runs took a gradient step at each of transitions 12, 16, ..., 44: Adam's step count 9.
+    assert_equal(resumed_first[3]["epsilons"], at_resume[3]["epsilons"])
+    assert_equal(resumed_first[3]["numpy_rng"], at_resume[3]["numpy_rng"])
+    assert [step["transition"] for step in gradient_steps] == list(range(24, 48, 4))
     steps = [{state["step"].item() for state in end["optimizer"]["state"].values()} for end in (at_end, resumed_end)]
-    assert steps == [{9.0}, {6.0}]
+    assert steps == [{9.0}, {9.0}]
     assert logged_frames(tmp_path / "stopped", "epsilon") == [96, 192]
+
+
+def test_dqn_without_its_saved_memory_resumes_refilling_it(tmp_path, monkeypatch):
+    config = dataclasses.replace(DQN_CONFIG, run_dir=str(tmp_path / "stopped"), save_memory=False)
+    watched_train(monkeypatch, config=config, at=set(), stop=True, **DQN_WATCH)
+    assert not (tmp_path / "stopped" / "replay.npz").exists()
+    resumed = dqn.parse_config(["--run-dir", config.run_dir, "--resume"])
+    _, resumed_end = watched_train(monkeypatch, config=resumed, at=set(), **DQN_WATCH)
+    # Adam's steps: 3 fewer than the 9 of a run that never stopped (transitions 12, 16, ..., 44): the resumed one
+    # skips those due at 24, 28 and 32 while its emptied memory refills for learning_starts transitions.
+    assert {state["step"].item() for state in resumed_end["optimizer"]["state"].values()} == {6.0}
+
+
+def test_dqn_refuses_to_resume_on_a_corrupt_or_another_checkpoints_memory(tmp_path, monkeypatch):
+    stopped = tmp_path / "stopped"
+    config = dataclasses.replace(DQN_CONFIG, run_dir=str(stopped))
+    watched_train(monkeypatch, config=config, at=set(), stop=True, **DQN_WATCH)
+    memory = stopped / "replay.npz"
+    whole = memory.read_bytes()
+    memory.write_bytes(whole[: len(whole) // 2])
+    resume = ["--run-dir", str(stopped), "--resume"]
+    with pytest.raises(SystemExit, match=f"--resume: {memory}: not a whole FrameReplay file .* Delete it"):
+        dqn.train(dqn.parse_config(resume))
+    # A memory saved at another moment of the run (here: one more transition added, then saved).
+    (tmp_path / "copy.npz").write_bytes(whole)
+    buffer = replay.FrameReplay.load(tmp_path / "copy.npz")
+    obs = np.zeros((2, 4, 84, 84), np.uint8)
+    buffer.add(obs, [0, 0], [0.0, 0.0], obs, np.zeros(2, bool), np.zeros(2, bool))
+    buffer.save(memory)
+    with pytest.raises(SystemExit, match=f"--resume: {memory} is not the memory of the checkpoint beside it: it has"):
+        dqn.train(dqn.parse_config(resume))
