@@ -438,7 +438,7 @@ def env_placement(pools: Sequence[GamePool]) -> tuple[dict[str, int], str]:
     for node, address, env_ids in actors:
         nodes.setdefault((node, address), []).extend(env_ids)
     where = "; ".join(f"node {node:.8} at {address}: {len(ids)} envs" for (node, address), ids in nodes.items())
-    line = f"envs: {n_envs} in {len(actors)} Ray actors on {len(nodes)} nodes ({where})"
+    line = f"envs: {n_envs} in {len(actors)} Ray actors on {len(nodes)} node{'s' * (len(nodes) > 1)} ({where})"
     return {"env_nodes": len(nodes), "env_workers": len(actors)}, line
 
 
