@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from atari_game.game import action_meanings
-from atari_game.pool import GamePool
+from atari_game.pool import GamePool, PoolError
 from atari_game.training import (
     POSITIVE,
     NatureCNN,
@@ -505,6 +505,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
         run_dir = train(config)
     except KeyboardInterrupt:  # Ctrl-C stops the run at once; its last checkpoint stays for --resume
         raise SystemExit(interrupted(config, "ppo")) from None
+    except PoolError as error:  # the envs cannot go on (a node lost, no CPUs to restart its actors): the same
+        raise SystemExit(interrupted(config, "ppo", str(error))) from None
     print(outputs(run_dir, config))
 
 

@@ -327,29 +327,47 @@ class RayGamePool(GamePool):
         worker.actor = _actor_class().options(**options).remote(*arguments)
 
     def _locate(self, worker: _Actor) -> tuple[int, str, str]:
-        """Where the actor runs, once it runs; a `PoolError` if it does not within `START_TIMEOUT` seconds."""
+        """Where the actor runs, once it runs. A `PoolError` if its ``__init__`` fails, if it does not run within
+        `START_TIMEOUT` seconds, or, for an actor lost with its node, once the cluster has lacked the CPUs to restart
+        it for `FREE_CPU_WAIT` seconds."""
+        ray, start, starved = _ray(), time.monotonic(), None
+        call = worker.actor.where.remote()
+        while True:
+            try:
+                return ray.get(call, timeout=1.0)
+            except ray.exceptions.ActorUnavailableError:  # its node is lost and Ray has not noticed yet
+                time.sleep(0.5)
+                call = worker.actor.where.remote()
+            except ray.exceptions.GetTimeoutError:
+                pass
+            except Exception as error:  # its __init__ failed: the cause is the last line of Ray's report
+                cause = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().splitlines()[-1]
+                if "No module named 'atari_game'" in cause:
+                    cause += f": install atari_game {versions()['atari_game']} on every node (docs/guides/ray.md)"
+                raise self._fail(f"{worker.describe()} could not start: {cause}") from error
+            now = time.monotonic()
+            if now - start > START_TIMEOUT:
+                hint = f"do actor_options {self._actor_options} ask for more than any node has?"
+                raise self._fail(f"{worker.describe()} could not be started within {START_TIMEOUT:.0f} s ({hint})")
+            starved = (starved or now) if self._cannot_restart(worker) else None
+            if starved is not None and now - starved > FREE_CPU_WAIT:
+                raise self._fail(
+                    f"{worker.describe()} was lost with its node, and for {FREE_CPU_WAIT:.0f} s no node has had the "
+                    f"CPUs to restart it: add a node, or start again with fewer actors (a trainer's --resume takes "
+                    "the CPUs left)"
+                )
+
+    def _cannot_restart(self, worker: _Actor) -> bool:
+        """Whether `worker` ran on a node Ray now knows is dead, and the cluster lacks the free CPUs to restart it."""
         ray = _ray()
-        deadline = time.monotonic() + START_TIMEOUT
-        try:
-            while True:
-                try:
-                    return ray.get(worker.actor.where.remote(), timeout=max(deadline - time.monotonic(), 0))
-                except ray.exceptions.ActorUnavailableError:  # its node is lost and Ray has not noticed yet
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-        except ray.exceptions.GetTimeoutError as error:
-            self._broken = (
-                f"{worker.describe()} could not be started within {START_TIMEOUT:.0f} s (do actor_options "
-                f"{self._actor_options} ask for more than any node has?)"
-            )
-            raise PoolError(self._broken) from error
-        except Exception as error:  # its __init__ failed: the cause is the last line of Ray's report
-            cause = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().splitlines()[-1]
-            if "No module named 'atari_game'" in cause:
-                cause += f": install atari_game {versions()['atari_game']} on every node (docs/guides/ray.md)"
-            self._broken = f"{worker.describe()} could not start: {cause}"
-            raise PoolError(self._broken) from error
+        if worker.where is None or any(node["NodeID"] == worker.where[1] and node["Alive"] for node in ray.nodes()):
+            return False
+        return free_cpus() < self._actor_options.get("num_cpus", 1)
+
+    def _fail(self, message: str) -> PoolError:
+        """The error that breaks the pool: `message`, from now on the answer to every call."""
+        self._broken = message
+        return PoolError(message)
 
     def _replace(self, worker: _Actor) -> _Actor:
         """The same actor once Ray has restarted it; the calls it lost are void."""

@@ -379,14 +379,15 @@ def outputs(run_dir: Path, config: Any) -> str:
     return f"done: {run_dir}/progress.csv, learning_curve.png{video}, checkpoint.pt"
 
 
-def interrupted(config: Any, algo: str) -> str:
-    """What a run of the trainer `algo` stopped by Ctrl-C says: where its last checkpoint is, and how to go on."""
+def interrupted(config: Any, algo: str, why: str = "Ctrl-C") -> str:
+    """What a run of the trainer `algo` stopped by Ctrl-C (or by what `why` says: a pool that cannot go on) says:
+    where its last checkpoint is, and how to go on."""
     run_dir = run_directory(config, algo)
     checkpoint = run_dir / "checkpoint.pt"
     if not checkpoint.exists():
-        return f"stopped (Ctrl-C) before the run's first checkpoint: {run_dir} holds nothing to resume"
+        return f"stopped ({why}) before the run's first checkpoint: {run_dir} holds nothing to resume"
     frames = torch.load(checkpoint, map_location="cpu")["frames"]
-    return f"stopped (Ctrl-C): {checkpoint} holds the run at {frames:,} frames; --resume --run-dir {run_dir} goes on"
+    return f"stopped ({why}): {checkpoint} holds the run at {frames:,} frames; --resume --run-dir {run_dir} goes on"
 
 
 def game_options(config: Any) -> dict:

@@ -3,6 +3,7 @@ local GamePool (losses and weights bit for bit), the log and progress.csv say wh
 values are usage errors."""
 
 import csv
+import re
 import subprocess
 import sys
 import time
@@ -84,34 +85,50 @@ def test_the_command_line_trains_on_the_cluster_and_says_where(cluster, tmp_path
     assert ray.available_resources().get("CPU") == 4
 
 
-def test_a_run_survives_a_lost_node_and_resumes_from_its_checkpoint(cluster, tmp_path):
-    # A PPO run of 2 envs (2 actors, one per node) for 60 updates of 32 steps, a checkpoint after each.
-    run_dir, driver_node = tmp_path / "run", ray.get_runtime_context().get_node_id()
+@pytest.mark.parametrize("room", [True, False], ids=["room to restart", "no room"])
+def test_a_lost_node_is_survived_or_stops_the_run_naming_it_and_resume_goes_on(cluster, tmp_path, room):
+    # A PPO run of 60 updates of 16 steps, a checkpoint after each: 2 envs in 2 actors, one per node (the lost
+    # node's actor restarts on the head's free CPU), or 4 in 4, two per node (the head has no CPU free for them).
+    run_dir, driver_node, n_envs = tmp_path / "run", ray.get_runtime_context().get_node_id(), 2 if room else 4
     command = [sys.executable, "-m", "atari_game", "train", "--ray", cluster.address, "--run-dir", str(run_dir)]
-    command += ["--n-envs", "2", "--n-steps", "16", "--n-minibatches", "2", "--n-epochs", "1", "--no-async-envs"]
-    command += ["--checkpoint-every", "1", "--no-video"]
-    run = subprocess.Popen([*command, "--total-frames", str(60 * 128)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command += ["--n-envs", str(n_envs), "--n-steps", "16", "--n-minibatches", "2", "--n-epochs", "1"]
+    command += ["--no-async-envs", "--checkpoint-every", "1", "--no-video"]
+    run = subprocess.Popen(
+        [*command, "--total-frames", str(60 * 64 * n_envs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 120
         while len(update_rows(run_dir)) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)
         [victim] = [node for node in cluster.worker_nodes if node.node_id != driver_node]
         cluster.remove_node(victim, allow_graceful=False)  # its raylet, object store and actors killed
-        lost_at = len(update_rows(run_dir))
+        lost, lost_at = time.monotonic(), len(update_rows(run_dir))
         _, stderr = run.communicate(timeout=300)
+        seconds = time.monotonic() - lost
     finally:
         run.kill()
         cluster.add_node(**NODE)  # the cluster as it was, for the tests after this one
-    assert run.returncode == 0, stderr[-3000:]
     rows = update_rows(run_dir)
-    # The lost node's actor restarted on the head (its envs truncated): every update done, the envs on one node after.
-    assert len(rows) == 60 and rows[lost_at - 1]["env_nodes"] == "2" and rows[-1]["env_nodes"] == "1"
-    assert max(float(row["rollout_seconds"]) for row in rows) < 30  # Ray noticed within seconds, and nothing hung
+    assert rows[lost_at - 1]["env_nodes"] == "2"
+    if room:  # the lost actor restarted on the head (its envs truncated): every update done, on one node after
+        assert run.returncode == 0, stderr[-3000:]
+        assert len(rows) == 60 and rows[-1]["env_nodes"] == "1"
+        assert max(float(row["rollout_seconds"]) for row in rows) < 30  # Ray noticed within seconds; nothing hung
+    else:  # stopped once Ray noticed and no CPU came free for FREE_CPU_WAIT, naming the lost actor's node
+        assert run.returncode == 1 and seconds < 60
+        message = stderr.decode().strip().splitlines()[-1]
+        assert re.fullmatch(
+            rf"stopped \(ray actor \(pid \d+ on node {victim.node_id[:8]} at [\d.]+, envs [0-3]-[0-3]\) was lost with "
+            rf"its node, and for 10 s no node has had the CPUs to restart it: .*\): {run_dir}/checkpoint.pt holds the "
+            rf"run at [\d,]+ frames; --resume --run-dir {run_dir} goes on",
+            message,
+        ), message
+    # --resume goes on from the last checkpoint (on the node left and the one added since): each update once.
     result = subprocess.run(
-        [*command, "--total-frames", str(62 * 128), "--resume"], capture_output=True, text=True, timeout=300
+        [*command, "--total-frames", str(62 * 64 * n_envs), "--resume"], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert [int(row["frames"]) for row in update_rows(run_dir)][-3:] == [60 * 128, 61 * 128, 62 * 128]
+    assert [int(row["frames"]) for row in update_rows(run_dir)] == [64 * n_envs * update for update in range(1, 63)]
 
 
 def update_rows(run_dir):
