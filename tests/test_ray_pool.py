@@ -298,6 +298,7 @@ except ConnectionError as error:
 """
 
 
+@pytest.mark.timing
 def test_an_address_that_does_not_answer_fails_within_seconds_naming_the_fixes():
     run = subprocess.run([sys.executable, "-c", UNREACHABLE, "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
     seconds, children, message = run.stdout.split(" ", 2)
@@ -306,6 +307,7 @@ def test_an_address_that_does_not_answer_fails_within_seconds_naming_the_fixes()
     assert "`ray start --head`" in message and "firewall" in message
 
 
+@pytest.mark.timing
 def test_a_cluster_without_free_cpus_is_refused_within_seconds_naming_the_fixes(ray_pool):
     holder = ray_pool(4, n_workers=4, **OPTIONS)  # the cluster's 4 CPUs
     start = time.monotonic()
@@ -340,6 +342,7 @@ metadata.version = lambda name: "9.9.9" if name == "atari_game" else installed(n
 }
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("node", NODES)
 def test_a_node_without_atari_game_or_with_another_version_is_named_with_the_fix(ray_pool, tmp_path, node):
     # The actor's worker gets a PYTHONPATH with that sitecustomize (Ray puts the driver's directory first on its

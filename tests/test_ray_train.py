@@ -85,6 +85,7 @@ def test_the_command_line_trains_on_the_cluster_and_says_where(cluster, tmp_path
     assert ray.available_resources().get("CPU") == 4
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("room", [True, False], ids=["room to restart", "no room"])
 def test_a_lost_node_is_survived_or_stops_the_run_naming_it_and_resume_goes_on(cluster, tmp_path, room):
     # A PPO run of 60 updates of 16 steps, a checkpoint after each: 2 envs in 2 actors, one per node (the lost
