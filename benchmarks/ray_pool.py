@@ -7,7 +7,8 @@ One machine stands for a cluster: two Ray nodes (ray.cluster_utils, `--node-cpus
 
 - calls: the round trip of one Ray actor call returning B bytes (0 and 1, 4, 16, 64 observations of 28,224 bytes),
   the actor on the driver's node and on the other one (a + b * B fitted to each), and the driver's CPU per call
-  when it calls k actors at once and waits for all (what a pool step of k actors costs the learner's process).
+  when it calls k actors at once returning e observations each and waits for all (what a pool step of k actors
+  costs the learner's process).
 - pools: agent steps/s of random-action steps: GamePool (one worker process per core) against RayGamePool on the
   two nodes (one actor per CPU), N envs, in rounds taking turns.
 - ppo: agent steps/s of a short PPO run (ppo.train, --envs[0] envs, 3 updates of 128 steps per env) on each: the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import tempfile
 import time
@@ -72,17 +74,18 @@ def measure_calls(ray, nodes: list[str], calls: int) -> dict:
         print(f"{where}: " + ", ".join(f"{size / 1e3:.0f} kB {trip * 1e3:.2f} ms" for size, trip in trips))
         print(f"  a = {intercept * 1e3:.2f} ms, b = {slope * 1e9:.2f} ns/byte ({1 / slope / 1e9:.2f} GB/s)")
         ray.kill(actor)
-    # A pool step of k actors: k calls sent, then all awaited. The driver's CPU per call is what bounds the learner.
+    # A pool step of k actors of e envs: k calls sent, then all awaited. The driver's CPU per call and per byte is what
+    # bounds the learner's process: one process takes every result.
     found["parallel"] = []
-    for k in (1, 2, 4, 8):
+    for k, envs in itertools.product((1, 2, 4, 8), (1, 16)):
         actors = [echo.options(scheduling_strategy="SPREAD").remote() for _ in range(k)]
         ray.get([actor.get.remote(0) for actor in actors])
         cpu, start = time.process_time(), time.perf_counter()
         for _ in range(calls):
-            ray.get([actor.get.remote(OBS_BYTES) for actor in actors])
-        wall, cpu = (time.perf_counter() - start) / calls, (time.process_time() - cpu) / calls
-        found["parallel"].append({"actors": k, "step_seconds": wall, "driver_cpu_seconds_per_call": cpu / k})
-        print(f"{k} actors at once, 1 obs each: {wall * 1e3:.2f} ms a step, driver CPU {cpu / k * 1e3:.2f} ms a call")
+            ray.get([actor.get.remote(envs * OBS_BYTES) for actor in actors])
+        wall, cpu = (time.perf_counter() - start) / calls, (time.process_time() - cpu) / calls / k
+        found["parallel"].append({"actors": k, "envs": envs, "step_seconds": wall, "driver_cpu_seconds_per_call": cpu})
+        print(f"{k} actors at once, {envs} obs each: {wall * 1e3:.2f} ms a step, driver CPU {cpu * 1e3:.2f} ms a call")
         for actor in actors:
             ray.kill(actor)
     return found
@@ -120,7 +123,7 @@ def measure_ppo(address: str, n_envs: int) -> dict:
     from atari_game import ppo
 
     found = {}
-    for name, ray_address in (("GamePool", ""), ("RayGamePool", address)):
+    for name, ray_address in (("RayGamePool", address), ("GamePool", "")):
         with tempfile.TemporaryDirectory() as run_dir:
             frames = 3 * 4 * n_envs * 128
             ppo.train(ppo.Config(n_envs=n_envs, total_frames=frames, video=False, run_dir=run_dir, ray=ray_address))
