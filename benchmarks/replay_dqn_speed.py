@@ -5,7 +5,8 @@
 Both variants run CleanRL's defaults on Breakout (8 envs) but for the run's length, the replay size and when
 learning starts, one after the other (alternating which goes first), for `--rounds` rounds, as
 ``dqn_speed.py`` runs ours: each reports its end-to-end agent steps/s and its rate from learning starts on, from its
-progress.csv, and its peak resident memory. The ratio is zstd's rate over the uncompressed one's, per round.
+progress.csv, its peak resident memory, and the seconds it spent storing transitions and learning (sampling
+the memory and the gradient steps). The ratio is zstd's rate over the uncompressed one's, per round.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def main() -> None:
                 run = runs[variant]
                 print(
                     f"round {round_} {variant:4s}: {run.steps_per_s:6.1f} agent steps/s end to end, "
-                    f"{run.learning_steps_per_s:6.1f} from learning starts on; peak RSS {run.peak_rss_mb:,.0f} MB",
+                    f"{run.learning_steps_per_s:6.1f} from learning starts on; peak RSS {run.peak_rss_mb:,.0f} MB; "
+                    f"seconds storing {run.seconds['store']:.1f}, sampling and learning {run.seconds['learn']:.1f}",
                     flush=True,
                 )
             ratios.append(runs["zstd"].steps_per_s / runs["none"].steps_per_s)

@@ -364,10 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fill-game", default="MsPacman", help="the game --fill plays (default: %(default)s)")
     parser.add_argument(
         "--only",
-        nargs="+",
+        nargs="*",
         choices=["bytes", "sample", "add"],
         default=["bytes", "sample", "add"],
-        help="which of the tables to print (default: all)",
+        help="which of the tables to print; none (--only alone): only --fill's (default: all)",
     )
     parser.add_argument(
         "--torch-threads",
