@@ -389,6 +389,11 @@ def train(config: Config) -> Path:
             next_obs, rewards, terminations, truncations, real_next_obs, info = receive(pool)
             store_start = time.perf_counter()
             seconds["env"] += store_start - recv_start
+            # A restarted worker's envs (a lost Ray node) lost this step's next observation: their step is stored as
+            # the truncation it is reported as, bootstrapping from the observation it was taken in, not another game's.
+            if "worker_restarted" in info:  # (info's arrays are in the order the envs answered)
+                restarted = info["worker_restarted"][np.argsort(info["env_id"])]
+                real_next_obs[restarted] = obs[restarted]
             buffer.add(obs, actions, rewards, real_next_obs, terminations, truncations)
             obs = next_obs
             steps += config.n_envs

@@ -155,3 +155,34 @@ def test_play_a_dqn_checkpoint(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Breakout, trained agent: one game scored")
+
+
+def test_a_restarted_worker_s_envs_bootstrap_from_the_observation_their_lost_step_was_taken_in(tmp_path, monkeypatch):
+    # A lost Ray node's envs are restarted and reported truncated, their observation the new game's first: the
+    # transition stored for that step must bootstrap from where it was taken, not from another game's start.
+    real_receive, real_add, calls, stored = dqn.receive, FrameReplay.add, [], []
+
+    def receive(pool):
+        next_obs, rewards, terminations, truncations, real_next_obs, info = real_receive(pool)
+        calls.append(None)
+        if len(calls) == 5:  # envs 1 and 3 restarted (info's arrays in the order the envs answered)
+            info["worker_restarted"] = np.isin(info["env_id"], [1, 3])
+            truncations[[1, 3]] = True
+        return next_obs, rewards, terminations, truncations, real_next_obs, info
+
+    def add(self, obs, actions, rewards, next_obs, terminations, truncations, valid=None):
+        stored.append((obs.copy(), next_obs.copy(), truncations.copy()))
+        return real_add(self, obs, actions, rewards, next_obs, terminations, truncations, valid)
+
+    monkeypatch.setattr(dqn, "receive", receive)
+    monkeypatch.setattr(FrameReplay, "add", add)
+    dqn.train(
+        dqn.Config(
+            total_frames=160, n_envs=4, buffer_size=100, learning_starts=1000, run_dir=str(tmp_path), video=False
+        )
+    )
+    obs, next_obs, truncations = stored[4]
+    assert list(truncations) == [False, True, False, True]
+    assert all(np.array_equal(next_obs[k], obs[k]) for k in (1, 3))
+    assert not any(np.array_equal(next_obs[k], obs[k]) for k in (0, 2))  # the others as played: a frame on
+    assert not any(np.array_equal(step[1][k], step[0][k]) for step in stored[:4] for k in range(4))
