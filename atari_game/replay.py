@@ -749,7 +749,7 @@ class FrameReplay:
 
     # --- saving ----------------------------------------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | Path) -> None:
         """Write the whole memory into the file `path` (an ``.npz``): its frames, transitions, priorities and
         sampling generator, so that `load` gives a memory that samples exactly what this one would.
 
@@ -777,7 +777,7 @@ class FrameReplay:
         os.replace(temporary, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> FrameReplay:
+    def load(cls, path: str | Path) -> FrameReplay:
         """The memory that `save` wrote into `path`, exactly (its next batches are the saved memory's).
 
         Raises ValueError naming `path` when it is not such a file, or is truncated or corrupt (every array's
