@@ -188,7 +188,7 @@ class _CompressedFrames:
     def write(self, envs: np.ndarray, positions: np.ndarray, frames: np.ndarray) -> None:
         """Store `frames` ``(n, *frame_shape)`` at ring `positions` of `envs` (both ``(n,)``), compressed one by one."""
         frames = np.ascontiguousarray(frames)
-        encode = bytes if self.compressor is None else self.compressor.compress
+        encode = bytes if self.compressor is None else self._compress
         for env, position, frame in zip(envs.tolist(), positions.tolist(), frames, strict=True):
             old = self.blobs[env, position]
             blob = self.blobs[env, position] = encode(frame)
@@ -207,8 +207,15 @@ class _CompressedFrames:
         self._start_codec()
         flat = self.blobs.reshape(-1)
         for position in np.flatnonzero(flat != None):  # noqa: E711 (elementwise: the slots that hold a frame)
-            flat[position] = self.compressor.compress(flat[position])
+            flat[position] = self._compress(flat[position])
         self.held_bytes = sum(sys.getsizeof(blob) for blob in flat if blob is not None)
+
+    def _compress(self, frame: Any) -> bytes:
+        """`frame` compressed, in a ``bytes`` of its own size. zstandard compresses into a buffer of the worst-case
+        size (~7 KB for an 84 x 84 frame) and shrinks it in place, which leaves a hole of the rest in the heap that
+        the next frame's worst-case buffer does not fit: held, the shrunk blobs kept 7.3 KB a transition resident
+        (nbytes said 366 B; measured on 100,000 MsPacman transitions). A copy lets that buffer go whole."""
+        return bytes(memoryview(self.compressor.compress(frame)))
 
     def _start_codec(self) -> None:
         zstd = self.zstandard
