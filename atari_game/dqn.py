@@ -1,4 +1,4 @@
-"""DQN on Atari with atari_game: the algorithm of CleanRL's dqn_atari.py, on a GamePool and a FrameReplay.
+"""DQN on Atari with atari_game: CleanRL's dqn_atari.py with Rainbow-lite switches, on a GamePool and a FrameReplay.
 
     python examples/dqn.py --game Breakout --total-frames 10000000    # train (or: atari-game train --algo dqn ...)
     python examples/dqn.py --eval runs/Breakout-1-dqn/checkpoint.pt     # play one game with a trained agent
@@ -7,8 +7,10 @@ Standard DQN (Mnih et al. 2015): the Nature-DQN CNN as Q-network, Adam (lr 1e-4)
 a target network copied every 1,000 transitions, epsilon-greedy exploration with epsilon falling linearly
 from 1 to 0.01 over the first 10 % of the run, learning from the 80,000th transition on with one gradient
 step of a batch of 32 per 4 transitions, gamma 0.99, a replay memory of 1M transitions; life-loss episodes,
-clipped rewards, 1..30 NOOPs and FIRE. ``--double`` (Double DQN's target), ``--n-step N`` (n-step returns)
-and ``--prioritized`` (proportional prioritized replay, beta annealed to 1) give the Rainbow-lite variants.
+clipped rewards, 1..30 NOOPs and FIRE. By default with the Rainbow-lite switches on: Double DQN's target
+(``--double``), 3-step returns (``--n-step 3``) and proportional prioritized replay (``--prioritized``, beta annealed
+to 1), which learned Breakout faster than CleanRL's DQN over 3 seeds (the Results page); ``--cleanrl`` turns the
+three off, for exactly CleanRL's algorithm.
 Every field of `Config` is a command-line flag (``--n-envs 4``, ``--no-clip-rewards``).
 
 Counting, as CleanRL does: a *transition* is one agent step of one env (4 emulator frames). CleanRL's
@@ -21,7 +23,7 @@ A run writes into ``--run-dir``: ``progress.csv``, ``checkpoint.pt`` (every ``--
 the end), ``learning_curve.png`` and ``agent.mp4`` (one whole game, in colour, played epsilon-greedy with
 ``--eval-epsilon``). ``--resume`` continues from the checkpoint: weights, target network, optimizer, exploration
 schedule, random generators and frame count, and the replay memory, saved beside it as ``replay.npz`` (its frames
-compressed: ``--compression zstd``, 1M transitions in ~0.3 GB). Without that file (``--no-save-memory``) a resumed
+compressed: ``--compression zstd``, 1M transitions in 0.2-0.4 GB). Without that file (``--no-save-memory``) a resumed
 run refills the memory, playing on with the schedule's epsilon for ``--learning-starts`` transitions (counted in
 the frame budget, as all play is) before it takes gradient steps and target updates again.
 """
@@ -66,7 +68,8 @@ from atari_game.worker import available_cores
 
 @dataclasses.dataclass
 class Config:
-    """All hyperparameters and settings of a run: the defaults are CleanRL's dqn_atari.py ones. Each field is a flag
+    """All hyperparameters and settings of a run: the defaults are CleanRL's dqn_atari.py ones, but for the Rainbow-lite
+    switches (``double``, ``n_step``, ``prioritized``; ``cleanrl`` turns them off). Each field is a flag
     of ``atari-game train --algo dqn`` and ``examples/dqn.py`` (``n_envs``: ``--n-envs``; a boolean ``double``:
     ``--double`` / ``--no-double``), and the first paragraph of its docstring is the flag's ``--help``. A
     transition is one agent step of one env: 4 emulator frames."""
@@ -102,12 +105,16 @@ class Config:
     replay memory was not saved (--no-save-memory)."""
     train_frequency: int = 4
     """Transitions (of all envs together) per gradient step."""
-    # The Rainbow-lite variants: Double DQN's target, n-step returns, proportional prioritized replay.
-    double: bool = False
+    # The Rainbow-lite switches: Double DQN's target, n-step returns, proportional prioritized replay. On by default:
+    # over 3 seeds of Breakout they learned faster than CleanRL's DQN (the Results page).
+    cleanrl: bool = False
+    """CleanRL's dqn_atari.py exactly: plain one-step DQN with uniform replay, as --no-double --n-step 1
+    --no-prioritized (which it sets, whatever else the command line says)."""
+    double: bool = True
     """Double DQN's target: the Q-network picks the next action, the target network values it."""
-    n_step: int = 1
+    n_step: int = 3
     """Agent steps of reward summed into each learning target (n-step returns; 1: one-step DQN)."""
-    prioritized: bool = False
+    prioritized: bool = True
     """Proportional prioritized replay: sample transitions in proportion to ``|TD error| ** alpha``."""
     alpha: float = 0.6
     """Prioritized replay's exponent, >= 0 (0: uniform sampling)."""
@@ -116,7 +123,7 @@ class Config:
     run."""
     compression: str = "zstd"
     """How the replay memory stores its frames: zstd (each frame compressed when stored, with a dictionary trained on
-    the first 4,096; 1M transitions in 0.1-0.3 GB) or none (as they are: 7.3 GB). The samples are the same either way.
+    the first 4,096; 1M transitions in 0.2-0.4 GB) or none (as they are: 7.3 GB). The samples are the same either way.
     """
     save_memory: bool = True
     """Save the replay memory beside each checkpoint (replay.npz), so that --resume goes on with it."""
@@ -170,6 +177,10 @@ class Config:
     """Epsilon of the recorded games (agent.mp4 and --eval), in [0, 1]: a greedy agent can get stuck forever."""
     video: bool = True
     """At the end, record one whole game of the trained agent as agent.mp4."""
+
+    def __post_init__(self) -> None:
+        if self.cleanrl:  # CleanRL's algorithm: the Rainbow-lite switches off
+            self.double, self.n_step, self.prioritized = False, 1, False
 
     @property
     def total_transitions(self) -> int:

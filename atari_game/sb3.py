@@ -214,7 +214,7 @@ class FrameReplayBuffer(ReplayBuffer):
     """`FrameReplay` behind SB3's `ReplayBuffer` API: ``DQN(..., replay_buffer_class=FrameReplayBuffer)``.
 
     A 1M-transition buffer of ``(4, 84, 84)`` observations then takes ~7.3 GB instead of SB3's 28 GB (with
-    ``optimize_memory_usage``) or 56 GB, 0.1-0.3 GB with ``replay_buffer_kwargs={"compression": "zstd"}`` (see
+    ``optimize_memory_usage``) or 56 GB, 0.2-0.4 GB with ``replay_buffer_kwargs={"compression": "zstd"}`` (see
     `FrameReplay`), and every sample is the same as SB3's own buffer would give: the same
     draws from numpy's global generator (so SB3's seeding reproduces runs), the same transitions, bit-identical
     observations and the same tensors.
