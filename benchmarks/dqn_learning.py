@@ -16,7 +16,8 @@ report from runs made before: our run directories (``--ours-dir``, each with its
 outputs (``--cleanrl-output``, with ``--cleanrl-time`` for their peak RSS). Given several runs of a side (one
 per seed), it also prints their mean last-20 return and curve, and the difference of the two sides' means with
 its standard error: one seed's last-20 return varies by several points, so single runs tell little apart.
-``--rainbow-lite`` runs ours with its switches on (``--double --n-step 3 --prioritized``); ``--cleanrl-last-20``
+Ours runs CleanRL's algorithm (``--cleanrl``); ``--rainbow-lite`` runs it with its default Rainbow-lite switches
+on (``--no-cleanrl``: ``--double --n-step 3 --prioritized``). ``--cleanrl-last-20``
 compares ours with CleanRL runs' last-20 returns reported before (the Results page lists them per seed).
 A random agent scores about 1.7. The issue's target: our last-20 mean at least CleanRL's.
 """
@@ -33,9 +34,6 @@ from ppo_learning import per_100k
 from ppo_learning import report as report_returns
 
 from atari_game.cli import count
-
-# The Rainbow-lite switches of our DQN: double Q-learning, 3-step targets, prioritized replay.
-RAINBOW_LITE = ["--double", "--n-step", "3", "--prioritized"]
 
 
 def report(name: str, run: DQNRun, frames: int) -> None:
@@ -123,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rainbow-lite",
         action="store_true",
-        help=f"run ours with {' '.join(RAINBOW_LITE)} (default: off: CleanRL's algorithm)",
+        help="run ours with its Rainbow-lite switches on, its default (default: off: --cleanrl, CleanRL's algorithm)",
     )
     parser.add_argument(
         "--torch-threads", type=int, default=0, help="our trainer's --torch-threads; 0: one per core (default: 0)"
@@ -156,7 +154,7 @@ def main() -> None:
             run.peak_rss_mb = float(peak.read_text())
         ours_runs.append(run)
     if not args.ours_dir:
-        extra = ["--torch-threads", str(args.torch_threads)] + (RAINBOW_LITE if args.rainbow_lite else [])
+        extra = ["--torch-threads", str(args.torch_threads)] + (["--no-cleanrl"] if args.rainbow_lite else [])
         run = ours(options, args.run_dir / "atari_game", extra)
         (args.run_dir / "atari_game" / "peak_rss_mb.txt").write_text(f"{run.peak_rss_mb:.1f}\n")
         ours_runs.append(run)

@@ -76,9 +76,10 @@ def dqn_options(steps: int, learning_starts: int, buffer_size: int, exploration_
 
 
 def ours(options: dict, run_dir: Path, extra: list[str] = ()) -> Run:
-    """atari_game's DQN trainer with CleanRL's `options`, writing into `run_dir`."""
+    """atari_game's DQN trainer with CleanRL's algorithm (--cleanrl) and `options`, writing into `run_dir`; `extra`
+    flags come last."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "atari_game", "train", "--algo", "dqn", "--run-dir", str(run_dir)]
+    command = [sys.executable, "-m", "atari_game", "train", "--algo", "dqn", "--cleanrl", "--run-dir", str(run_dir)]
     for name, value in options.items():
         # CleanRL's --total-timesteps counts agent steps: 4 emulator frames each.
         command += ["--total-frames", str(4 * value)] if name == "total-timesteps" else [f"--{name}", str(value)]

@@ -29,8 +29,8 @@ from ppo_speed import Run, read_run
 
 from atari_game.cli import count, seed
 
-# Our DQN's flags for dqn_learning.py's settings (in transitions, as CleanRL counts).
-DQN_FLAGS = ["--buffer-size", "250000", "--learning-starts", "20000", "--exploration-fraction", "0.4"]
+# Our DQN's flags for dqn_learning.py's settings (CleanRL's algorithm; in transitions, as CleanRL counts).
+DQN_FLAGS = ["--cleanrl", "--buffer-size", "250000", "--learning-starts", "20000", "--exploration-fraction", "0.4"]
 
 
 def trained(algo: str, frames: int, seed_: int, precision: str, run_dir: Path, threads: int = 0) -> Run:

@@ -139,7 +139,7 @@ def main() -> None:
                 else:
                     config = dqn.Config(
                         total_frames=4 * args.steps, buffer_size=args.steps, learning_starts=args.learning_starts,
-                        run_dir=run_dir, video=False,
+                        run_dir=run_dir, video=False, cleanrl=True,
                     )  # fmt: skip
                     steps[precision] += args.steps - args.learning_starts
                     clock.on = False  # until the first gradient step

@@ -172,8 +172,10 @@ def test_ppo_resumes_with_the_weights_optimizer_schedule_and_generator_of_the_ru
 
 
 # 24 pool steps of 2 envs (48 transitions); gradient steps every 4 transitions past the 8th, a target update every 8;
-# epsilon falls over the whole run; the first checkpoint after 24 transitions (pool step 12 of 0..23).
+# epsilon falls over the whole run; the first checkpoint after 24 transitions (pool step 12 of 0..23). CleanRL's
+# algorithm (one-step targets, uniform replay), whose every stored transition is sampleable at once.
 DQN_CONFIG = dqn.Config(
+    cleanrl=True,
     total_frames=192,
     n_envs=2,
     batch_size=4,
