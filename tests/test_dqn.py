@@ -188,10 +188,13 @@ def test_a_restarted_worker_s_envs_bootstrap_from_the_observation_their_lost_ste
     assert not any(np.array_equal(step[1][k], step[0][k]) for step in stored[:4] for k in range(4))
 
 
-def test_rainbow_lite_is_the_default_and_cleanrl_is_one_flag_away():
-    default, cleanrl = dqn.parse_config([]), dqn.parse_config(["--cleanrl"])
+def test_rainbow_lite_is_the_default_and_cleanrl_is_one_flag_away(tmp_path):
+    def parsed(*flags):  # (a new run's directory: the scratch directory holds a user's runs/Breakout-1-dqn)
+        return dqn.parse_config([*flags, "--run-dir", str(tmp_path / "new")])
+
+    default, cleanrl = parsed(), parsed("--cleanrl")
     assert (default.double, default.n_step, default.prioritized) == (True, 3, True)
     assert (cleanrl.double, cleanrl.n_step, cleanrl.prioritized) == (False, 1, False)
-    # It sets all three whatever else is given; each switch alone still turns one on.
-    assert dqn.parse_config(["--cleanrl", "--double"]).double is False
-    assert dqn.parse_config(["--no-prioritized"]).n_step == 3
+    # It sets all three whatever else is given; each switch alone still turns one off.
+    assert parsed("--cleanrl", "--double").double is False
+    assert parsed("--no-prioritized").n_step == 3 and parsed("--no-prioritized").prioritized is False
