@@ -129,6 +129,19 @@ class RecordedPlay:
             obs[ended] = firsts[:, None]  # the next episode's first observation: its first frame in every slot
 
 
+def cpu_times(systems: dict[str, Callable[[], object]], rounds: int, batches: int) -> dict[str, list[float]]:
+    """Each system's CPU µs per call, one figure per round: `batches` calls each, the systems alternating in every
+    round, so that drift on a shared machine hits all alike."""
+    times: dict[str, list[float]] = {name: [] for name in systems}
+    for _ in range(rounds):
+        for name, call in systems.items():
+            start = time.process_time()
+            for _ in range(batches):
+                call()
+            times[name].append((time.process_time() - start) / batches * 1e6)
+    return times
+
+
 def record(name: str, envs: int, steps: int, checkpoint: str, directory: str) -> RecordedPlay:
     """The recording `name` of `PLAYS`: loaded from `directory` where it is there with as many steps, else played
     (and kept there)."""
@@ -213,13 +226,7 @@ def speed_table(play: RecordedPlay, transitions: int, rounds: int, batches: int)
         systems[f"FrameReplay {compression} + torch.as_tensor"] = lambda buffer=buffer: as_torch(buffer.sample(32))
     systems["SB3 ReplayBuffer.sample (torch)"] = lambda: sb3.sample(32)
     systems["SB3's indexing alone (numpy)"] = sb3_numpy
-    times: dict[str, list[float]] = {name: [] for name in systems}
-    for _ in range(rounds):  # alternating, so that drift on a shared machine hits all alike
-        for name, sample in systems.items():
-            start = time.process_time()
-            for _ in range(batches):
-                sample()
-            times[name].append((time.process_time() - start) / batches * 1e6)
+    times = cpu_times(systems, rounds, batches)
     sb3_time = statistics.median(times["SB3 ReplayBuffer.sample (torch)"])
     print(
         f"\nsample(32), {len(ours[None]):,} transitions of real frames, {envs} envs; CPU µs per batch, "

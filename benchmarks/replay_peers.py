@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import gymnasium
 import numpy as np
 import torch
-from replay_memory import PLAYS, SHAPE, RecordedPlay, record, sb3_buffer
+from replay_memory import PLAYS, SHAPE, RecordedPlay, cpu_times, record, sb3_buffer
 from stable_baselines3.common.buffers import ReplayBuffer
 
 from atari_game import FrameReplay
@@ -118,13 +117,7 @@ def speed(made: dict[str, ReplayBuffer | FrameReplay], play: RecordedPlay, round
     systems = {"SB3 ReplayBuffer (uncompressed)": lambda: sb3.sample(32)}
     for name, buffer in made.items():
         systems[name] = ours(buffer) if isinstance(buffer, FrameReplay) else (lambda buffer=buffer: buffer.sample(32))
-    times: dict[str, list[float]] = {name: [] for name in systems}
-    for _ in range(rounds):  # alternating, so that drift on a shared machine hits all alike
-        for name, sample in systems.items():
-            start = time.process_time()
-            for _ in range(batches):
-                sample()
-            times[name].append((time.process_time() - start) / batches * 1e6)
+    times = cpu_times(systems, rounds, batches)
     sb3_time = statistics.median(times["SB3 ReplayBuffer (uncompressed)"])
     print(
         f"\nsample(32) as torch tensors, {transitions:,} transitions; CPU µs, median of {rounds} rounds of {batches}:"

@@ -10,9 +10,9 @@ import time
 
 import pytest
 import ray
+import test_ray_pool
 import torch
-from ray.cluster_utils import Cluster
-from test_ray_pool import HEALTH_CHECKS, NODE
+from test_ray_pool import NODE
 
 from atari_game import dqn, ppo, training
 
@@ -22,17 +22,8 @@ DQN_TINY |= {"target_network_frequency": 50, "log_every": 400, "checkpoint_every
 DQN_TINY |= {"video": False}
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """Two nodes of 2 CPUs on this machine, and this process connected to them."""
-    head = {**NODE, "include_dashboard": False, "_system_config": HEALTH_CHECKS}
-    cluster = Cluster(initialize_head=True, head_node_args=head)
-    cluster.add_node(**NODE)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+# The two-node cluster of the pool's Ray tests (one per module that uses it).
+cluster = test_ray_pool.cluster
 
 
 def rows(run_dir):
