@@ -114,7 +114,7 @@ def tiny(trainer, run_dir, precision: str):
             video=False, run_dir=str(run_dir), precision=precision,
         )  # fmt: skip
     return dqn.Config(
-        total_frames=192, n_envs=2, batch_size=4, buffer_size=64, learning_starts=8, log_every=96,
+        total_frames=192, n_envs=2, batch_size=4, buffer_size=64, learning_starts=12, log_every=96,
         checkpoint_every=96, video=False, run_dir=str(run_dir), precision=precision,
     )  # fmt: skip
 
