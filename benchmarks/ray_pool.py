@@ -145,9 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 32], help="numbers of envs N (default: 8 32)")
     parser.add_argument("--node-cpus", type=int, default=1, help="CPUs of each of the 2 Ray nodes (default: 1)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the pools part (default: %(default)s)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per pool per round (default: 5)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per pool per round (default: %(default)s)")
     parser.add_argument("--calls", type=int, default=200, help="calls per round-trip figure (default: 200)")
-    parser.add_argument("--json", type=Path, default=Path("benchmarks/ray_pool.json"), help="where the figures go")
+    parser.add_argument("--json", type=Path, default=Path("benchmarks/ray_pool.json"), help="the JSON file the figures go into (default: %(default)s)")
     return parser
 
 

@@ -153,8 +153,9 @@ def test_the_tutorial_worker_loop_runs_in_the_kernel_with_the_default_start_meth
 
 
 def test_a_few_ppo_updates_train_and_write_into_a_temporary_directory(run):
-    precision, written, *updates = stdout(run, "train").splitlines()
-    assert precision == "precision fp32"  # what the trainer computes in, said first
+    precision, placement, written, *updates = stdout(run, "train").splitlines()
+    assert precision == "precision fp32"  # what the trainer computes in, said first; then where the envs run
+    assert re.fullmatch(r"envs: 4 in \d worker processes on this machine", placement), placement
     assert written == "written: checkpoint.pt, learning_curve.png, progress.csv"
     # 3 updates of 4 envs x 32 steps x 4 frames; a fresh agent's entropy is near ln(4) = 1.386.
     assert [line.split(" frames:")[0] for line in updates] == ["512", "1024", "1536"]
