@@ -147,7 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the pools part (default: %(default)s)")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per pool per round (default: %(default)s)")
     parser.add_argument("--calls", type=int, default=200, help="calls per round-trip figure (default: 200)")
-    parser.add_argument("--json", type=Path, default=Path("benchmarks/ray_pool.json"), help="the JSON file the figures go into (default: %(default)s)")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=Path("benchmarks/ray_pool.json"),
+        help="the JSON file the figures go into (default: %(default)s)",
+    )
     return parser
 
 
