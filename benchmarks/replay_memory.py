@@ -37,6 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -170,9 +171,12 @@ def filled(play: RecordedPlay, compression: str | None, transitions: int | None 
     return buffer
 
 
-def sb3_buffer(capacity: int, envs: int, optimize: bool) -> ReplayBuffer:
+def sb3_buffer(
+    capacity: int, envs: int, optimize: bool, buffer_class: type[ReplayBuffer] = ReplayBuffer, **options: Any
+) -> ReplayBuffer:
+    """SB3's `buffer_class` (its ReplayBuffer, or a subclass taking `options` more) for `SHAPE` uint8 observations."""
     space = gymnasium.spaces.Box(0, 255, SHAPE, np.uint8)
-    return ReplayBuffer(
+    return buffer_class(
         capacity,
         space,
         gymnasium.spaces.Discrete(4),
@@ -180,6 +184,7 @@ def sb3_buffer(capacity: int, envs: int, optimize: bool) -> ReplayBuffer:
         envs,
         optimize_memory_usage=optimize,
         handle_timeout_termination=not optimize,  # SB3 refuses both at once
+        **options,
     )
 
 

@@ -24,7 +24,6 @@ import statistics
 import sys
 from collections.abc import Callable
 
-import gymnasium
 import numpy as np
 import torch
 from replay_memory import PLAYS, SHAPE, RecordedPlay, cpu_times, record, sb3_buffer
@@ -44,18 +43,8 @@ def their_methods() -> list[str]:
 def their_buffer(capacity: int, envs: int, method: str, optimize: bool) -> ReplayBuffer:
     from sb3_extra_buffers.compressed import CompressedReplayBuffer, find_buffer_dtypes
 
-    space = gymnasium.spaces.Box(0, 255, SHAPE, np.uint8)
-    return CompressedReplayBuffer(
-        capacity,
-        space,
-        gymnasium.spaces.Discrete(4),
-        "cpu",
-        envs,
-        optimize_memory_usage=optimize,
-        handle_timeout_termination=not optimize,  # it refuses both at once, as SB3
-        dtypes=find_buffer_dtypes(SHAPE, compression_method=method),
-        compression_method=method,
-    )
+    dtypes = find_buffer_dtypes(SHAPE, compression_method=method)
+    return sb3_buffer(capacity, envs, optimize, CompressedReplayBuffer, dtypes=dtypes, compression_method=method)
 
 
 def their_bytes(buffer: ReplayBuffer) -> int:
