@@ -42,8 +42,9 @@ def trained(algo: str, frames: int, seed_: int, precision: str, run_dir: Path, t
             (run_dir / stale).unlink(missing_ok=True)
         command = [sys.executable, "-m", "atari_game", "train", "--algo", algo, "--total-frames", str(frames)]
         command += ["--seed", str(seed_), "--precision", precision, "--run-dir", str(run_dir), "--no-video"]
-        command += ["--torch-threads", str(threads)]
-        run_child(command + (DQN_FLAGS if algo == "dqn" else []), output)
+        if algo == "dqn":  # (PPO's trainer takes no --torch-threads: it sets its own per phase)
+            command += ["--torch-threads", str(threads), *DQN_FLAGS]
+        run_child(command, output)
     return read_run(run_dir)
 
 
@@ -58,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=Path("runs/precision-learning"), help="the runs' directory (default: %(default)s)"
     )
     parser.add_argument(
-        "--torch-threads", type=int, default=0, help="each run's --torch-threads; 0: one per core (default: 0)"
+        "--torch-threads",
+        type=int,
+        default=0,
+        help="each DQN run's --torch-threads (PPO's trainer picks its own); 0: one per core (default: 0)",
     )
     parser.add_argument(
         "--fp32-last-20",
