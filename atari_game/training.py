@@ -258,7 +258,7 @@ def parse_config(
 # What a resumed run's flags may change: how long, where and on what it runs, and what it shows, never what it learns.
 RUN_FIELDS = (
     "total_frames", "run_dir", "resume", "eval", "video", "device", "checkpoint_every", "log_every", "torch_threads",
-    "eval_epsilon", "ray",
+    "eval_epsilon", "ray", "save_memory",
 )  # fmt: skip
 
 

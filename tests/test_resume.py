@@ -262,8 +262,11 @@ def test_dqn_without_its_saved_memory_resumes_refilling_it(tmp_path, monkeypatch
     config = dataclasses.replace(DQN_CONFIG, run_dir=str(tmp_path / "stopped"), save_memory=False)
     watched_train(monkeypatch, config=config, at=set(), stop=True, **DQN_WATCH)
     assert not (tmp_path / "stopped" / "replay.npz").exists()
-    resumed = dqn.parse_config(["--run-dir", config.run_dir, "--resume"])
+    # Whether to save the memory is not what the run learns: a resumed run may turn it on.
+    resumed = dqn.parse_config(["--run-dir", config.run_dir, "--resume", "--save-memory"])
+    assert resumed.save_memory
     _, resumed_end = watched_train(monkeypatch, config=resumed, at=set(), **DQN_WATCH)
+    assert replay.FrameReplay.load(tmp_path / "stopped" / "replay.npz").added == 48 - 24
     # Adam's steps: 3 fewer than the 9 of a run that never stopped (transitions 12, 16, ..., 44): the resumed one
     # skips those due at 24, 28 and 32 while its emptied memory refills for learning_starts transitions.
     assert {state["step"].item() for state in resumed_end["optimizer"]["state"].values()} == {6.0}
