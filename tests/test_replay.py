@@ -5,6 +5,8 @@ import dataclasses
 import math
 import os
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -186,6 +188,54 @@ def test_frame_bytes_per_transition_stay_within_three_percent_of_one_frame():
     prioritized = FrameReplay(capacity, num_envs, shape, prioritized=True)
     trees = 2 * 2 * 2**20 * 8  # two trees over 2^20 leaves, float64
     assert prioritized.nbytes <= bound + trees
+
+
+# A child process that fills a zstd FrameReplay of 1M transitions with frames like a game's (a still background, a
+# 6 x 6 object each env moves about) and prints its resident bytes grown since before the memory, and the memory's
+# nbytes: empty, and after each count of transitions in argv.
+FILL_AND_MEASURE = """
+import os, sys
+import numpy as np
+from atari_game import FrameReplay
+
+def resident():
+    with open("/proc/self/statm") as file:
+        return int(file.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+envs, rng = 8, np.random.default_rng(0)
+before = resident()
+buffer = FrameReplay(1_000_000, envs, (4, 84, 84), compression="zstd", seed=0)
+print(resident() - before, buffer.nbytes)
+background = np.zeros((84, 84), np.uint8)
+background[::12], background[:, ::21] = 90, 40
+positions = rng.integers(0, 78, (envs, 2))
+obs, no = np.repeat(background[None, None], envs, 0).repeat(4, 1), np.zeros(envs, bool)
+for transitions in map(int, sys.argv[1:]):
+    while len(buffer) < transitions:
+        positions[:] = (positions + rng.integers(-2, 3, (envs, 2))) % 78
+        frames = np.repeat(background[None], envs, 0)
+        for env, (row, column) in enumerate(positions):
+            frames[env, row : row + 6, column : column + 6] = 200 + env
+        next_obs = np.concatenate([obs[:, 1:], frames[:, None]], 1)
+        buffer.add(obs, np.zeros(envs, np.int64), np.zeros(envs, np.float32), next_obs, no, no)
+        obs = next_obs
+    print(resident() - before, buffer.nbytes)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident size from Linux's /proc")
+def test_a_compressed_memory_becomes_resident_only_as_it_fills_and_as_much_as_nbytes_says(tmp_path):
+    script = tmp_path / "fill.py"
+    script.write_text(FILL_AND_MEASURE)
+    output = subprocess.run([sys.executable, str(script), "20000", "60000"], capture_output=True, text=True, check=True)
+    (empty, _), (resident_20k, nbytes_20k), (resident_60k, nbytes_60k) = (
+        map(int, line.split()) for line in output.stdout.splitlines()
+    )
+    # Empty, a memory of 1M transitions holds its frames' pointers (8 MB) resident, not 7 GB of frames.
+    assert empty < 16 * 2**20
+    # Filling it, resident memory grows as nbytes does (compressed frames, ~200 bytes each here), not by 7 KB a frame
+    # (zstandard's worst-case output buffers kept whole: 430 MB more over these 40,000 transitions).
+    assert resident_60k - resident_20k < 1.5 * (nbytes_60k - nbytes_20k) + 4 * 2**20
 
 
 @CODECS
