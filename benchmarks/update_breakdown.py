@@ -2,8 +2,10 @@
 
     python benchmarks/update_breakdown.py --algo ppo --updates 8 --rounds 2
     python benchmarks/update_breakdown.py --algo dqn --steps 12000 --learning-starts 2000 --rounds 2
+    python benchmarks/update_breakdown.py --algo dqn --precision fp32 --compression none zstd --rounds 3
 
-Runs atari_game's trainer in this process (defaults, Breakout) once per precision and round, alternating, with a
+Runs atari_game's trainer in this process (defaults, Breakout) once per precision (and, for DQN, per replay
+compression) and round, alternating, with a
 timer wrapped around each call that makes up its work, by phase (PPO: rollout, learn; DQN: act, learn, and the
 loop around them): the networks (inference while acting, forward passes while learning), ``backward``, the
 optimizer (PPO's gradient clipping and Adam's step), sampling the replay memory and storing transitions (DQN),
@@ -120,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--rounds", type=count, default=2, help="rounds of one run per precision (default: %(default)s)"
     )
     add_precision_argument(parser, "the trainer's --precision, one run each per round")
+    parser.add_argument(
+        "--compression",
+        choices=dqn.COMPRESSIONS,
+        nargs="+",
+        default=["zstd"],
+        help="DQN: the replay memory's --compression, one run each per round and precision (default: zstd)",
+    )
     return parser
 
 
@@ -127,34 +136,41 @@ def main() -> None:
     args = build_parser().parse_args()
     clock = Clock()
     (instrument_ppo if args.algo == "ppo" else instrument_dqn)(clock)
-    tables: dict[str, dict[str, float]] = {precision: defaultdict(float) for precision in args.precision}
-    steps = {precision: 0 for precision in args.precision}
+    compressions = args.compression if args.algo == "dqn" else ["none"]
+    # The runs of a round, each a (precision, compression) and the table's column for it.
+    variants = {
+        (precision, compression): precision if len(compressions) == 1 else f"{precision} {compression}"
+        for precision in args.precision
+        for compression in compressions
+    }
+    tables: dict[str, dict[str, float]] = {column: defaultdict(float) for column in variants.values()}
+    steps = dict.fromkeys(variants.values(), 0)
     for _ in range(args.rounds):
-        for precision in args.precision:
+        for (precision, compression), column in variants.items():
             clock.seconds.clear()
             with tempfile.TemporaryDirectory() as run_dir:
                 if args.algo == "ppo":
                     config: Any = ppo.Config(total_frames=4 * 1024 * args.updates, run_dir=run_dir, video=False)
-                    steps[precision] += 1024 * args.updates
+                    steps[column] += 1024 * args.updates
                 else:
                     config = dqn.Config(
                         total_frames=4 * args.steps, buffer_size=args.steps, learning_starts=args.learning_starts,
-                        run_dir=run_dir, video=False, cleanrl=True,
+                        run_dir=run_dir, video=False, cleanrl=True, compression=compression, save_memory=False,
                     )  # fmt: skip
-                    steps[precision] += args.steps - args.learning_starts
+                    steps[column] += args.steps - args.learning_starts
                     clock.on = False  # until the first gradient step
                 config.precision = precision
                 (ppo if args.algo == "ppo" else dqn).train(config)
             for line, seconds in clock.table().items():
-                tables[precision][line] += seconds
+                tables[column][line] += seconds
     lines = sorted({line for table in tables.values() for line in table})  # the phases' lines together
+    columns = list(tables)
     print(f"\n{args.algo.upper()}, Breakout, ms of wall time per 1,000 agent steps ({args.rounds} runs each):")
-    print(f"{'':48}" + "".join(f"{precision:>10}" for precision in args.precision))
+    print(f"{'':48}" + "".join(f"{column:>12}" for column in columns))
     for line in [*lines, "total"]:  # (the time outside the timed calls, logging and checkpoints, is not in it)
-        values = [sum(tables[p].values()) if line == "total" else tables[p].get(line, 0.0) for p in args.precision]
+        values = [sum(tables[c].values()) if line == "total" else tables[c].get(line, 0.0) for c in columns]
         print(
-            f"{line:48}"
-            + "".join(f"{1000 * 1000 * v / steps[p]:10.1f}" for v, p in zip(values, args.precision, strict=True))
+            f"{line:48}" + "".join(f"{1000 * 1000 * v / steps[c]:12.1f}" for v, c in zip(values, columns, strict=True))
         )
 
 
