@@ -2,13 +2,14 @@
 
     pip install -e ".[mutation]"
     python benchmarks/mutation.py [--target replay pool game] [--max-mutants N] [--jobs 2] [--seed 0] [--results F]
+                                  [--no-select] [--state DIR] [--resume]
 
 For each target it makes the mutants that cosmic-ray makes of the target's code (an operator, comparison, number,
 boolean, ``break``/``continue``, exception or decorator changed; an operator only to its counterpart, see
-`COUNTERPARTS`), runs the target's tests against each, and prints
-per target the mutants tested, killed (a test failed), survived (every test passed), timed out (the tests hung:
+`COUNTERPARTS`), runs the target's tests against each, and prints per target the mutants tested, killed (a test
+failed), survived (every test passed), not covered (no test runs the mutated lines), timed out (the tests hung:
 detected too), errors (cosmic-ray could not test it) and the score ``(killed + timed out) / (killed + timed out +
-survived)``, then every survivor with its file, line and diff:
+survived + not covered)``, then every survivor, those not covered too, with its file, line and diff:
 
 - ``replay``: ``atari_game/replay.py``, with ``tests/test_replay.py`` and ``tests/test_sb3_replay.py``;
 - ``pool``: the step and restart paths, `GameBlock`'s methods in ``atari_game/pool_worker.py`` and the methods of
@@ -21,11 +22,28 @@ and each also with ``tests/test_mutants.py``, the tests written to kill the surv
 Tests marked ``timing`` are left out: a wall-clock bound missed on a busy machine is not a mutant caught. Every test
 command stops at its first failure (``-x``), so a killed mutant costs less than the whole test files.
 
+**Each mutant runs only the tests that ran its lines** (``--no-select``: the whole test files). A target's tests run
+once, unmutated, under coverage.py with a label per test (a dynamic context): pytest's process sets it at each
+test's start (``-p mutation``, `pytest_runtest_logstart`); the processes the tests start, the pool's workers
+(forkserver or spawn, ``concurrency = multiprocessing``) and the scripts they run (``patch = subprocess``), label
+each call into the package with the test running then (`RunningTest`, loaded by coverage.py from this module), so
+that ``GameBlock.play``, run only in workers, has its tests. From it, each line of a statement gets the tests that
+ran the statement, or "every test" where it ran outside one (at import; a worker's loop between commands)
+(`statement_tests`). cosmic-ray's test command is then ``mutation.py select TARGET`` in the job's copy
+(`run_selected`): it finds the mutated lines by comparing the copy's files with the originals, and runs their tests
+in the order they ran (pytest replaces it), or prints that none ran them: the mutant is "not covered" (it counts as
+survived). A test that never runs a line cannot see it changed, so the outcome is the whole files' (checked on
+samples: see the Contributing page), at a fraction of the cost.
+
 It never touches the checkout: it copies the checkout's working tree (its tracked files, and the untracked ones git
-does not ignore, so new tests count before they are committed) into a temporary directory, one copy per job,
-mutates and tests there, and deletes the copies when it ends, also on Ctrl-C. The tests import the copy
-(``PYTHONPATH``), and so do the pool's worker processes: they are started by the test process (forkserver or spawn)
-with its ``sys.path``.
+does not ignore, so new tests count before they are committed) into ``--state`` (default: the system's temporary
+directory), one copy per job, and mutates and tests there. The tests import the copy (``PYTHONPATH``), and so do the
+pool's worker processes: they are started by the test process (forkserver or spawn) with its ``sys.path``.
+
+**Resumable**: Ctrl-C or SIGTERM stops the jobs and keeps the run in ``--state`` (the copies, the map of tests and
+a cosmic-ray session per job, which records each mutant's outcome as it comes); ``--resume`` with the same options
+goes on with the mutants not tested yet (the one a job was testing again), and starts the targets not started yet.
+Without ``--resume`` a target's run starts afresh.
 
 **Why cosmic-ray (8.x), not mutmut (3.x).** cosmic-ray writes each mutant into the file on disk and runs the test
 command in a new process, so every process that imports the module, the pool's workers included, runs the mutant.
@@ -35,12 +53,14 @@ in that process. Tried on ``replay.py`` (mutmut 3.8.1), its first run of the tes
 real pools, whose forkserver workers import the main module again, here mutmut's own script, which looks for its
 configuration in the test's working directory and exits, so every worker dies. Even past that, code that only the
 workers run (`GameBlock.play`) would have no test that called it in mutmut's process, so its mutants would not be
-tested ("no tests"). cosmic-ray is slower (a new interpreter per mutant, and the test files up to their first
-failure), which ``--jobs`` and ``--max-mutants`` temper. See the Contributing page for the scores.
+tested ("no tests"). cosmic-ray starts a new interpreter per mutant, which the selection of tests and ``--jobs``
+temper. See the Contributing page for the scores.
 
 ``--max-mutants N`` tests a random sample of N mutants per target (``--seed`` picks it), for a quick look; ``--jobs``
 runs that many mutants at a time, each job in a copy of its own. ``--results FILE`` writes every mutant's outcome
-as JSON lines (path, line, operator, outcome, diff). Not run in CI: the whole run takes hours on two cores.
+as JSON lines (path, line, operator, outcome, diff), also when stopped (the targets finished). A run prints the CPU
+seconds per mutant it took (those of its processes, the test processes' leftovers included: it reaps them). Not run
+in CI: the whole run takes hours on two cores.
 """
 
 from __future__ import annotations
@@ -48,10 +68,13 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import ctypes
 import dataclasses
+import difflib
 import json
 import os
 import random
+import resource
 import shlex
 import shutil
 import signal
@@ -63,13 +86,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from atari_game.cli import count, seed
-
 ROOT = Path(__file__).resolve().parent.parent
 # What to install when cosmic-ray is missing.
 EXTRA = "mutation"
 # How often a run says how far it got.
 PROGRESS_SECONDS = 60
+# Where a run keeps its copies, cosmic-ray sessions and maps of tests, so that one stopped can go on (--resume).
+STATE = Path(tempfile.gettempdir()) / "atari-game-mutation"
+# prctl's option that makes a process the reaper of the orphans below it (linux/prctl.h).
+PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +162,7 @@ COUNTERPARTS = {
     "ReplaceUnaryOperator": "Delete_Not Delete_Invert USub_UAdd",
 }
 # The outcomes of a mutant, in the report's order: detected ones first.
-OUTCOMES = ("killed", "timed out", "survived", "error", "not run")
+OUTCOMES = ("killed", "timed out", "survived", "not covered", "error", "not run")
 
 
 # --- the copies of the checkout ---------------------------------------------------------------------------------
@@ -222,23 +247,33 @@ def cosmic_ray() -> Any:
     return work_db
 
 
-def test_command(directory: Path, target: Target) -> str:
-    """The command that runs `target`'s tests in the copy `directory`, stopping at the first failure (cosmic-ray
-    splits it as a shell would, and runs it in a session of its own)."""
+def runner_command(directory: Path, target: Target) -> list[str]:
+    """The pytest command line, without the tests to run, for `target` in the copy `directory`: it stops at the first
+    failure, leaves out the ``timing`` tests and the target's deselected ones."""
     pytest = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not timing"]
     deselected = [f"--deselect={test}" for test in target.deselect]
-    return shlex.join([*pytest, *deselected, f"--basetemp={directory / '.pytest-tmp'}", *target.tests])
+    return [*pytest, *deselected, f"--basetemp={directory / '.pytest-tmp'}"]
 
 
-def write_config(directory: Path, target: Target, timeout: float) -> Path:
-    """cosmic-ray's configuration for `target` in the copy `directory` (its local distributor: one mutant at a time)."""
+def test_command(directory: Path, name: str, select: bool) -> str:
+    """The command cosmic-ray runs for each mutant of target `name` in the copy `directory` (it splits it as a shell
+    would, and runs it in a session of its own): the target's test files, or with `select` the tests that ran the
+    mutated lines (`run_selected`)."""
+    if select:
+        return shlex.join([sys.executable, str(directory / "benchmarks" / "mutation.py"), "select", name])
+    return shlex.join([*runner_command(directory, TARGETS[name]), *TARGETS[name].tests])
+
+
+def write_config(directory: Path, name: str, select: bool, timeout: float) -> Path:
+    """cosmic-ray's configuration for target `name` in the copy `directory` (its local distributor: one mutant at a
+    time)."""
     config = directory / "mutation.toml"
     config.write_text(
         "[cosmic-ray]\n"
-        f"module-path = {json.dumps(list(target.functions))}\n"
+        f"module-path = {json.dumps(list(TARGETS[name].functions))}\n"
         f"timeout = {timeout:.1f}\n"
         "excluded-modules = []\n"
-        f"test-command = {json.dumps(test_command(directory, target))}\n"
+        f"test-command = {json.dumps(test_command(directory, name, select))}\n"
         "\n[cosmic-ray.distributor]\n"
         'name = "local"\n'
     )
@@ -280,26 +315,206 @@ def read_session(work_db: Any, session: Path) -> list[dict[str, Any]]:
         return done + [as_record(item, None) for item in db.pending_work_items]
 
 
+# --- which tests ran each line --------------------------------------------------------------------------------------
+# One run of a target's tests under coverage.py labels every line it runs with the test running then (a dynamic
+# context): `pytest_runtest_logstart` sets it in pytest's process, `RunningTest` in the processes the tests start
+# (pool workers, scripts). A mutant then runs only the tests that ran its lines: a test that never runs a line
+# cannot see it changed.
+
+# The directory, for every process of the coverage run, where pytest writes the running test's id (``current``) and
+# every test's id in the order they ran (``order``).
+TESTS_DIR = "ATARI_GAME_MUTATION_TESTS"
+# The package's code that `RunningTest` leaves unlabelled, labelling the calls it makes instead: the functions that
+# loop for a worker process's whole life, serving test after test (a pool of a module-scoped fixture), and the
+# modules' bodies (run at import, also by pytest's process before any test: unlabelled there too).
+UNLABELLED = ("pool_worker", "worker_process", "<module>")
+# What the test command prints when no test runs a mutated line: the mutant is "not covered".
+NOT_COVERED = "mutation.py: no test runs the mutated lines"
+# pytest's process in the coverage run (`pytest_configure` adds it): a child forked from it is not.
+PYTEST_PROCESSES: set[int] = set()
+
+
+def pytest_configure(config: Any) -> None:
+    """pytest's hook (the coverage run passes ``-p mutation``): this is pytest's process."""
+    PYTEST_PROCESSES.add(os.getpid())
+
+
+def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
+    """pytest's hook, called before a test's setup: label the lines run from here on (its setup, call and teardown,
+    up to the next test's start) with its id, in this process and, through ``current``, in those it starts."""
+    import coverage
+
+    coverage.Coverage.current().switch_context(nodeid)
+    tests = Path(os.environ[TESTS_DIR])
+    with (tests / "order").open("a") as order:
+        order.write(nodeid + "\n")
+    (tests / "current.new").write_text(nodeid)
+    os.replace(tests / "current.new", tests / "current")  # a worker never reads half an id
+
+
+class RunningTest:
+    """A coverage.py plugin (a dynamic context; every process of the coverage run loads it, ``plugins = mutation``):
+    outside pytest's process, each outermost call of the package's code (but `UNLABELLED`'s) is labelled with the
+    test running when it starts, as pytest's process wrote it. Other lines of these processes stay unlabelled:
+    they count as run by every test."""
+
+    def __init__(self) -> None:
+        directory = os.environ.get(TESTS_DIR)  # None in a process whose environment a test replaced
+        self.current = None if directory is None else Path(directory) / "current"
+        self.package = str(ROOT / "atari_game") + os.sep
+
+    def dynamic_context(self, frame: Any) -> str | None:
+        code = frame.f_code
+        if (
+            self.current is None
+            or os.getpid() in PYTEST_PROCESSES
+            or code.co_name in UNLABELLED
+            or not code.co_filename.startswith(self.package)
+        ):
+            return None
+        with contextlib.suppress(FileNotFoundError):  # before the first test
+            return self.current.read_text()
+        return None
+
+
+def coverage_init(reg: Any, options: dict[str, str]) -> None:
+    """coverage.py's entry point of the plugin module."""
+    reg.add_dynamic_context(RunningTest())
+
+
+def statement_tests(source: str, contexts: dict[int, list[str]], order: Sequence[str]) -> dict[int, list[int] | None]:
+    """Which tests ran each line of the Python `source` that belongs to a statement, from coverage.py's `contexts`
+    (line -> the labels it ran under, ``""``: outside any test), as indices in `order`, the tests' ids: None when it
+    ran outside a test (at import, in a worker between commands), so that any test may depend on it; ``[]`` when it
+    never ran. Every line of a statement spanning several lines gets the tests of the whole statement."""
+    from coverage.parser import PythonParser
+
+    parser = PythonParser(text=source)
+    parser.parse_source()
+    statement = {line: parser.first_line(line) for line in range(1, len(source.splitlines()) + 1)}
+    ran: dict[int, set[str]] = {}
+    for line, labels in contexts.items():
+        ran.setdefault(statement.get(line, line), set()).update(labels)
+    index = {test: i for i, test in enumerate(order)}
+    tests: dict[int, list[int] | None] = {}
+    for line, first in statement.items():
+        if first in parser.statements:
+            labels = ran.get(first, set())
+            tests[line] = None if "" in labels else sorted(index[label] for label in labels)
+    return tests
+
+
+def map_tests(name: str, copy: Path, env: dict[str, str]) -> float:
+    """Run target `name`'s tests once in the unmutated `copy` under coverage.py (they must pass), and write to
+    ``tests.json`` beside the copy which tests ran each line of the target's files (`statement_tests`); return how
+    long the run took, in seconds."""
+    import coverage
+
+    target, directory = TARGETS[name], copy.parent
+    config = directory / "coverage.rc"
+    config.write_text(
+        "[run]\n"
+        f"data_file = {directory / 'coverage' / 'data'}\n"
+        "parallel = true\n"
+        # The pool's workers (forkserver or spawn) and the Pythons that tests start are measured too.
+        "concurrency = multiprocessing,thread\n"
+        "patch = subprocess\n"
+        f"include = {copy / 'atari_game'}/*\n"
+        "plugins = mutation\n"
+        # pytest's process sets its labels itself, beside the plugin's.
+        "disable_warnings = dynamic-conflict\n"
+    )
+    (directory / "coverage").mkdir(exist_ok=True)
+    (directory / "order").unlink(missing_ok=True)
+    env = dict(env, PYTHONPATH=os.pathsep.join([str(copy), str(copy / "benchmarks")]), **{TESTS_DIR: str(directory)})
+    command = [sys.executable, "-m", "coverage", "run", f"--rcfile={config}", *runner_command(copy, target)[1:]]
+    started = time.perf_counter()
+    run_checked([*command, "-p", "mutation", *target.tests], copy, env)
+    seconds = time.perf_counter() - started
+    # The processes left behind (a forkserver) write their data as they end.
+    with contextlib.suppress(ChildProcessError):  # none left (orphans come to this process, a subreaper: see main)
+        while True:
+            os.wait()
+
+    measured = coverage.Coverage(config_file=str(config))
+    measured.combine(strict=True)
+    data = measured.get_data()
+    order = (directory / "order").read_text().splitlines()
+    lines = {}
+    for path in target.functions:
+        if str(copy / path) not in data.measured_files():
+            raise SystemExit(f"{name}: coverage.py measured no line of {copy / path}: the tests import another copy")
+        contexts = data.contexts_by_lineno(str(copy / path))
+        lines[path] = statement_tests((copy / path).read_text(), contexts, order)
+    (directory / "tests.json").write_text(json.dumps({"tests": order, "lines": lines}))
+    return seconds
+
+
+def changed_lines(original: str, mutant: str) -> set[int]:
+    """The lines of `original` (from 1) that `mutant` changes or deletes, or before which it inserts lines."""
+    matcher = difflib.SequenceMatcher(None, original.splitlines(), mutant.splitlines(), autojunk=False)
+    return {
+        line
+        for tag, first, end, _, _ in matcher.get_opcodes()
+        if tag != "equal"
+        for line in range(first + 1, max(end, first + 1) + 1)
+    }
+
+
+def selected_tests(lines: dict[str, dict[int, list[int] | None]], changed: dict[str, set[int]]) -> list[int] | None:
+    """The tests (indices) that ran any of the `changed` lines of each file, as `statement_tests` maps them in
+    `lines`: None (every test) if one of them ran outside a test or belongs to no statement, ``[]`` if none ran."""
+    chosen: set[int] = set()
+    for path, numbers in changed.items():
+        for line in numbers:
+            tests = lines[path].get(line)
+            if tests is None:
+                return None
+            chosen.update(tests)
+    return sorted(chosen)
+
+
+def run_selected(name: str) -> None:
+    """The test command of a run with selection, run in a job's copy (this script's copy): compare the copy's files of
+    target `name` with the originals beside it, and run the tests that ran the changed lines, in the order of the
+    coverage run (pytest replaces this process), or print `NOT_COVERED` and succeed if none did."""
+    target, directory = TARGETS[name], ROOT.parent
+    selection = json.loads((directory / "tests.json").read_text())
+    lines = {path: {int(line): tests for line, tests in table.items()} for path, table in selection["lines"].items()}
+    changed = {
+        path: changed_lines((directory / "original" / path).read_text(), (ROOT / path).read_text())
+        for path in target.functions
+    }
+    chosen = selected_tests(lines, changed)
+    if chosen == []:
+        print(NOT_COVERED, flush=True)
+        return
+    tests = list(target.tests) if chosen is None else [selection["tests"][i] for i in chosen]
+    command = [*runner_command(ROOT, target), *tests]
+    os.execv(command[0], command)
+
+
 # --- outcomes and the report -----------------------------------------------------------------------------------------
 
 
 def outcome(record: dict[str, Any]) -> str:
-    """One of `OUTCOMES`: cosmic-ray reports a timeout as killed with the output "timeout"; a mutant whose worker
-    failed (an exception, a crash) or that could not start the tests is an error."""
+    """One of `OUTCOMES`: cosmic-ray reports a timeout as killed with the output "timeout", and a mutant whose lines
+    no test runs as survived with the output `NOT_COVERED`; a mutant whose worker failed (an exception, a crash) or
+    that could not start the tests is an error."""
     result = record["result"]
     if result is None:
         return "not run"
     if result["worker_outcome"] != "normal" or result["test_outcome"] not in ("killed", "survived"):
         return "error"
     if result["test_outcome"] == "survived":
-        return "survived"
+        return "not covered" if result["output"].startswith(NOT_COVERED) else "survived"
     return "timed out" if result["output"] == "timeout" else "killed"
 
 
 @dataclasses.dataclass(frozen=True)
 class Summary:
-    """The mutants of one target by outcome, and the score ``(killed + timed out) / (killed + timed out +
-    survived)`` (None when none of them ran to an end)."""
+    """The mutants of one target by outcome, and the score ``(killed + timed out) / (killed + timed out + survived +
+    not covered)`` (None when none of them ran to an end)."""
 
     made: int
     counts: dict[str, int]
@@ -307,7 +522,7 @@ class Summary:
     @property
     def score(self) -> float | None:
         detected = self.counts["killed"] + self.counts["timed out"]
-        decided = detected + self.counts["survived"]
+        decided = detected + self.counts["survived"] + self.counts["not covered"]
         return detected / decided if decided else None
 
 
@@ -319,22 +534,24 @@ def summarize(records: Sequence[dict[str, Any]]) -> Summary:
 
 
 def report(results: dict[str, list[dict[str, Any]]]) -> str:
-    """The table of every target's summary, then each target's survivors (file:line, operator, the diff)."""
-    header = f"{'target':<8}{'mutants':>9}{'killed':>8}{'survived':>10}{'timed out':>11}{'errors':>8}{'not run':>9}"
-    lines = [header + f"{'score':>9}"]
+    """The table of every target's summary, then each target's survivors, those not covered too (file:line,
+    operator, the diff)."""
+    header = f"{'target':<8}{'mutants':>9}{'killed':>8}{'survived':>10}{'not covered':>13}{'timed out':>11}"
+    lines = [header + f"{'errors':>8}{'not run':>9}{'score':>9}"]
     for name, records in results.items():
         summary = summarize(records)
         counts = summary.counts
         score = "-" if summary.score is None else f"{100 * summary.score:.1f} %"
         lines.append(
-            f"{name:<8}{summary.made:>9}{counts['killed']:>8}{counts['survived']:>10}{counts['timed out']:>11}"
-            f"{counts['error']:>8}{counts['not run']:>9}{score:>9}"
+            f"{name:<8}{summary.made:>9}{counts['killed']:>8}{counts['survived']:>10}{counts['not covered']:>13}"
+            f"{counts['timed out']:>11}{counts['error']:>8}{counts['not run']:>9}{score:>9}"
         )
     for name, records in results.items():
-        survivors = sorted((r for r in records if outcome(r) == "survived"), key=lambda r: (r["path"], r["line"]))
+        survivors = [r for r in records if outcome(r) in ("survived", "not covered")]
         lines += ["", f"Survivors of {name}: {len(survivors)}"]
-        for record in survivors:
-            lines.append(f"{record['path']}:{record['line']}  {record['operator']}")
+        for record in sorted(survivors, key=lambda r: (r["path"], r["line"])):
+            covered = "  (not covered)" if outcome(record) == "not covered" else ""
+            lines.append(f"{record['path']}:{record['line']}  {record['operator']}{covered}")
             lines += ["    " + line for line in record["result"]["diff"].splitlines() if line.strip()]
     return "\n".join(lines)
 
@@ -370,29 +587,34 @@ def stop(processes: Sequence[subprocess.Popen]) -> None:
         process.wait()
 
 
-def run_target(
-    name: str, target: Target, files: Sequence[str], scratch: Path, args: argparse.Namespace
-) -> list[dict[str, Any]]:
-    """Make `target`'s mutants, run its tests against them in `args.jobs` copies at once, and return their records."""
-    work_db = cosmic_ray()
-    copies = [scratch / name / f"job{job}" for job in range(args.jobs)]
+def start_target(name: str, files: Sequence[str], directory: Path, args: argparse.Namespace) -> None:
+    """Set up a run of target `name` in `directory` (emptied first): a copy of the working tree `files` per job, the
+    originals of the target's files, the tests' map (with selection) and one cosmic-ray session per job, each with
+    every `args.jobs`-th mutant; ``started.json`` last, so that a run stopped before it starts again."""
+    work_db, target = cosmic_ray(), TARGETS[name]
+    shutil.rmtree(directory, ignore_errors=True)
+    copies = [directory / f"job{job}" for job in range(args.jobs)]
     for copy in copies:
         export(ROOT, files, copy)
+    export(ROOT, list(target.functions), directory / "original")
     first, env = copies[0], dict(os.environ, PYTHONPATH=str(copies[0]))
 
     # The tests must import the copy, and pass on it unmutated; their time sets the timeout.
     imported = run_checked([sys.executable, "-c", "import atari_game; print(atari_game.__file__)"], first, env)
     if not Path(imported.strip()).is_relative_to(first):
         raise SystemExit(f"the tests would import {imported.strip()}, not the copy in {first}")
-    started = time.perf_counter()
-    run_checked(shlex.split(test_command(first, target)), first, env)
-    baseline = time.perf_counter() - started
+    if args.select:
+        baseline = map_tests(name, first, env)
+    else:
+        started = time.perf_counter()
+        run_checked([*runner_command(first, target), *target.tests], first, env)
+        baseline = time.perf_counter() - started
     timeout = 2 * baseline + 30  # jobs side by side run slower; a hang still ends
     print(f"{name}: the tests pass unmutated in {baseline:.0f} s; timeout per mutant {timeout:.0f} s", flush=True)
 
     # Every mutant cosmic-ray makes of the files, then only those in the selected functions (and the sample).
-    config = write_config(first, target, timeout)
-    session = first / "session.sqlite"
+    config = write_config(first, name, args.select, timeout)
+    session = directory / "mutants.sqlite"
     run_checked([sys.executable, "-m", "cosmic_ray.cli", "init", str(config), str(session)], first, env)
     lines = selected_lines(first, target)
     with work_db.use_db(str(session), work_db.WorkDB.Mode.open) as db:
@@ -412,20 +634,50 @@ def run_target(
         f"operators and functions; testing {len(items)}",
         flush=True,
     )
-
-    # One session per job, each with every `jobs`-th mutant, run side by side.
-    sessions = [copy / "session.sqlite" for copy in copies]
-    for copy, job_session in zip(copies[1:], sessions[1:], strict=True):
-        shutil.copy2(session, job_session)
-        write_config(copy, target, timeout)
-    for job, job_session in enumerate(sessions):
-        with work_db.use_db(str(job_session), work_db.WorkDB.Mode.open) as db:
+    for job, copy in enumerate(copies):
+        write_config(copy, name, args.select, timeout)
+        shutil.copy2(session, copy / "session.sqlite")
+        with work_db.use_db(str(copy / "session.sqlite"), work_db.WorkDB.Mode.open) as db:
             db.clear()
             db.add_work_items(items[job :: args.jobs])
+    (directory / "started.json").write_text(json.dumps(run_options(args)))
+
+
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options that make a run's mutants and tests: a resumed run must be given the same."""
+    return {"max_mutants": args.max_mutants, "seed": args.seed, "jobs": args.jobs, "select": args.select}
+
+
+def resume_target(name: str, directory: Path, args: argparse.Namespace) -> None:
+    """Make the run of target `name` in `directory` ready to go on: check it was started with the same options, and
+    put the original files back in its copies (a job stopped while it tested a mutant leaves it in its copy)."""
+    started = json.loads((directory / "started.json").read_text())
+    if started != run_options(args):
+        given = ", ".join(f"{key} {value}" for key, value in run_options(args).items())
+        raise SystemExit(f"{name}: the run in {directory} was started with {started}, not {given}: give the same")
+    for copy in sorted(directory.glob("job*")):
+        export(directory / "original", list(TARGETS[name].functions), copy)
+
+
+def run_target(name: str, files: Sequence[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Test target `name`'s mutants not tested yet, `args.jobs` at a time, each job in its copy under `args.state`,
+    where the run stays, so that one stopped goes on with ``--resume``; return every mutant's record."""
+    work_db, directory = cosmic_ray(), args.state / name
+    if args.resume and (directory / "started.json").is_file():
+        resume_target(name, directory, args)
+    else:
+        start_target(name, files, directory, args)
+    copies = sorted(directory.glob("job*"))
+    sessions = [copy / "session.sqlite" for copy in copies]
+    total, done = sum(len(read_session(work_db, s)) for s in sessions), sum(tested(work_db, s) for s in sessions)
+    print(f"{name}: {done}/{total} mutants tested already", flush=True)
+
+    # One job per copy, side by side, each testing its session's mutants not tested yet.
     processes: list[subprocess.Popen] = []
+    cpu, wall = children_cpu(), time.perf_counter()
     try:
-        for copy, job_session in zip(copies, sessions, strict=True):
-            command = [sys.executable, "-m", "cosmic_ray.cli", "exec", str(copy / "mutation.toml"), str(job_session)]
+        for copy, session in zip(copies, sessions, strict=True):
+            command = [sys.executable, "-m", "cosmic_ray.cli", "exec", str(copy / "mutation.toml"), str(session)]
             with (copy / "exec.log").open("w") as log:  # the job writes to its own copy of the file
                 job = subprocess.Popen(
                     command,
@@ -439,16 +691,41 @@ def run_target(
         last = time.perf_counter()
         while any(process.poll() is None for process in processes):
             time.sleep(1)
+            reap_orphans({process.pid for process in processes})
             if time.perf_counter() - last >= PROGRESS_SECONDS:
-                print(f"{name}: {sum(tested(work_db, s) for s in sessions)}/{len(items)} mutants tested", flush=True)
+                print(f"{name}: {sum(tested(work_db, s) for s in sessions)}/{total} mutants tested", flush=True)
                 last = time.perf_counter()
+        reap_orphans(set())
         for copy, job in zip(copies, processes, strict=True):
             if job.returncode:
                 log = (copy / "exec.log").read_text()
                 raise SystemExit(f"{name}: cosmic-ray exec failed ({job.returncode}) in {copy}:\n{log[-3000:]}")
     finally:
         stop(processes)
-    return [record for job_session in sessions for record in read_session(work_db, job_session)]
+    now = sum(tested(work_db, s) for s in sessions) - done
+    if now:
+        cpu, wall = children_cpu() - cpu, time.perf_counter() - wall
+        print(f"{name}: {now} mutants tested in {wall:.0f} s, {cpu / now:.1f} CPU s per mutant", flush=True)
+    return [record for session in sessions for record in read_session(work_db, session)]
+
+
+def children_cpu() -> float:
+    """The CPU seconds of this process's children that have ended, and of theirs that they waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def reap_orphans(jobs: set[int]) -> None:
+    """Wait for the ended processes handed to this one (a subreaper, see `main`), but the `jobs` (their Popen waits
+    for them), so that their CPU time counts in `children_cpu`: a test's forkserver outlives the test's process."""
+    while True:
+        try:
+            ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # no child left
+            return
+        if ended is None or ended.si_pid in jobs:
+            return
+        os.waitpid(ended.si_pid, 0)
 
 
 def place(item: Any) -> tuple:
@@ -464,6 +741,10 @@ def tested(work_db: Any, session: Path) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # Imported here, not at the top: coverage.py imports this module as its plugin in every process it measures,
+    # before it measures anything, and the package's modules must be imported (at import, measured) by the tests.
+    from atari_game.cli import count, seed
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--target",
@@ -485,26 +766,53 @@ def build_parser() -> argparse.ArgumentParser:
         help="mutants tested at a time, each in a copy of its own (default: %(default)s)",
     )
     parser.add_argument(
+        "--no-select",
+        dest="select",
+        action="store_false",
+        help="run every mutant against the target's whole test files, not only the tests that ran its lines",
+    )
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=STATE,
+        help="where the run keeps its copies, sessions and maps of tests (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with the run kept in --state: its targets' mutants not tested yet (a target it has not started "
+        "starts)",
+    )
+    parser.add_argument(
         "--results", type=Path, help="also write every mutant's outcome to this file, as JSON lines (default: none)"
     )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["select"]:  # the test command of a run with selection, in a job's copy
+        run_selected(*argv[1:])
+        return
     args = build_parser().parse_args(argv)
     cosmic_ray()  # before copying anything
-    # SIGTERM ends the run as Ctrl-C does: the jobs are stopped and the copies deleted.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    # SIGTERM stops the run as Ctrl-C does: the jobs are stopped; the run stays in --state, to go on with --resume.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # A subreaper: the processes the tests leave behind become this one's children, so their CPU time is counted.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
     files = working_tree_files(ROOT)
     results: dict[str, list[dict[str, Any]]] = {}
-    with tempfile.TemporaryDirectory(prefix="atari-game-mutation-") as scratch:
+    try:
         for name in dict.fromkeys(args.target):
-            results[name] = run_target(name, TARGETS[name], files, Path(scratch), args)
-            if args.results:
-                with args.results.open("w") as out:
-                    for target, records in results.items():
-                        for record in records:
-                            out.write(json.dumps({"target": target, "outcome": outcome(record), **record}) + "\n")
+            results[name] = run_target(name, files, args)
+    except KeyboardInterrupt:
+        sys.exit(f"stopped; to go on: python benchmarks/mutation.py --resume --state {args.state} and the same options")
+    finally:
+        if args.results:
+            with args.results.open("w") as out:
+                for target, records in results.items():
+                    for record in records:
+                        out.write(json.dumps({"target": target, "outcome": outcome(record), **record}) + "\n")
     print(report(results))
 
 

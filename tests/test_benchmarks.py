@@ -366,15 +366,15 @@ def test_mutation_outcomes_scores_and_survivors_are_read_from_cosmic_rays_result
     ]
     summary = mutation.summarize(records)
     assert summary.made == 7
-    assert summary.counts == {"killed": 2, "timed out": 1, "survived": 1, "error": 2, "not run": 1}
+    assert summary.counts == {"killed": 2, "timed out": 1, "survived": 1, "not covered": 0, "error": 2, "not run": 1}
     assert summary.score == 3 / 4  # errors and mutants not run count neither way
     assert mutation.summarize([mutant(1, worker_outcome=None)]).score is None
 
     lines = mutation.report({"replay": records, "pool": [mutant(2)]}).splitlines()
     assert lines[:3] == [
-        "target    mutants  killed  survived  timed out  errors  not run    score",
-        "replay          7       2         1          1       2        1   75.0 %",
-        "pool            1       1         0          0       0        0  100.0 %",
+        "target    mutants  killed  survived  not covered  timed out  errors  not run    score",
+        "replay          7       2         1            0          1       2        1   75.0 %",
+        "pool            1       1         0            0          0       0        0  100.0 %",
     ]
     # Each survivor: file:line and operator, then its diff.
     assert lines[3:] == [
@@ -484,7 +484,7 @@ def test_mutation_runs_each_targets_tests_to_the_first_failure_without_the_timin
 
     root = Path(__file__).parent.parent
     target = mutation.TARGETS["pool"]
-    command = shlex.split(mutation.test_command(Path("/copy"), target))
+    command = shlex.split(mutation.test_command(Path("/copy"), "pool", select=False))
     assert command[:9] == [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not timing"]
     tests = ["tests/test_pool_values.py", "tests/test_pool.py", "tests/test_mutants.py"]
     assert command[-4:] == ["--basetemp=/copy/.pytest-tmp", *tests]

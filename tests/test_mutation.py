@@ -1,0 +1,153 @@
+"""benchmarks/mutation.py's selection of the tests per mutant (by the lines each test ran) and its resumable runs.
+Its outcomes, report and choice of mutants are tested in test_benchmarks.py."""
+
+import json
+import os
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+
+import mutation
+
+SOURCE = """import os
+
+LIMIT = 1
+
+
+def grow(a):
+    b = (a +
+         LIMIT)
+    if b > 2:
+        return b
+    return 0
+"""
+
+
+def test_each_line_of_a_statement_gets_the_tests_that_ran_the_statement():
+    # coverage.py records a multi-line statement on any of its lines (here 7 for one test, 8 for another), and lines
+    # run outside a test (imports, definitions: "") may matter to every test.
+    contexts = {1: [""], 3: [""], 6: [""], 7: ["t1"], 8: ["t2"], 9: ["t1", "t2"], 11: ["t2"]}
+    tests = mutation.statement_tests(SOURCE, contexts, ["t1", "t2", "t3"])
+    assert tests == {1: None, 3: None, 6: None, 7: [0, 1], 8: [0, 1], 9: [0, 1], 10: [], 11: [1]}
+    # Line 10 never ran: no test can see a change to it. Blank lines belong to no statement.
+    assert mutation.selected_tests({"m.py": tests}, {"m.py": {10}}) == []
+    assert mutation.selected_tests({"m.py": tests}, {"m.py": {8, 11}}) == [0, 1]
+    assert mutation.selected_tests({"m.py": tests}, {"m.py": {11, 3}}) is None
+    assert mutation.selected_tests({"m.py": tests}, {"m.py": {4}}) is None  # a line of no statement: every test
+
+
+def test_the_changed_lines_are_those_of_the_original_a_mutant_replaces_deletes_or_inserts_before():
+    assert mutation.changed_lines(SOURCE, SOURCE.replace("b > 2", "b >= 2")) == {9}
+    assert mutation.changed_lines(SOURCE, SOURCE.replace("    b = (a +\n", "    b = (a -\n")) == {7}
+    assert mutation.changed_lines("a\nb\nc\n", "a\nc\n") == {2}
+    assert mutation.changed_lines("a\nb\n", "a\nx\ny\nb\n") == {2}
+    assert mutation.changed_lines(SOURCE, SOURCE) == set()
+
+
+@pytest.fixture
+def job(tmp_path, monkeypatch):
+    """A run's directory for target "game" as `map_tests` leaves it, with this script's copy in job0 (`ROOT`):
+    the original game.py, a map where tests 0 and 2 of three ran line 9, test 1 line 11, and line 3 ran at import."""
+    name = "atari_game/game.py"
+    (tmp_path / "original" / "atari_game").mkdir(parents=True)
+    (tmp_path / "job0" / "atari_game").mkdir(parents=True)
+    (tmp_path / "original" / name).write_text(SOURCE)
+    lines = {"1": None, "3": None, "6": None, "7": [], "8": [], "9": [0, 2], "10": [0], "11": [1]}
+    tests = ["tests/test_game.py::test_a", "tests/test_game.py::test_b[x y]", "tests/test_mutants.py::test_c"]
+    (tmp_path / "tests.json").write_text(json.dumps({"tests": tests, "lines": {name: lines}}))
+    monkeypatch.setattr(mutation, "ROOT", tmp_path / "job0")
+    ran = []
+    monkeypatch.setattr(os, "execv", lambda path, command: ran.append(command))
+    return types.SimpleNamespace(mutant=tmp_path / "job0" / name, ran=ran)
+
+
+def test_a_mutant_runs_the_tests_that_ran_its_lines_in_their_order(job, capsys):
+    job.mutant.write_text(SOURCE.replace("b > 2", "b >= 2"))
+    mutation.main(["select", "game"])
+    (command,) = job.ran
+    base = mutation.runner_command(job.mutant.parent.parent, mutation.TARGETS["game"])
+    assert command == [*base, "tests/test_game.py::test_a", "tests/test_mutants.py::test_c"]
+    assert capsys.readouterr().out == ""
+
+
+def test_a_mutant_of_a_line_run_at_import_runs_every_test_file(job):
+    job.mutant.write_text(SOURCE.replace("LIMIT = 1", "LIMIT = 2"))
+    mutation.main(["select", "game"])
+    assert job.ran[0][-3:] == list(mutation.TARGETS["game"].tests)
+
+
+def test_a_mutant_of_lines_no_test_ran_runs_nothing_and_says_it_is_not_covered(job, capsys):
+    job.mutant.write_text(SOURCE.replace("    b = (a +\n", "    b = (a -\n"))
+    mutation.main(["select", "game"])
+    assert job.ran == []
+    assert capsys.readouterr().out == mutation.NOT_COVERED + "\n"
+
+
+def not_covered(line):
+    """A mutant the test command found no test for, as benchmarks/mutation.py records it from cosmic-ray."""
+    result = {"worker_outcome": "normal", "test_outcome": "survived", "output": mutation.NOT_COVERED + "\n", "diff": ""}
+    return {"job_id": "j", "path": "atari_game/game.py", "line": line, "operator": "core/X", "result": result}
+
+
+def test_a_mutant_not_covered_is_its_own_outcome_and_counts_as_survived_in_the_score():
+    killed = not_covered(3) | {"result": not_covered(3)["result"] | {"test_outcome": "killed", "output": "F"}}
+    survived = not_covered(4) | {"result": not_covered(4)["result"] | {"output": "1 passed"}}
+    records = [killed, survived, not_covered(5) | {"result": not_covered(5)["result"] | {"diff": "-a\n+b"}}]
+    assert [mutation.outcome(record) for record in records] == ["killed", "survived", "not covered"]
+    summary = mutation.summarize(records)
+    assert summary.counts["not covered"] == 1 and summary.score == 1 / 3
+    lines = mutation.report({"game": records}).splitlines()
+    assert lines[1] == "game            3       1         1            1          0       0        0   33.3 %"
+    assert lines[3:] == [
+        "Survivors of game: 2",
+        "atari_game/game.py:4  core/X",
+        "atari_game/game.py:5  core/X  (not covered)",
+        "    -a",
+        "    +b",
+    ]
+
+
+def test_a_worker_labels_each_call_into_the_package_with_the_test_running_when_it_starts(tmp_path, monkeypatch):
+    monkeypatch.setenv(mutation.TESTS_DIR, str(tmp_path))
+    labels = mutation.RunningTest()
+    package = str(mutation.ROOT / "atari_game")
+
+    def frame(name, path=f"{package}/pool_worker.py"):
+        return types.SimpleNamespace(f_code=types.SimpleNamespace(co_name=name, co_filename=path))
+
+    assert labels.dynamic_context(frame("run")) is None  # before the first test
+    (tmp_path / "current").write_text("tests/test_pool.py::test_a")
+    assert labels.dynamic_context(frame("run")) == "tests/test_pool.py::test_a"
+    (tmp_path / "current").write_text("tests/test_pool.py::test_b")
+    assert labels.dynamic_context(frame("play", f"{package}/game.py")) == "tests/test_pool.py::test_b"
+    # The worker's loop serves every test; module bodies run at import; other code is not the package's.
+    assert [labels.dynamic_context(frame(name)) for name in ("pool_worker", "<module>")] == [None, None]
+    assert labels.dynamic_context(frame("run", "/usr/lib/python3.11/threading.py")) is None
+    # pytest's process labels its lines itself.
+    monkeypatch.setattr(mutation, "PYTEST_PROCESSES", {os.getpid()})
+    assert labels.dynamic_context(frame("run")) is None
+
+
+def test_a_resumed_run_needs_the_options_it_was_started_with_and_puts_the_originals_back(tmp_path):
+    args = mutation.build_parser().parse_args(["--target", "game", "--max-mutants", "40", "--state", str(tmp_path)])
+    directory = tmp_path / "game"
+    (directory / "original" / "atari_game").mkdir(parents=True)
+    (directory / "job0" / "atari_game").mkdir(parents=True)
+    (directory / "original" / "atari_game" / "game.py").write_text(SOURCE)
+    (directory / "job0" / "atari_game" / "game.py").write_text(SOURCE.replace("+", "-"))  # a job stopped mid-mutant
+    (directory / "started.json").write_text(json.dumps(mutation.run_options(args)))
+    mutation.resume_target("game", directory, args)
+    assert (directory / "job0" / "atari_game" / "game.py").read_text() == SOURCE
+
+    other = mutation.build_parser().parse_args(["--target", "game", "--no-select", "--state", str(tmp_path)])
+    started = "{'max_mutants': 40, 'seed': 0, 'jobs': 1, 'select': True}"
+    given = "max_mutants None, seed 0, jobs 1, select False"
+    with pytest.raises(SystemExit, match=re.escape(f"game: the run in {directory} was started with {started}, not")):
+        mutation.resume_target("game", directory, other)
+    with pytest.raises(SystemExit, match=re.escape(given)):
+        mutation.resume_target("game", directory, other)
