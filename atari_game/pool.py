@@ -54,6 +54,8 @@ AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 LIVENESS_CHECK_SECONDS = 0.5
 # What an answer slot holds until an answer is read into it (answers are env ids, or -1 - id on failure).
 NO_ANSWER = np.iinfo(np.int32).min
+# How the message of a pool broken by a dead worker ends (without restart_workers).
+CANNOT_GO_ON = "; the pool cannot go on: close() it, or use restart_workers=True"
 
 
 class PoolError(RuntimeError):
@@ -523,12 +525,7 @@ class GamePool(gymnasium.vector.VectorEnv):
                 raise ValueError(f"envs {sorted(busy.tolist())} were sent and not yet returned by recv()")
             self._shared["actions"][ids] = self._check_actions(actions, len(ids))
             self._pending[ids] = True
-            # One command per worker with envs among `ids`: one byte if they are all its envs.
-            mine: dict[Any, list[int]] = {}
-            for i in listed:
-                mine.setdefault(self._owner[i], []).append(i)
-            for worker, envs in mine.items():
-                self._send(worker, "step", None if envs == worker.env_ids else envs, envs)
+            self._send_steps(listed)
 
     def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Wait for `batch_size` envs to finish and return them, first finished first, with ``info["env_id"]``."""
@@ -557,7 +554,61 @@ class GamePool(gymnasium.vector.VectorEnv):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @property
+    def n_workers(self) -> int:
+        """How many worker processes the envs run in (a `RayGamePool`: how many Ray actors)."""
+        return len(self._workers)
+
+    def run_block(
+        self, command: str, data: Any, actions: np.ndarray | None = None
+    ) -> tuple[tuple[str, list[int], Any], dict[str, np.ndarray]]:
+        """Carry out one of `GameBlock.run`'s commands over this pool's envs, as if they were one block of envs
+        ``0 .. n_envs - 1``: what a `RayGamePool` node actor asks of the pool it hosts, below the `VectorEnv` API.
+
+        ``("step", ids)`` plays the envs `ids` (None: all, the workers' fast path) with `actions` (one per env of
+        `ids`, checked by the caller); ``("reset", (seeds, owed))`` resets the envs `seeds` maps to their seeds and
+        owes those in `owed` a next-step reset step. Returns the answer, ``("ok", ids, ended)`` as `GameBlock.run`
+        gives it (``ended``: an episode ended), ``("error", ids, message)``, or ``("died", [], message)`` when a
+        worker died (the pool is then broken: close it); and the pool's arrays (`segment.layout`'s, one row per
+        env: views of its shared memory, overwritten by the next command). Nothing is reported by `recv`.
+        """
+        with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
+            self._check_usable(stepping=False)
+            ids: list[int] = []
+            try:
+                if command == "step":
+                    ids = self._all_ids.tolist() if data is None else list(data)
+                    self._shared["actions"][ids] = actions
+                    if data is None:
+                        self._step_all()
+                    else:
+                        self._send_steps(ids)
+                        self._finish_in_flight()
+                elif command == "reset":
+                    seeds, owed = data
+                    for worker in self._workers:
+                        if mine := {i: seeds[i] for i in worker.env_ids if i in seeds}:
+                            self._send(worker, "reset", (mine, owed), [])
+                    self._finish_in_flight()
+                else:
+                    raise ValueError(f"unknown command {command!r}; valid commands: 'step', 'reset'")
+            except PoolError as error:
+                if self._broken:
+                    return ("died", [], self._broken.removesuffix(CANNOT_GO_ON)), self._shared
+                return ("error", ids, str(error)), self._shared
+            finally:
+                self._ready.clear()  # answers for this call, not for recv()
+            return ("ok", ids, bool(self._shared["ended"][ids].any())), self._shared
+
     # --- talking to the workers -------------------------------------------------------------------------
+
+    def _send_steps(self, ids: list[int]) -> None:
+        """A step command to each worker with envs among `ids`: one byte if they are all its envs."""
+        mine: dict[Any, list[int]] = {}
+        for i in ids:
+            mine.setdefault(self._owner[i], []).append(i)
+        for worker, envs in mine.items():
+            self._send(worker, "step", None if envs == worker.env_ids else envs, envs)
 
     def _send(self, worker: Any, command: str, data: Any, ids: list[int]) -> None:
         self._post(worker, command, data, ids)
@@ -599,7 +650,7 @@ class GamePool(gymnasium.vector.VectorEnv):
     def _worker_died(self, worker: Any, cause: str) -> None:
         message = f"{worker.describe()} died ({cause})"
         if not self.restart_workers:
-            self._broken = f"{message}; the pool cannot go on: close() it, or use restart_workers=True"
+            self._broken = f"{message}{CANNOT_GO_ON}"
             raise PoolError(self._broken)
         # Replace it: same envs, new seeds; the envs it was stepping are reported truncated, the others on
         # their next return.

@@ -1,9 +1,10 @@
 """RayGamePool: the GamePool API with its games on Ray actors, on as many machines as the Ray cluster has.
 
-Each actor hosts a `GameBlock` (the very game loop of a `GamePool` worker process) and steps its games
-together; a step costs one Ray call per actor, and the observations come back as numpy arrays through
-Ray's object store. Everything else (validation, autoreset modes, statistics, async `send`/`recv`,
-restarts) is `GamePool`'s own code.
+Each actor hosts either a `GameBlock` (the very game loop of a `GamePool` worker process: ``actors="worker"``) or a
+whole local `GamePool` of worker processes and shared memory on its node (``actors="node"``), and steps its games
+together; a step costs one Ray call per actor, and the observations come back as numpy arrays through Ray's object
+store. Everything else (validation, autoreset modes, statistics, async `send`/`recv`, restarts) is `GamePool`'s own
+code.
 
     pip install "atari_game[ray]"
 
@@ -30,6 +31,7 @@ from importlib import metadata
 from typing import Any
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from atari_game.pool import GamePool, PoolError
 from atari_game.pool_worker import GameBlock
@@ -46,6 +48,10 @@ CONNECT_TIMEOUT = 10.0
 FREE_CPU_WAIT = 10.0
 # The addresses a pool takes, as its error message says them.
 ADDRESSES = 'None, "auto", "local", "HOST:PORT" (a node, usually port 6379) or "ray://HOST:PORT" (Ray Client)'
+# The kinds of actor a pool can run its envs in (RayGamePool's `actors`).
+ACTORS = ("worker", "node")
+# How long a node actor may take to stop its pool's worker processes when the pool closes, before it is killed.
+CLOSE_TIMEOUT = 5.0
 # Ray's single-machine mode (the default on macOS and Windows), read from the environment by every Ray process:
 # in it a node at 127.0.0.1 stays there, and its gRPC servers and agents listen on 127.0.0.1 only.
 SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -64,8 +70,8 @@ def _ray() -> Any:
 
 
 @functools.cache
-def _actor_class() -> Any:
-    return _ray().remote(GameActor)
+def _remote(actor_class: type) -> Any:
+    return _ray().remote(actor_class)
 
 
 def versions() -> dict[str, str]:
@@ -145,7 +151,16 @@ def connect(address: str | None) -> Any:
             ) from None
     else:
         _check_reachable(address or os.environ["RAY_ADDRESS"])
-        ray.init(address=address)
+        try:
+            ray.init(address=address)
+        except RuntimeError as error:
+            if not str(error).startswith("Version mismatch"):
+                raise
+            raise RuntimeError(
+                f"{str(error).strip()}\nRay refuses a driver whose Ray or Python version differs from the "
+                "cluster's: run this process with the cluster's Ray and Python (pip install ray==<its Ray>, in a "
+                "virtual environment of its Python), or start the cluster with this machine's (docs/guides/ray.md)"
+            ) from None
     _connection["job"] = ray.get_runtime_context().get_job_id()  # ours: the last pool using it ends it
     return ray
 
@@ -155,24 +170,44 @@ def free_cpus(address: str | None = None) -> float:
     return connect(address).available_resources().get("CPU", 0.0)
 
 
+def _check_versions(wanted: dict[str, str]) -> None:
+    """Refuse, in an actor before any game starts, a node whose atari_game or ale-py differs from the pool's process
+    (`wanted`): another release would play other games, or fail."""
+    if (found := versions()) != wanted:
+        raise RuntimeError(
+            f"node {_ray().util.get_node_ip_address()} has {found}, the pool's process {wanted}: install the same "
+            f"versions on every node (pip install {' '.join(f'{name}=={v}' for name, v in wanted.items())})"
+        )
+
+
+def _location() -> tuple[int, str, str]:
+    """This actor's process id, node id and node address: which incarnation it is (Ray restarts a dead actor with the
+    same handle, but not the same process)."""
+    ray = _ray()
+    return os.getpid(), ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+
+
+def _reply(answer: tuple[str, list[int], Any], arrays: dict[str, np.ndarray], rows: list[int], same_step: bool) -> dict:
+    """What an actor sends back for a command `answer`ed: the rows `rows` of its `arrays` that the parent reads."""
+    names = ["obs", "rewards", "terminations", "truncations", "lives", "ended", "game_ended"]
+    if answer[0] == "ok" and answer[2]:  # episodes ended: their statistics
+        names += ["episode_return", "episode_length", "game_return", "game_length"]
+        if same_step:
+            names.append("final_obs")  # only same-step autoreset writes the ended episodes' last observations
+    return {name: arrays[name][rows] for name in names}
+
+
 class GameActor:
     """A Ray actor hosting one `GameBlock` over arrays of its own: one call per step for all its games."""
 
     def __init__(
         self, env_ids: list[int], seeds: list, next_step_autoreset: bool, options: list, layout: dict, wanted: dict
     ):
-        # Refused here, before any game starts: another atari_game or ale-py would play other games, or fail.
-        if (found := versions()) != wanted:
-            raise RuntimeError(
-                f"node {_ray().util.get_node_ip_address()} has {found}, the pool's process {wanted}: install the same "
-                f"versions on every node (pip install {' '.join(f'{name}=={v}' for name, v in wanted.items())})"
-            )
+        _check_versions(wanted)
         prepare_worker_process()
         self.arrays = {name: np.zeros((len(env_ids), *shape[1:]), dtype) for name, (shape, dtype) in layout.items()}
         self.block = GameBlock(env_ids, seeds, next_step_autoreset, options, self.arrays)
-        ray = _ray()
-        # Which incarnation this is: Ray restarts a dead actor with the same handle, but not the same process.
-        self.location = (os.getpid(), ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address())
+        self.location = _location()
 
     def where(self) -> tuple[int, str, str]:
         """The process id, node id and node address this actor runs on."""
@@ -185,12 +220,66 @@ class GameActor:
         if command == "step":
             self.arrays["actions"][rows] = actions
         answer = self.block.run(command, data)
-        names = ["obs", "rewards", "terminations", "truncations", "lives", "ended", "game_ended"]
-        if answer[0] == "ok" and answer[2]:  # episodes ended: their statistics
-            names += ["episode_return", "episode_length", "game_return", "game_length"]
-            if not self.block.next_step_autoreset:
-                names.append("final_obs")  # only same-step autoreset writes the ended episodes' last observations
-        return answer, {name: self.arrays[name][rows] for name in names}, self.location
+        return answer, _reply(answer, self.arrays, rows, not self.block.next_step_autoreset), self.location
+
+
+class NodeActor:
+    """A Ray actor hosting a local `GamePool` of its envs (`n_workers` worker processes and a shared-memory segment on
+    its node): one Ray call per step for all of them, which its workers play in parallel. It takes the arguments and
+    answers the calls of a `GameActor` (but `n_workers`), by `GamePool.run_block` over its pool, whose env
+    ``k`` is the pool's env ``env_ids[k]``."""
+
+    def __init__(
+        self,
+        env_ids: list[int],
+        seeds: list,
+        next_step_autoreset: bool,
+        options: list,
+        layout: dict,
+        wanted: dict,
+        n_workers: int,
+    ):
+        _check_versions(wanted)
+        shared = {name: value for name, value in options[0].items() if name != "game"}
+        mode = AutoresetMode.NEXT_STEP if next_step_autoreset else AutoresetMode.SAME_STEP
+        # The parent's seeds of a block are consecutive (seed + i), as a pool of the block's envs seeds them.
+        games = [env["game"] for env in options]
+        self.make_pool = functools.partial(
+            GamePool, len(env_ids), games, seeds[0], n_workers=n_workers, autoreset_mode=mode, copy=False, **shared
+        )
+        self.pool = self.make_pool()
+        self.first, self.env_ids, self.same_step = env_ids[0], env_ids, not next_step_autoreset
+        self.location = _location()
+
+    def where(self) -> tuple[int, str, str]:
+        """The process id, node id and node address this actor runs on."""
+        return self.location
+
+    def run(self, command: str, data: Any, actions: np.ndarray | None) -> tuple[tuple, dict, tuple[int, str, str]]:
+        """`GameActor.run`; a dead worker of its pool is answered ``("died", [], why)`` and the pool started again,
+        its games to be re-seeded by the reset the parent's restart sends."""
+        first = self.first
+        if command == "step":
+            rows = [i - first for i in data]
+            local = None if data == self.env_ids else rows  # all its envs: the pool's one-byte-a-worker step
+        else:
+            rows = list(range(len(self.env_ids)))
+            seeds, owed = data
+            local = ({i - first: seed for i, seed in seeds.items()}, [i - first for i in owed])
+        (status, ids, payload), arrays = self.pool.run_block(command, local, actions)
+        if status == "died":
+            self.pool.close()
+            self.pool = self.make_pool()
+            # The worker's envs as the parent numbers them, not as the hosted pool does.
+            renumber = lambda m: f"envs {int(m[1]) + first}-{int(m[2]) + first}"  # noqa: E731
+            cause = re.sub(r"envs (\d+)-(\d+)", renumber, payload, count=1)
+            return (status, [], f"its {cause}"), {}, self.location
+        answer = (status, [i + first for i in ids], payload)
+        return answer, _reply(answer, arrays, rows, self.same_step), self.location
+
+    def close(self) -> None:
+        """Stop the pool's worker processes and delete its shared memory."""
+        self.pool.close()
 
 
 @dataclasses.dataclass(eq=False)  # handles are the same only if they are one object
@@ -208,14 +297,18 @@ class _Actor:
         return f"ray actor ({place}, envs {self.env_ids[0]}-{self.env_ids[-1]})"
 
 
-def _shut_down(actors: list[_Actor], pool_id: int) -> None:
-    """Kill every actor, and end the Ray connection a pool made once no pool uses it (stopping the local
-    Ray instance it started, if it did); a plain function, for `weakref.finalize`."""
+def _shut_down(actors: list[_Actor], pool_id: int, node_actors: bool) -> None:
+    """Kill every actor (`node_actors` first close their pools, within `CLOSE_TIMEOUT` seconds), and end the Ray
+    connection a pool made once no pool uses it (stopping the local Ray instance it started, if it did); a plain
+    function, for `weakref.finalize`."""
     ray = _ray()
     ours = pool_id in _connection["pools"]
     _connection["pools"].discard(pool_id)
     if not ray.is_initialized():  # Ray already shut down (at interpreter exit, say): the actors went with it
         return
+    if node_actors:  # killed at once, a node actor would leave its pool's shared memory to the resource tracker
+        closing = [actor.actor.close.remote() for actor in actors if actor.actor is not None]
+        ray.wait(closing, num_returns=len(closing), timeout=CLOSE_TIMEOUT)
     for actor in actors:
         with contextlib.suppress(Exception):  # already dead
             ray.kill(actor.actor)
@@ -230,8 +323,15 @@ class RayGamePool(GamePool):
     Args:
         n_envs, game, seed, autoreset_mode, batch_size, copy, **game_options: as for `GamePool` (`game` may
             be a list naming each env's game); the same seed gives the same observations as a local `GamePool`.
-        n_workers: Ray actors (default: as many as the cluster's CPUs allow with `actor_options`, at most
-            `n_envs`); the envs are split into contiguous blocks, one per actor.
+        actors: what each actor hosts. ``"worker"``: one block of games, played in the actor's own process (a
+            `GamePool` worker's loop). ``"node"``: a local `GamePool` of its block, with as many worker processes as
+            the actor has CPUs (``actor_options["num_cpus"]``, default: the CPUs of the cluster's smallest node, so
+            that one actor fills a node) and shared memory on its node; a step is still one Ray call per actor, so
+            the learner's process makes one call per node instead of one per CPU. A worker process of a node actor
+            that dies counts as the death of the actor: its envs (all of them) restart with `restart_workers`.
+        n_workers: Ray actors (default: as many as the cluster's free CPUs allow with `actor_options`, at most
+            `n_envs`; with ``actors="node"``, one per node that has the CPUs an actor asks for); the envs are split
+            into contiguous blocks, one per actor.
         address: the Ray cluster to connect to if this process has not called ``ray.init()``: ``"auto"``
             (the cluster ``ray start`` started on this machine, or ``RAY_ADDRESS``), ``"HOST:PORT"`` (a node of
             it), ``"ray://HOST:10001"`` (Ray Client), ``"local"`` (a new Ray on this machine, listening on
@@ -254,6 +354,7 @@ class RayGamePool(GamePool):
         game: str | Sequence[str] = "Breakout",
         seed: int | None = 0,
         *,
+        actors: str = "worker",
         n_workers: int | None = None,
         address: str | None = None,
         actor_options: dict[str, Any] | None = None,
@@ -261,11 +362,15 @@ class RayGamePool(GamePool):
     ) -> None:
         if "start_method" in pool_options:
             raise TypeError("start_method is for local worker processes; Ray starts its actors itself")
+        if actors not in ACTORS:
+            raise ValueError(f"actors must be one of {ACTORS}, got {actors!r}")
         if actor_options is not None and not isinstance(actor_options, dict):
             raise TypeError(f"actor_options must be a dict of Ray actor options, got {actor_options!r}")
         check_address(address)
-        self._address = address
-        self._actor_options = {"num_cpus": 1, "scheduling_strategy": "SPREAD", **(actor_options or {})}
+        self.actors, self._address = actors, address
+        # A node actor's CPUs default to a node's, known once connected (`_connect`).
+        cpus = {"num_cpus": 1} if actors == "worker" else {}
+        self._actor_options = {**cpus, "scheduling_strategy": "SPREAD", **(actor_options or {})}
         try:
             super().__init__(n_envs, game, seed, n_workers=n_workers, **pool_options)
             self._wait_for_cpus()
@@ -286,15 +391,24 @@ class RayGamePool(GamePool):
         return [(worker.where[1], worker.where[2], worker.env_ids) for worker in self._workers if worker.where]
 
     def _connect(self) -> Any:
-        """Ray, connected to `address` unless this process is connected already."""
+        """Ray, connected to `address` unless this process is connected already; a node actor's CPUs set."""
         ray = connect(self._address)
         if _connection["job"] == ray.get_runtime_context().get_job_id():
             _connection["pools"].add(id(self))
+        if self.actors == "node" and "num_cpus" not in self._actor_options:
+            self._actor_options["num_cpus"] = min(self._node_cpus(ray), default=1)
         return ray
 
+    @staticmethod
+    def _node_cpus(ray: Any) -> list[float]:
+        """The CPUs of each live node that has any."""
+        return [cpus for node in ray.nodes() if node["Alive"] and (cpus := node["Resources"].get("CPU", 0))]
+
     def _default_n_workers(self) -> int:
-        cpus = self._connect().available_resources().get("CPU", 0.0)
-        return max(1, int(cpus // max(self._actor_options.get("num_cpus", 1), 1e-9)))
+        ray, each = self._connect(), max(self._actor_options.get("num_cpus", 1), 1e-9)
+        if self.actors == "node":
+            return max(1, sum(cpus >= each for cpus in self._node_cpus(ray)))
+        return max(1, int(ray.available_resources().get("CPU", 0.0) // each))
 
     def _wait_for_cpus(self) -> None:
         """A `PoolError` naming the fixes if the cluster does not have the CPUs the actors ask for free within
@@ -314,7 +428,7 @@ class RayGamePool(GamePool):
     def _open(self) -> dict[str, np.ndarray]:
         """Plain arrays the actors' results are copied into, and the finalizer that kills the actors."""
         self._connect()
-        self._finalizer = weakref.finalize(self, _shut_down, self._workers, id(self))
+        self._finalizer = weakref.finalize(self, _shut_down, self._workers, id(self), self.actors == "node")
         return {name: np.zeros(shape, dtype) for name, (shape, dtype) in self._layout.items()}
 
     def _start_worker(self, env_ids: list[int]) -> _Actor:
@@ -324,7 +438,10 @@ class RayGamePool(GamePool):
     def _launch(self, worker: _Actor) -> None:
         options = {"max_restarts": -1 if self.restart_workers else 0, **self._actor_options}
         arguments = (*self._block_arguments(worker.env_ids), self._layout, versions())
-        worker.actor = _actor_class().options(**options).remote(*arguments)
+        if self.actors == "node":  # a worker process per CPU, at most one per env
+            arguments += (min(len(worker.env_ids), max(1, int(self._actor_options["num_cpus"]))),)
+        actor_class = NodeActor if self.actors == "node" else GameActor
+        worker.actor = _remote(actor_class).options(**options).remote(*arguments)
 
     def _locate(self, worker: _Actor) -> tuple[int, str, str]:
         """Where the actor runs, once it runs. A `PoolError` if its ``__init__`` fails, if it does not run within
@@ -397,6 +514,8 @@ class RayGamePool(GamePool):
             return worker, ("died", [], f"{type(error).__name__}: {str(error).splitlines()[0]}")
         if location != worker.where:  # Ray restarted the actor since it last answered: its games are new
             return worker, ("died", [], f"restarted by Ray as pid {location[0]} on node {location[1]:.8}")
+        if answer[0] == "died":  # a node actor's worker process died (the actor has started its pool again)
+            return worker, answer
         worker.calls.pop(0)
         ids = answer[1] or worker.env_ids  # a reset's answer names no envs, but its results cover all
         for name, values in results.items():  # zero-copy reads from the object store, one copy into ours

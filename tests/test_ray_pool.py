@@ -10,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+import psutil
 import pytest
 import ray
 from gymnasium.vector import AutoresetMode
@@ -50,6 +51,17 @@ def ray_pool(cluster, closing):
 
 def pids(pool):
     return [worker.where[0] for worker in pool._workers]
+
+
+def pool_workers(actor_pid):
+    """The worker processes of a node actor's pool: the children of its forkserver, in the order they started."""
+    [server] = [child for child in psutil.Process(actor_pid).children() if "forkserver" in " ".join(child.cmdline())]
+    return [child.pid for child in sorted(server.children(), key=psutil.Process.create_time)]
+
+
+def segments(pids):
+    """The shared-memory segments in /dev/shm of the pools the processes `pids` started."""
+    return [name for name in os.listdir("/dev/shm") for pid in pids if name.startswith(f"atari_game_{pid}_")]
 
 
 def restarted(actor, dead_pid, within):
@@ -122,6 +134,8 @@ def test_async_send_recv_returns_the_first_actors_to_finish(ray_pool):
 
 
 def test_bad_input_is_refused_before_anything_is_sent(ray_pool):
+    with pytest.raises(ValueError, match=r"actors must be one of \('worker', 'node'\), got 'nodes'"):
+        RayGamePool(4, actors="nodes")
     with pytest.raises(TypeError, match="actor_options must be a dict"):
         RayGamePool(4, actor_options=1)
     with pytest.raises(TypeError, match="start_method is for local worker processes"):
@@ -271,17 +285,18 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
         _ray.cache_clear()
 
 
+@pytest.mark.parametrize("actors", ["worker", "node"])
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
-def test_async_batches_carry_each_envs_values_as_local_games_stepped_alike(ray_pool, mode):
+def test_async_batches_carry_each_envs_values_as_local_games_stepped_alike(ray_pool, mode, actors):
     n_envs, seed = 4, 6
-    pool = ray_pool(n_envs, seed=seed, n_workers=2, batch_size=2, autoreset_mode=mode, **OPTIONS)
+    pool = ray_pool(n_envs, seed=seed, actors=actors, n_workers=2, batch_size=2, autoreset_mode=mode, **OPTIONS)
     local = [LocalEnv(seed + i, mode == "SameStep", **OPTIONS) for i in range(n_envs)]
     check_reset(pool.reset(), [env.reset() for env in local])
     rng, pending = np.random.default_rng(3), {}
     send(pool, pending, list(range(n_envs)), rng)
     # Each env sent its next action as soon as it comes back: observations, rewards, flags, lives and final
     # observations checked against its local Game, across episode ends.
-    steps = play_async(pool, local, pending, rng, 120)
+    steps = play_async(pool, local, pending, rng, 200)
     assert sum(step.ended_lives is not None for step in steps) >= 3
 
 
@@ -361,3 +376,139 @@ def test_a_node_without_atari_game_or_with_another_version_is_named_with_the_fix
         RayGamePool(2, n_workers=1, actor_options=shadowed, **OPTIONS)
     assert time.monotonic() - start < 30
     assert ray_pool(2, n_workers=1, **OPTIONS).reset()[0].shape == (2, 4, 84, 84)  # the cluster is unharmed
+
+
+# --- node actors: one actor per node, hosting a local GamePool -----------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_node_actors_host_a_local_pool_each_and_play_the_local_pools_games(ray_pool, mode):
+    options = {**OPTIONS, "life_loss": "terminal", "autoreset_mode": mode}
+    pool = ray_pool(4, actors="node", **options)
+    # By default one actor per node, taking the node's 2 CPUs, with a pool of 2 worker processes.
+    assert pool.n_workers == 2 and pool._actor_options["num_cpus"] == 2
+    assert [envs for _, _, envs in pool.placement()] == [[0, 1], [2, 3]]
+    assert {node for node, _, _ in pool.placement()} == {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+    assert [len(pool_workers(pid)) for pid in pids(pool)] == [2, 2]
+    with GamePool(4, n_workers=1, **options) as local:
+        expected = play(local, 300, seed=5)
+    played = play(pool, 300, seed=5)
+    assert len(played) == len(expected) > 1500  # episodes and whole games ended along the way
+    assert all(np.array_equal(a, b) for a, b in zip(played, expected, strict=True))
+
+
+def test_a_node_actors_dead_worker_restarts_the_actors_envs_or_breaks_the_pool_naming_it(ray_pool):
+    pool = ray_pool(4, actors="node", restart_workers=True, **OPTIONS)
+    pool.reset()
+    for _ in range(5):
+        pool.step([1, 1, 1, 1])
+    actor_pid, [first, second] = pids(pool)[1], pool_workers(pids(pool)[1])
+    os.kill(second, signal.SIGKILL)
+    obs, _, terms, truncs, info = pool.step([0, 0, 0, 0])
+    # The actor's envs (both of its workers') start again with new seeds, reported truncated.
+    assert list(truncs) == [False, False, True, True] and not terms.any()
+    assert list(info["worker_restarted"]) == [False, False, True, True]
+    for i in (2, 3):  # seed + i + restarts * n_envs, as for any restart
+        assert np.array_equal(obs[i], Game(seed=0 + i + 4, **OPTIONS).reset())
+    assert pids(pool)[1] == actor_pid and first not in pool_workers(actor_pid)  # the same actor, a new pool
+    assert all_gone([first, second], within=10)
+    _, _, _, truncs, info = pool.step([0, 0, 0, 0])
+    assert not truncs.any() and "worker_restarted" not in info
+    # The node actor itself killed: Ray restarts it, as it restarts a worker's actor.
+    os.kill(actor_pid, signal.SIGKILL)
+    _, _, _, truncs, info = pool.step([0, 0, 0, 0])
+    assert list(info["worker_restarted"]) == [False, False, True, True] and pids(pool)[1] != actor_pid
+    # Without restart_workers, a dead worker breaks the pool, named with the parent's numbering of its envs.
+    pool.close()  # (its CPUs for the next)
+    broken = ray_pool(4, actors="node", **OPTIONS)
+    broken.reset()
+    victim = pool_workers(pids(broken)[1])[1]
+    os.kill(victim, signal.SIGKILL)
+    with pytest.raises(
+        PoolError,
+        match=rf"ray actor \(pid {pids(broken)[1]} on node \w+ at [\d.]+, envs 2-3\) died \(its pool worker "
+        rf"\(pid {victim}, envs 3-3\) died \(exit code -9\)\); the pool cannot go on",
+    ):
+        broken.step([0, 0, 0, 0])
+
+
+def test_closing_a_pool_of_node_actors_leaves_no_process_and_no_shared_memory(cluster):
+    pool = RayGamePool(4, actors="node", **OPTIONS)
+    pool.reset()
+    pool.step([0, 1, 2, 3])
+    actors = pids(pool)
+    processes = [*actors, *(pid for actor in actors for pid in pool_workers(actor))]
+    assert len(processes) == 6 and len(segments(actors)) == 2
+    pool.close()
+    assert all_gone(processes, within=10) and segments(actors) == []
+    deadline = time.monotonic() + 10  # its CPUs free again
+    while ray.available_resources().get("CPU") != 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("CPU") == 4
+
+
+def test_node_actors_take_the_cpus_asked_for_a_worker_process_each(ray_pool):
+    pool = ray_pool(6, actors="node", n_workers=3, actor_options={"num_cpus": 1}, **OPTIONS)
+    assert [envs for _, _, envs in pool.placement()] == [[0, 1], [2, 3], [4, 5]]
+    assert [len(pool_workers(pid)) for pid in pids(pool)] == [1, 1, 1]
+    assert pool.reset(seed=3)[0].shape == (6, 4, 84, 84)
+
+
+VERSION_MISMATCH = """
+import os, sys, time
+import ray._private.utils
+from atari_game.ray_pool import RayGamePool
+
+# What Ray compares with the cluster's (its Ray and Python versions): another Ray release, for this process only.
+found = ray._private.utils.compute_version_info()
+ray._private.utils.compute_version_info = lambda: ("2.59.0", found[1])
+start = time.monotonic()
+try:
+    RayGamePool(2, address=sys.argv[1])
+except RuntimeError as error:
+    tasks = os.listdir("/proc/self/task")
+    children = [pid for task in tasks for pid in open(f"/proc/self/task/{task}/children").read().split()]
+    print(f"{time.monotonic() - start:.1f} {len(children)} {ray.is_initialized()}")
+    print(error)
+"""
+
+
+@pytest.mark.timing
+def test_a_driver_whose_ray_differs_from_the_clusters_is_refused_within_seconds_naming_the_fix(cluster):
+    run = subprocess.run(
+        [sys.executable, "-c", VERSION_MISMATCH, cluster.address], capture_output=True, text=True, timeout=60
+    )
+    seconds, children, connected = run.stdout.splitlines()[0].split()
+    assert float(seconds) < 30 and children == "0" and connected == "False"
+    message = "\n".join(run.stdout.splitlines()[1:])
+    assert message.startswith("Version mismatch: The cluster was started with:\n    Ray: 2.60.0\n")
+    assert "This process on node " in message and "Ray: 2.59.0" in message
+    assert message.endswith(
+        "Ray refuses a driver whose Ray or Python version differs from the cluster's: run this process with the "
+        "cluster's Ray and Python (pip install ray==<its Ray>, in a virtual environment of its Python), or start the "
+        "cluster with this machine's (docs/guides/ray.md)"
+    )
+
+
+def test_run_block_plays_a_local_pools_envs_as_one_block_and_names_a_dead_worker(closing):
+    # What a node actor asks of its pool, here without Ray: GameBlock.run's answers, and the rows as the pool's.
+    pool = closing(GamePool)(4, n_workers=2, batch_size=2, **OPTIONS)
+    block_pool = closing(GamePool)(4, n_workers=2, **OPTIONS)
+    obs, _ = pool.reset(seed=2)
+    answer, arrays = block_pool.run_block("reset", ({i: 2 + i for i in range(4)}, []))
+    assert answer == ("ok", [], False) and np.array_equal(arrays["obs"], obs)
+    for actions in ([1, 1, 2, 3], [0, 3, 3, 0]):
+        expected = pool.step(actions)
+        answer, arrays = block_pool.run_block("step", None, np.array(actions))
+        assert answer == ("ok", [0, 1, 2, 3], False)
+        assert all(np.array_equal(arrays[name], value) for name, value in zip(["obs", "rewards"], expected[:2], strict=True))
+    pool.send([2, 1], env_ids=[3, 1])
+    obs, *_, info = pool.recv()
+    answer, arrays = block_pool.run_block("step", [3, 1], np.array([2, 1]))
+    assert answer == ("ok", [3, 1], False) and np.array_equal(arrays["obs"][info["env_id"]], obs)
+    with pytest.raises(ValueError, match="unknown command 'jump'; valid commands: 'step', 'reset'"):
+        block_pool.run_block("jump", None)
+    victim = block_pool._workers[1].process.pid
+    os.kill(victim, signal.SIGKILL)
+    answer, _ = block_pool.run_block("step", None, np.zeros(4, np.int64))
+    assert answer == ("died", [], f"pool worker (pid {victim}, envs 2-3) died (exit code -9)")
