@@ -501,7 +501,9 @@ def test_run_block_plays_a_local_pools_envs_as_one_block_and_names_a_dead_worker
         expected = pool.step(actions)
         answer, arrays = block_pool.run_block("step", None, np.array(actions))
         assert answer == ("ok", [0, 1, 2, 3], False)
-        assert all(np.array_equal(arrays[name], value) for name, value in zip(["obs", "rewards"], expected[:2], strict=True))
+        assert all(
+            np.array_equal(arrays[name], value) for name, value in zip(["obs", "rewards"], expected[:2], strict=True)
+        )
     pool.send([2, 1], env_ids=[3, 1])
     obs, *_, info = pool.recv()
     answer, arrays = block_pool.run_block("step", [3, 1], np.array([2, 1]))
