@@ -11,7 +11,8 @@ failed), survived (every test passed), not covered (no test runs the mutated lin
 detected too), errors (cosmic-ray could not test it) and the score ``(killed + timed out) / (killed + timed out +
 survived + not covered)``, then every survivor, those not covered too, with its file, line and diff:
 
-- ``replay``: ``atari_game/replay.py``, with ``tests/test_replay.py`` and ``tests/test_sb3_replay.py``;
+- ``replay``: ``atari_game/replay.py``, with ``tests/test_replay.py``, ``tests/test_replay_codecs.py`` (its files,
+  its compression) and ``tests/test_sb3_replay.py``;
 - ``pool``: the step and restart paths, `GameBlock`'s methods in ``atari_game/pool_worker.py`` and the methods of
   `GamePool` in ``atari_game/pool.py`` named in `POOL_FUNCTIONS`, with ``tests/test_pool_values.py`` and
   ``tests/test_pool.py``;
@@ -133,7 +134,8 @@ POOL_FUNCTIONS = (
 # In the order a run takes them by default: the quickest first.
 TARGETS = {
     "replay": Target(
-        {"atari_game/replay.py": None}, ("tests/test_replay.py", "tests/test_sb3_replay.py", "tests/test_mutants.py")
+        {"atari_game/replay.py": None},
+        ("tests/test_replay.py", "tests/test_replay_codecs.py", "tests/test_sb3_replay.py", "tests/test_mutants.py"),
     ),
     "pool": Target(
         {
