@@ -432,7 +432,7 @@ def env_placement(pools: Sequence[GamePool]) -> tuple[dict[str, int], str]:
     or Ray actors), and a line for the log naming them."""
     n_envs = sum(pool.num_envs for pool in pools)
     if not isinstance(pools[0], RayGamePool):
-        workers = sum(len(pool._workers) for pool in pools)  # GamePool does not say it otherwise
+        workers = sum(pool.n_workers for pool in pools)
         return {"env_nodes": 1, "env_workers": workers}, f"envs: {n_envs} in {workers} worker processes on this machine"
     actors = [place for pool in pools if isinstance(pool, RayGamePool) for place in pool.placement()]
     nodes: dict[tuple[str, str], list[int]] = {}

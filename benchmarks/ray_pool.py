@@ -2,6 +2,7 @@
 
     pip install -e ".[ray,train]" && python benchmarks/ray_pool.py            # all three parts, ~5 min on 2 cores
     python benchmarks/ray_pool.py --parts calls --node-cpus 1                  # one part
+    python benchmarks/ray_pool.py --parts pools --node-cpus 2                  # actors per worker against per node
 
 One machine stands for a cluster: two Ray nodes (ray.cluster_utils, `--node-cpus` CPUs each) on it. The parts:
 
@@ -9,8 +10,11 @@ One machine stands for a cluster: two Ray nodes (ray.cluster_utils, `--node-cpus
   the actor on the driver's node and on the other one (a + b * B fitted to each), and the driver's CPU per call
   when it calls k actors at once returning e observations each and waits for all (what a pool step of k actors
   costs the learner's process).
-- pools: agent steps/s of random-action steps: GamePool (one worker process per core) against RayGamePool on the
-  two nodes (one actor per CPU), N envs, in rounds taking turns.
+- pools: agent steps/s of random-action steps, and the learner's CPU per pool step (the driver process's own,
+  threads included: what is left of a core for learning): GamePool (one worker process per core) against
+  RayGamePool on the two nodes with one actor per CPU (``actors="worker"``) and with one actor per node hosting a
+  GamePool of a worker process per CPU (``actors="node"``), N envs, in rounds taking turns; the Ray calls and the
+  bytes each pool step brings back.
 - ppo: agent steps/s of a short PPO run (ppo.train, --envs[0] envs, 3 updates of 128 steps per env) on each: the
   whole run, and its rollouts alone (env steps and inference: what the envs' placement changes).
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import itertools
 import json
 import tempfile
@@ -29,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from atari_game.benchmark import MACHINE, measure, our_game
+from atari_game.benchmark import MACHINE, our_game
 from atari_game.pool import GamePool
 from atari_game.worker import available_cores
 
@@ -91,30 +96,61 @@ def measure_calls(ray, nodes: list[str], calls: int) -> dict:
     return found
 
 
-def measure_pools(address: str, envs: list[int], workers: int, rounds: int, seconds: float) -> dict:
-    """Agent steps/s of GamePool and RayGamePool (`workers` processes or actors each), N envs, in turns."""
+def timed_steps(pool: GamePool, seconds: float, rng: np.random.Generator) -> dict[str, float]:
+    """Random-action steps of `pool` for about `seconds` after a short warm-up: agent steps/s, and the CPU of this
+    process (the learner's: its threads, not its children) per pool step."""
+    n = pool.num_envs
+    for _ in range(10):
+        pool.step(rng.integers(4, size=n))
+    steps, cpu, start = 0, time.process_time(), time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        pool.step(rng.integers(4, size=n))
+        steps += 1
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"steps_per_s": steps * n / elapsed, "learner_cpu_ms_per_step": 1e3 * cpu / steps}
+
+
+def step_bytes(pool: GamePool) -> int:
+    """The bytes of results one step of every env brings back when no episode ends: observations, rewards, the
+    four flags (terminated, truncated, ended, game ended) and lives."""
+    obs, rewards, terminations, truncations, info = pool.step(np.zeros(pool.num_envs, np.int64))
+    arrays = (obs, rewards, terminations, truncations, info["lives"])
+    return sum(array.nbytes for array in arrays) + 2 * pool.num_envs  # ended and game ended: a bool each
+
+
+def measure_pools(address: str, envs: list[int], node_cpus: int, rounds: int, seconds: float) -> dict:
+    """Agent steps/s and learner CPU per step of GamePool and of RayGamePool with actors per worker and per node on
+    the 2 nodes of `node_cpus` CPUs, N envs, in turns; Ray calls and bytes per step."""
     from atari_game.ray_pool import RayGamePool
 
-    rng, found = np.random.default_rng(0), {}
+    rng, found, game = np.random.default_rng(0), {}, our_game("Breakout")
     for n in envs:
-        pools = {
-            "GamePool": GamePool(n, n_workers=min(n, available_cores()), **our_game("Breakout")),
-            "RayGamePool": RayGamePool(n, n_workers=min(n, workers), address=address, **our_game("Breakout")),
+        # One pool at a time: the two Ray pools each take every CPU of the cluster.
+        makers = {
+            "GamePool": functools.partial(GamePool, n, n_workers=min(n, available_cores()), **game),
+            "actors per worker": functools.partial(RayGamePool, n, n_workers=min(n, 2 * node_cpus), address=address),
+            "actors per node": functools.partial(RayGamePool, n, actors="node", address=address),
         }
-        runs: dict[str, list[float]] = {name: [] for name in pools}
-        try:
-            for pool in pools.values():
-                pool.reset(seed=0)
-            for round_number in range(rounds):
-                for name in list(pools)[round_number % 2 :] + list(pools)[: round_number % 2]:
-                    rate = measure(pools[name].step, n, 4, seconds, rng)["steps_per_s"]
-                    runs[name].append(rate)
-        finally:
-            for pool in pools.values():
-                pool.close()
-        found[n] = runs
-        means = {name: float(np.mean(rates)) for name, rates in runs.items()}
-        print(f"N={n}: " + ", ".join(f"{name} {rate:,.0f} steps/s" for name, rate in means.items()), flush=True)
+        runs: dict[str, list[dict]] = {name: [] for name in makers}
+        shape: dict[str, dict[str, int]] = {}
+        names = list(makers)
+        for round_number in range(rounds):  # each round in another order
+            for name in names[round_number % 3 :] + names[: round_number % 3]:
+                with makers[name](**game) as pool:
+                    pool.reset(seed=0)
+                    # (GamePool's workers are local processes, told by a byte each way: no Ray call)
+                    calls = 0 if name == "GamePool" else pool.n_workers
+                    shape[name] = {"calls": calls, "bytes": step_bytes(pool)}
+                    runs[name].append(timed_steps(pool, seconds, rng))
+        found[n] = {name: {**shape[name], "rounds": rounds_} for name, rounds_ in runs.items()}
+        for name, rounds_ in runs.items():
+            rate = np.median([run["steps_per_s"] for run in rounds_])
+            cpu = np.median([run["learner_cpu_ms_per_step"] for run in rounds_])
+            print(
+                f"N={n} {name}: {rate:,.0f} agent steps/s, learner CPU {cpu:.2f} ms a step, "
+                f"{shape[name]['calls']} Ray calls and {shape[name]['bytes']:,} bytes a step",
+                flush=True,
+            )
     return found
 
 
@@ -173,8 +209,7 @@ def main(argv: list[str] | None = None) -> None:
         if "calls" in args.parts:
             results["calls"] = measure_calls(ray, [driver_node, other[0]], args.calls)
         if "pools" in args.parts:
-            workers = 2 * args.node_cpus
-            results["pools"] = measure_pools(cluster.address, args.envs, workers, args.rounds, args.seconds)
+            results["pools"] = measure_pools(cluster.address, args.envs, args.node_cpus, args.rounds, args.seconds)
         if "ppo" in args.parts:
             results["ppo"] = measure_ppo(cluster.address, args.envs[0])
     finally:

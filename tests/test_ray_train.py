@@ -15,6 +15,8 @@ import torch
 from test_ray_pool import NODE
 
 from atari_game import dqn, ppo, training
+from atari_game.pool import GamePool
+from atari_game.ray_pool import RayGamePool
 
 PPO_TINY = {"n_envs": 4, "n_steps": 16, "n_minibatches": 2, "n_epochs": 2, "total_frames": 512, "video": False}
 DQN_TINY = {"n_envs": 4, "batch_size": 8, "buffer_size": 1000, "learning_starts": 100, "total_frames": 1600}
@@ -147,3 +149,15 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
     monkeypatch.setattr(training.importlib.util, "find_spec", lambda name: None)
     assert training.ray_problem("auto") == '--ray needs Ray, which is not installed: pip install "atari_game[ray]"'
     assert training.ray_problem("") == ""
+
+
+def test_env_placement_counts_worker_processes_or_actors_and_nodes(cluster, closing):
+    local = [closing(GamePool)(2, n_workers=n, **test_ray_pool.OPTIONS) for n in (1, 2)]
+    columns, line = training.env_placement(local)
+    assert columns == {"env_nodes": 1, "env_workers": 3} and line == "envs: 4 in 3 worker processes on this machine"
+    # One node actor per node, each with a local pool of 2 worker processes: 2 actors on 2 nodes.
+    pool = closing(RayGamePool)(4, actors="node", **test_ray_pool.OPTIONS)
+    columns, line = training.env_placement([pool])
+    assert columns == {"env_nodes": 2, "env_workers": 2} and pool.n_workers == 2
+    node = r"node \w{8} at [\d.]+: 2 envs"
+    assert re.fullmatch(rf"envs: 4 in 2 Ray actors on 2 nodes \({node}; {node}\)", line), line
