@@ -225,9 +225,9 @@ class GameActor:
 
 class NodeActor:
     """A Ray actor hosting a local `GamePool` of its envs (`n_workers` worker processes and a shared-memory segment on
-    its node): one Ray call per step for all of them, which its workers play in parallel. It takes the arguments and
-    answers the calls of a `GameActor` (but `n_workers`), by `GamePool.run_block` over its pool, whose env
-    ``k`` is the pool's env ``env_ids[k]``."""
+    its node): one Ray call per step for all of them, which its workers play in parallel. It takes a `GameActor`'s
+    arguments but the layout (its pool makes its own arrays), and `n_workers`; it answers a `GameActor`'s calls, by
+    `GamePool.run_block` over its pool, whose env ``k`` is the parent's env ``env_ids[k]``."""
 
     def __init__(
         self,
@@ -235,7 +235,6 @@ class NodeActor:
         seeds: list,
         next_step_autoreset: bool,
         options: list,
-        layout: dict,
         wanted: dict,
         n_workers: int,
     ):
@@ -271,8 +270,8 @@ class NodeActor:
             self.pool.close()
             self.pool = self.make_pool()
             # The worker's envs as the parent numbers them, not as the hosted pool does.
-            renumber = lambda m: f"envs {int(m[1]) + first}-{int(m[2]) + first}"  # noqa: E731
-            cause = re.sub(r"envs (\d+)-(\d+)", renumber, payload, count=1)
+            envs = re.search(r"envs (\d+)-(\d+)", payload)
+            cause = payload.replace(envs[0], f"envs {int(envs[1]) + first}-{int(envs[2]) + first}", 1)
             return (status, [], f"its {cause}"), {}, self.location
         answer = (status, [i + first for i in ids], payload)
         return answer, _reply(answer, arrays, rows, self.same_step), self.location
@@ -437,11 +436,12 @@ class RayGamePool(GamePool):
 
     def _launch(self, worker: _Actor) -> None:
         options = {"max_restarts": -1 if self.restart_workers else 0, **self._actor_options}
-        arguments = (*self._block_arguments(worker.env_ids), self._layout, versions())
-        if self.actors == "node":  # a worker process per CPU, at most one per env
-            arguments += (min(len(worker.env_ids), max(1, int(self._actor_options["num_cpus"]))),)
-        actor_class = NodeActor if self.actors == "node" else GameActor
-        worker.actor = _remote(actor_class).options(**options).remote(*arguments)
+        block = self._block_arguments(worker.env_ids)
+        if self.actors == "node":  # its pool makes its own arrays, with a worker process per CPU, at most one per env
+            workers = min(len(worker.env_ids), max(1, int(self._actor_options["num_cpus"])))
+            worker.actor = _remote(NodeActor).options(**options).remote(*block, versions(), workers)
+        else:
+            worker.actor = _remote(GameActor).options(**options).remote(*block, self._layout, versions())
 
     def _locate(self, worker: _Actor) -> tuple[int, str, str]:
         """Where the actor runs, once it runs. A `PoolError` if its ``__init__`` fails, if it does not run within
