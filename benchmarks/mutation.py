@@ -661,9 +661,9 @@ def resume_target(name: str, directory: Path, args: argparse.Namespace) -> None:
         export(directory / "original", list(TARGETS[name].functions), copy)
 
 
-def run_target(name: str, files: Sequence[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+def run_target(name: str, files: Sequence[str], args: argparse.Namespace) -> None:
     """Test target `name`'s mutants not tested yet, `args.jobs` at a time, each job in its copy under `args.state`,
-    where the run stays, so that one stopped goes on with ``--resume``; return every mutant's record."""
+    where the run stays, so that one stopped goes on with ``--resume``."""
     work_db, directory = cosmic_ray(), args.state / name
     if args.resume and (directory / "started.json").is_file():
         resume_target(name, directory, args)
@@ -671,7 +671,7 @@ def run_target(name: str, files: Sequence[str], args: argparse.Namespace) -> lis
         start_target(name, files, directory, args)
     copies = sorted(directory.glob("job*"))
     sessions = [copy / "session.sqlite" for copy in copies]
-    total, done = sum(len(read_session(work_db, s)) for s in sessions), sum(tested(work_db, s) for s in sessions)
+    total, done = len(target_records(directory)), sum(tested(work_db, s) for s in sessions)
     print(f"{name}: {done}/{total} mutants tested already", flush=True)
 
     # One job per copy, side by side, each testing its session's mutants not tested yet.
@@ -708,7 +708,14 @@ def run_target(name: str, files: Sequence[str], args: argparse.Namespace) -> lis
     if now:
         cpu, wall = children_cpu() - cpu, time.perf_counter() - wall
         print(f"{name}: {now} mutants tested in {wall:.0f} s, {cpu / now:.1f} CPU s per mutant", flush=True)
-    return [record for session in sessions for record in read_session(work_db, session)]
+
+
+def target_records(directory: Path) -> list[dict[str, Any]]:
+    """Every mutant's record (`as_record`) of the target's run in `directory`, tested or not."""
+    work_db = cosmic_ray()
+    return [
+        record for job in sorted(directory.glob("job*")) for record in read_session(work_db, job / "session.sqlite")
+    ]
 
 
 def children_cpu() -> float:
@@ -803,19 +810,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     # A subreaper: the processes the tests leave behind become this one's children, so their CPU time is counted.
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
     files = working_tree_files(ROOT)
-    results: dict[str, list[dict[str, Any]]] = {}
+    begun: list[str] = []
+    stopped = False
     try:
         for name in dict.fromkeys(args.target):
-            results[name] = run_target(name, files, args)
+            begun.append(name)
+            run_target(name, files, args)
     except KeyboardInterrupt:
-        sys.exit(f"stopped; to go on: python benchmarks/mutation.py --resume --state {args.state} and the same options")
-    finally:
-        if args.results:
-            with args.results.open("w") as out:
-                for target, records in results.items():
-                    for record in records:
-                        out.write(json.dumps({"target": target, "outcome": outcome(record), **record}) + "\n")
+        stopped = True
+    # What the targets begun have so far: all of it when the run ended, the mutants tested when it was stopped.
+    results = {
+        name: target_records(args.state / name) for name in begun if (args.state / name / "started.json").is_file()
+    }
+    if args.results:
+        with args.results.open("w") as out:
+            for target, records in results.items():
+                for record in records:
+                    out.write(json.dumps({"target": target, "outcome": outcome(record), **record}) + "\n")
     print(report(results))
+    if stopped:
+        sys.exit(f"stopped; to go on: python benchmarks/mutation.py --resume --state {args.state} and the same options")
 
 
 if __name__ == "__main__":
