@@ -697,17 +697,18 @@ def run_target(name: str, files: Sequence[str], args: argparse.Namespace) -> Non
             if time.perf_counter() - last >= PROGRESS_SECONDS:
                 print(f"{name}: {sum(tested(work_db, s) for s in sessions)}/{total} mutants tested", flush=True)
                 last = time.perf_counter()
-        reap_orphans(set())
         for copy, job in zip(copies, processes, strict=True):
             if job.returncode:
                 log = (copy / "exec.log").read_text()
                 raise SystemExit(f"{name}: cosmic-ray exec failed ({job.returncode}) in {copy}:\n{log[-3000:]}")
     finally:
         stop(processes)
-    now = sum(tested(work_db, s) for s in sessions) - done
-    if now:
-        cpu, wall = children_cpu() - cpu, time.perf_counter() - wall
-        print(f"{name}: {now} mutants tested in {wall:.0f} s, {cpu / now:.1f} CPU s per mutant", flush=True)
+        reap_orphans(set())
+        # Also when stopped: then the mutant a job was testing adds its CPU time so far.
+        now = sum(tested(work_db, s) for s in sessions) - done
+        if now:
+            cpu, wall = children_cpu() - cpu, time.perf_counter() - wall
+            print(f"{name}: {now} mutants tested in {wall:.0f} s, {cpu / now:.1f} CPU s per mutant", flush=True)
 
 
 def target_records(directory: Path) -> list[dict[str, Any]]:
