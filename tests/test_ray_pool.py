@@ -91,16 +91,22 @@ def play(pool, steps, seed=0):
     return record
 
 
+def assert_plays_as_a_local_pool(pool, options):
+    """300 seeded random steps of `pool` give every value a local `GamePool` of the same `options` gives, episodes and
+    whole games ending along the way."""
+    with GamePool(pool.num_envs, n_workers=1, **options) as local:
+        expected = play(local, 300, seed=5)
+    played = play(pool, 300, seed=5)
+    assert len(played) == len(expected) > 1500
+    assert all(np.array_equal(a, b) for a, b in zip(played, expected, strict=True))
+
+
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_same_seed_same_games_as_the_local_pool_with_actors_spread_over_both_nodes(ray_pool, mode):
     options = {**OPTIONS, "life_loss": "terminal", "autoreset_mode": mode}
     pool = ray_pool(4, n_workers=2, **options)
     assert {worker.where[1] for worker in pool._workers} == {node["NodeID"] for node in ray.nodes()}
-    with GamePool(4, n_workers=1, **options) as local:
-        expected = play(local, 300, seed=5)
-    played = play(pool, 300, seed=5)
-    assert len(played) == len(expected) > 1500  # episodes and whole games ended along the way
-    assert all(np.array_equal(a, b) for a, b in zip(played, expected, strict=True))
+    assert_plays_as_a_local_pool(pool, options)
 
 
 def test_a_mixed_pool_plays_the_same_games_as_the_local_one(ray_pool):
@@ -390,11 +396,7 @@ def test_node_actors_host_a_local_pool_each_and_play_the_local_pools_games(ray_p
     assert [envs for _, _, envs in pool.placement()] == [[0, 1], [2, 3]]
     assert {node for node, _, _ in pool.placement()} == {node["NodeID"] for node in ray.nodes() if node["Alive"]}
     assert [len(pool_workers(pid)) for pid in pids(pool)] == [2, 2]
-    with GamePool(4, n_workers=1, **options) as local:
-        expected = play(local, 300, seed=5)
-    played = play(pool, 300, seed=5)
-    assert len(played) == len(expected) > 1500  # episodes and whole games ended along the way
-    assert all(np.array_equal(a, b) for a, b in zip(played, expected, strict=True))
+    assert_plays_as_a_local_pool(pool, options)
 
 
 def test_a_node_actors_dead_worker_restarts_the_actors_envs_or_breaks_the_pool_naming_it(ray_pool):
