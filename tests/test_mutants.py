@@ -100,3 +100,18 @@ def test_the_priority_trees_have_a_leaf_per_transition_slot_rounded_up_to_a_powe
         FrameReplay(capacity, num_envs, shape, prioritized=True).nbytes - FrameReplay(capacity, num_envs, shape).nbytes
     )
     assert extra == 2 * (2 * leaves) * 8
+
+
+@pytest.mark.parametrize(
+    ("name", "bad", "message", "lowest"),
+    [
+        ("stack", 0, "stack must be an integer >= 1, got 0", 1),
+        ("beta", -0.5, "beta must be a number in [0.0, 1.0]", 0.0),
+    ],
+)
+def test_a_stack_below_one_or_a_negative_beta_is_refused_and_the_lowest_taken(name, bad, message, lowest):
+    # Mutants: replay.py:346, `stack`'s lower bound 1 made 0 (a stack of no frames), and replay.py:363, `beta`'s
+    # lower bound 0.0 made -1.0 (importance-sampling weights that grow with the priority).
+    with pytest.raises(ValueError, match=re.escape(message)):
+        FrameReplay(4, 1, (2, 2, 2), prioritized=True, **{name: bad})
+    assert getattr(FrameReplay(4, 1, (2, 2, 2), prioritized=True, **{name: lowest}), name) == lowest
