@@ -258,6 +258,7 @@ class NodeActor:
         """`GameActor.run`; a dead worker of its pool is answered ``("died", [], why)`` and the pool started again,
         its games to be re-seeded by the reset the parent's restart sends."""
         first = self.first
+        local: Any  # the command's data, as the hosted pool numbers its envs
         if command == "step":
             rows = [i - first for i in data]
             local = None if data == self.env_ids else rows  # all its envs: the pool's one-byte-a-worker step
@@ -269,9 +270,12 @@ class NodeActor:
         if status == "died":
             self.pool.close()
             self.pool = self.make_pool()
+
             # The worker's envs as the parent numbers them, not as the hosted pool does.
-            envs = re.search(r"envs (\d+)-(\d+)", payload)
-            cause = payload.replace(envs[0], f"envs {int(envs[1]) + first}-{int(envs[2]) + first}", 1)
+            def renumbered(envs: re.Match) -> str:
+                return f"envs {int(envs[1]) + first}-{int(envs[2]) + first}"
+
+            cause = re.sub(r"envs (\d+)-(\d+)", renumbered, payload, count=1)
             return (status, [], f"its {cause}"), {}, self.location
         answer = (status, [i + first for i in ids], payload)
         return answer, _reply(answer, arrays, rows, self.same_step), self.location

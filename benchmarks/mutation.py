@@ -779,7 +779,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-select",
         dest="select",
         action="store_false",
-        help="run every mutant against the target's whole test files, not only the tests that ran its lines",
+        help="turn the test selection off: every mutant runs its target's whole test files, not only the tests that "
+        "ran its lines (default: on)",
     )
     parser.add_argument(
         "--state",
@@ -790,8 +791,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="go on with the run kept in --state: its targets' mutants not tested yet (a target it has not started "
-        "starts)",
+        help="go on with the run kept in --state: its targets' mutants not tested yet, a target it has not started "
+        "from the start (default: off: a new run)",
     )
     parser.add_argument(
         "--results", type=Path, help="also write every mutant's outcome to this file, as JSON lines (default: none)"
