@@ -219,7 +219,20 @@ def test_a_lost_node_is_survived_with_restart_workers(ray_pool, cluster):
     pool.step([0, 0])
 
 
-CONNECT = """
+# The start of the driver scripts below: how many child processes the script's process has left.
+CHILDREN = """
+import os
+
+
+def children():
+    tasks = os.listdir("/proc/self/task")
+    return [pid for task in tasks for pid in open(f"/proc/self/task/{task}/children").read().split()]
+"""
+
+
+CONNECT = (
+    CHILDREN
+    + """
 import os, sys
 import ray
 from atari_game.ray_pool import RayGamePool
@@ -228,10 +241,9 @@ pool.reset()
 pool.step([0, 1])
 node = pool._workers[0].where[1]
 pool.close()
-tasks = os.listdir("/proc/self/task")
-children = [pid for task in tasks for pid in open(f"/proc/self/task/{task}/children").read().split()]
-print(node, ray.is_initialized(), len(children))
+print(node, ray.is_initialized(), len(children()))
 """
+)
 
 
 LISTENING = """
@@ -306,17 +318,18 @@ def test_async_batches_carry_each_envs_values_as_local_games_stepped_alike(ray_p
     assert sum(step.ended_lives is not None for step in steps) >= 3
 
 
-UNREACHABLE = """
+UNREACHABLE = (
+    CHILDREN
+    + """
 import os, sys, time
 from atari_game.ray_pool import RayGamePool
 start = time.monotonic()
 try:
     RayGamePool(2, address=sys.argv[1])
 except ConnectionError as error:
-    tasks = os.listdir("/proc/self/task")
-    children = [pid for task in tasks for pid in open(f"/proc/self/task/{task}/children").read().split()]
-    print(f"{time.monotonic() - start:.1f} {len(children)} {error}")
+    print(f"{time.monotonic() - start:.1f} {len(children())} {error}")
 """
+)
 
 
 @pytest.mark.timing
@@ -456,7 +469,9 @@ def test_node_actors_take_the_cpus_asked_for_a_worker_process_each(ray_pool):
     assert pool.reset(seed=3)[0].shape == (6, 4, 84, 84)
 
 
-VERSION_MISMATCH = """
+VERSION_MISMATCH = (
+    CHILDREN
+    + """
 import os, sys, time
 import ray._private.utils
 from atari_game.ray_pool import RayGamePool
@@ -468,11 +483,10 @@ start = time.monotonic()
 try:
     RayGamePool(2, address=sys.argv[1])
 except RuntimeError as error:
-    tasks = os.listdir("/proc/self/task")
-    children = [pid for task in tasks for pid in open(f"/proc/self/task/{task}/children").read().split()]
-    print(f"{time.monotonic() - start:.1f} {len(children)} {ray.is_initialized()}")
+    print(f"{time.monotonic() - start:.1f} {len(children())} {ray.is_initialized()}")
     print(error)
 """
+)
 
 
 @pytest.mark.timing
