@@ -32,7 +32,8 @@ that ``GameBlock.play``, run only in workers, has its tests. From it, each line 
 ran the statement, or "every test" where it ran outside one (at import; a worker's loop between commands)
 (`statement_tests`). cosmic-ray's test command is then ``mutation.py select TARGET`` in the job's copy
 (`run_selected`): it finds the mutated lines by comparing the copy's files with the originals, and runs their tests
-in the order they ran (pytest replaces it), or prints that none ran them: the mutant is "not covered" (it counts as
+quickest first, as the coverage run timed them, each file's together (pytest replaces it), or prints that none ran
+them: the mutant is "not covered" (it counts as
 survived). A test that never runs a line cannot see it changed, so the outcome is the whole files' (checked on
 samples: see the Contributing page), at a fraction of the cost.
 
@@ -323,8 +324,8 @@ def read_session(work_db: Any, session: Path) -> list[dict[str, Any]]:
 # (pool workers, scripts). A mutant then runs only the tests that ran its lines: a test that never runs a line
 # cannot see it changed.
 
-# The directory, for every process of the coverage run, where pytest writes the running test's id (``current``) and
-# every test's id in the order they ran (``order``).
+# The directory, for every process of the coverage run, where pytest writes the running test's id (``current``),
+# every test's id in the order they ran (``order``) and the seconds each phase of a test took (``seconds``).
 TESTS_DIR = "ATARI_GAME_MUTATION_TESTS"
 # The package's code that `RunningTest` leaves unlabelled, labelling the calls it makes instead: the functions that
 # loop for a worker process's whole life, serving test after test (a pool of a module-scoped fixture), and the
@@ -379,6 +380,12 @@ class RunningTest:
         return None
 
 
+def pytest_runtest_logreport(report: Any) -> None:
+    """pytest's hook, after each phase of a test (setup, call, teardown): note how long it took."""
+    with (Path(os.environ[TESTS_DIR]) / "seconds").open("a") as seconds:
+        seconds.write(f"{report.duration}\t{report.nodeid}\n")
+
+
 def coverage_init(reg: Any, options: dict[str, str]) -> None:
     """coverage.py's entry point of the plugin module."""
     reg.add_dynamic_context(RunningTest())
@@ -427,7 +434,8 @@ def map_tests(name: str, copy: Path, env: dict[str, str]) -> float:
         "disable_warnings = dynamic-conflict\n"
     )
     (directory / "coverage").mkdir(exist_ok=True)
-    (directory / "order").unlink(missing_ok=True)
+    for name in ("order", "seconds"):
+        (directory / name).unlink(missing_ok=True)
     env = dict(env, PYTHONPATH=os.pathsep.join([str(copy), str(copy / "benchmarks")]), **{TESTS_DIR: str(directory)})
     command = [sys.executable, "-m", "coverage", "run", f"--rcfile={config}", *runner_command(copy, target)[1:]]
     started = time.perf_counter()
@@ -442,13 +450,19 @@ def map_tests(name: str, copy: Path, env: dict[str, str]) -> float:
     measured.combine(strict=True)
     data = measured.get_data()
     order = (directory / "order").read_text().splitlines()
+    seconds = dict.fromkeys(order, 0.0)
+    for line in (directory / "seconds").read_text().splitlines():
+        duration, test = line.split("\t", 1)
+        seconds[test] += float(duration)
     lines = {}
     for path in target.functions:
         if str(copy / path) not in data.measured_files():
             raise SystemExit(f"{name}: coverage.py measured no line of {copy / path}: the tests import another copy")
         contexts = data.contexts_by_lineno(str(copy / path))
         lines[path] = statement_tests((copy / path).read_text(), contexts, order)
-    (directory / "tests.json").write_text(json.dumps({"tests": order, "lines": lines}))
+    (directory / "tests.json").write_text(
+        json.dumps({"tests": order, "seconds": [seconds[test] for test in order], "lines": lines})
+    )
     return seconds
 
 
@@ -476,10 +490,21 @@ def selected_tests(lines: dict[str, dict[int, list[int] | None]], changed: dict[
     return sorted(chosen)
 
 
+def quickest_first(tests: Sequence[str], seconds: Sequence[float]) -> list[str]:
+    """The `tests` (pytest ids), each taking its `seconds`, in the order a mutant runs them: each file's quickest
+    first, and the files in the order of their quickest test. The tests stop at the first failure, so a mutant that
+    one of them kills costs less when it comes early; and each file's tests run together, so that a fixture it shares
+    among them (a module's pool) is set up once."""
+    files: dict[str, list[str]] = {}
+    for _, test in sorted(zip(seconds, tests, strict=True)):
+        files.setdefault(test.split("::")[0], []).append(test)
+    return [test for group in files.values() for test in group]
+
+
 def run_selected(name: str) -> None:
     """The test command of a run with selection, run in a job's copy (this script's copy): compare the copy's files of
-    target `name` with the originals beside it, and run the tests that ran the changed lines, in the order of the
-    coverage run (pytest replaces this process), or print `NOT_COVERED` and succeed if none did."""
+    target `name` with the originals beside it, and run the tests that ran the changed lines, quickest first
+    (`quickest_first`; pytest replaces this process), or print `NOT_COVERED` and succeed if none did."""
     target, directory = TARGETS[name], ROOT.parent
     selection = json.loads((directory / "tests.json").read_text())
     lines = {path: {int(line): tests for line, tests in table.items()} for path, table in selection["lines"].items()}
@@ -491,7 +516,10 @@ def run_selected(name: str) -> None:
     if chosen == []:
         print(NOT_COVERED, flush=True)
         return
-    tests = list(target.tests) if chosen is None else [selection["tests"][i] for i in chosen]
+    if chosen is None:
+        tests = list(target.tests)
+    else:
+        tests = quickest_first([selection["tests"][i] for i in chosen], [selection["seconds"][i] for i in chosen])
     command = [*runner_command(ROOT, target), *tests]
     os.execv(command[0], command)
 

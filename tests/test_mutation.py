@@ -52,27 +52,36 @@ def test_the_changed_lines_are_those_of_the_original_a_mutant_replaces_deletes_o
 @pytest.fixture
 def job(tmp_path, monkeypatch):
     """A run's directory for target "game" as `map_tests` leaves it, with this script's copy in job0 (`ROOT`):
-    the original game.py, a map where tests 0 and 2 of three ran line 9, test 1 line 11, and line 3 ran at import."""
+    the original game.py, a map where tests 0 and 2 of three (taking 3, 1 and 0.5 s) ran line 9, test 1 line 11, and
+    line 3 ran at import."""
     name = "atari_game/game.py"
     (tmp_path / "original" / "atari_game").mkdir(parents=True)
     (tmp_path / "job0" / "atari_game").mkdir(parents=True)
     (tmp_path / "original" / name).write_text(SOURCE)
     lines = {"1": None, "3": None, "6": None, "7": [], "8": [], "9": [0, 2], "10": [0], "11": [1]}
     tests = ["tests/test_game.py::test_a", "tests/test_game.py::test_b[x y]", "tests/test_mutants.py::test_c"]
-    (tmp_path / "tests.json").write_text(json.dumps({"tests": tests, "lines": {name: lines}}))
+    seconds = [3.0, 1.0, 0.5]
+    (tmp_path / "tests.json").write_text(json.dumps({"tests": tests, "seconds": seconds, "lines": {name: lines}}))
     monkeypatch.setattr(mutation, "ROOT", tmp_path / "job0")
     ran = []
     monkeypatch.setattr(os, "execv", lambda path, command: ran.append(command))
     return types.SimpleNamespace(mutant=tmp_path / "job0" / name, ran=ran)
 
 
-def test_a_mutant_runs_the_tests_that_ran_its_lines_in_their_order(job, capsys):
+def test_a_mutant_runs_the_tests_that_ran_its_lines_quickest_first(job, capsys):
     job.mutant.write_text(SOURCE.replace("b > 2", "b >= 2"))
     mutation.main(["select", "game"])
     (command,) = job.ran
     base = mutation.runner_command(job.mutant.parent.parent, mutation.TARGETS["game"])
-    assert command == [*base, "tests/test_game.py::test_a", "tests/test_mutants.py::test_c"]
+    assert command == [*base, "tests/test_mutants.py::test_c", "tests/test_game.py::test_a"]
     assert capsys.readouterr().out == ""
+
+
+def test_the_quickest_tests_come_first_and_each_files_tests_together():
+    tests = ["a.py::slow", "b.py::quick", "a.py::quick", "b.py::slow", "c.py::one"]
+    seconds = [5.0, 0.1, 0.2, 9.0, 1.0]
+    expected = ["b.py::quick", "b.py::slow", "a.py::quick", "a.py::slow", "c.py::one"]
+    assert mutation.quickest_first(tests, seconds) == expected
 
 
 def test_a_mutant_of_a_line_run_at_import_runs_every_test_file(job):
