@@ -59,8 +59,10 @@ from atari_game.training import (
     plot_learning_curve,
     progress_bar,
     record_game,
+    restore_torch_generators,
     run_directory,
     save_checkpoint,
+    torch_generators,
 )
 from atari_game.training import parse_config as parse_config_of
 from atari_game.worker import available_cores
@@ -361,7 +363,7 @@ def train(config: Config) -> Path:
         target_network.load_state_dict(saved["target_network"])
         optimizer.load_state_dict(saved["optimizer"])
         steps = saved["steps"]
-        torch.set_rng_state(saved["torch_rng"])
+        restore_torch_generators(saved, device)
         rng.bit_generator.state = saved["numpy_rng"]
     replay_path = run_dir / "replay.npz"
     buffer, learning_after = replay_memory(
@@ -556,7 +558,7 @@ def checkpoint_state(
         "optimizer": optimizer.state_dict(),
         "steps": steps,
         "frames": 4 * steps,
-        "torch_rng": torch.get_rng_state(),
+        **torch_generators(next(q_network.parameters()).device),
         "numpy_rng": rng.bit_generator.state,
         "config": dataclasses.asdict(config),
     }

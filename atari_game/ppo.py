@@ -42,8 +42,10 @@ from atari_game.training import (
     plot_learning_curve,
     progress_bar,
     record_game,
+    restore_torch_generators,
     run_directory,
     save_checkpoint,
+    torch_generators,
 )
 from atari_game.training import parse_config as parse_config_of
 from atari_game.worker import available_cores
@@ -252,7 +254,7 @@ def train(config: Config) -> Path:
         agent.load_state_dict(saved["agent"])
         optimizer.load_state_dict(saved["optimizer"])
         first_update, frames = saved["update"], saved["frames"]
-        torch.set_rng_state(saved["torch_rng"])
+        restore_torch_generators(saved, device)
     log = RunLog(run_dir, UPDATE_FIELDS, resumed_at=frames if config.resume else None)
 
     rollout = Rollout(config, pools[0].options.observation_shape)
@@ -445,7 +447,7 @@ def checkpoint_state(agent: Agent, optimizer: torch.optim.Optimizer, update: int
         "optimizer": optimizer.state_dict(),
         "update": update,
         "frames": frames,
-        "torch_rng": torch.get_rng_state(),
+        **torch_generators(next(agent.parameters()).device),
         "config": dataclasses.asdict(config),
     }
 

@@ -525,6 +525,24 @@ class RunLog:
             self.tensorboard.close()
 
 
+def torch_generators(device: torch.device) -> dict[str, torch.Tensor]:
+    """The states of torch's random generators, for a checkpoint: the CPU's and, where the network runs on a CUDA
+    device, that device's (PPO samples its actions and shuffles its minibatches there)."""
+    states = {"torch_rng": torch.get_rng_state()}
+    if device.type == "cuda":
+        states["cuda_rng"] = torch.cuda.get_rng_state(device)
+    return states
+
+
+def restore_torch_generators(saved: dict, device: torch.device) -> None:
+    """Put torch's random generators back as `torch_generators` saved them in `saved`, a checkpoint loaded with any
+    ``map_location`` (the states come back as CPU byte tensors, which is all the setters take). A checkpoint made
+    on the CPU leaves a CUDA device's generator as seeded."""
+    torch.set_rng_state(saved["torch_rng"].cpu())
+    if device.type == "cuda" and "cuda_rng" in saved:
+        torch.cuda.set_rng_state(saved["cuda_rng"].cpu(), device)
+
+
 def save_checkpoint(path: Path, saved: dict) -> None:
     """`torch.save` `saved` to `path` atomically: a crash mid-write never leaves a half-written checkpoint."""
     torch.save(saved, path.with_suffix(".tmp"))
