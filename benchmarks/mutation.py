@@ -450,10 +450,10 @@ def map_tests(name: str, copy: Path, env: dict[str, str]) -> float:
     measured.combine(strict=True)
     data = measured.get_data()
     order = (directory / "order").read_text().splitlines()
-    seconds = dict.fromkeys(order, 0.0)
+    durations = dict.fromkeys(order, 0.0)
     for line in (directory / "seconds").read_text().splitlines():
         duration, test = line.split("\t", 1)
-        seconds[test] += float(duration)
+        durations[test] += float(duration)
     lines = {}
     for path in target.functions:
         if str(copy / path) not in data.measured_files():
@@ -461,7 +461,7 @@ def map_tests(name: str, copy: Path, env: dict[str, str]) -> float:
         contexts = data.contexts_by_lineno(str(copy / path))
         lines[path] = statement_tests((copy / path).read_text(), contexts, order)
     (directory / "tests.json").write_text(
-        json.dumps({"tests": order, "seconds": [seconds[test] for test in order], "lines": lines})
+        json.dumps({"tests": order, "seconds": [durations[test] for test in order], "lines": lines})
     )
     return seconds
 
