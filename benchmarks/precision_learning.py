@@ -3,16 +3,18 @@
     python benchmarks/precision_learning.py --algo ppo --seeds 1 2 3 --frames 1000000 --out runs/precision-ppo
     python benchmarks/precision_learning.py --algo dqn --seeds 1 2 --frames 1000000 --out runs/precision-dqn
     python benchmarks/precision_learning.py --algo dqn --seeds 1 2 --fp32-last-20 16.3 24.5 20.7 23.6 19.0 25.1
+    python benchmarks/precision_learning.py --algo dqn --rainbow-lite --seeds 1 2 --fp32-last-20 30.5 31.1
 
 For each seed, runs ``--precision fp32`` and ``--precision bf16`` one after the other, each into
-OUT/<precision>-<seed>; a run that finished there before is read, not run again, so an interrupted benchmark goes
-on where it stopped. PPO runs its defaults; DQN runs dqn_learning.py's settings (CleanRL's defaults but for a
-replay memory of 250,000 transitions, learning from the 20,000th and epsilon falling over the first 40 % of the
-run). Prints each run's mean whole-game return (unclipped, across lives) of the first and last 20 games, per 100k
-frames, and its agent steps/s; then each precision's mean over the seeds, and bf16's mean minus fp32's with its
-standard error. The issue's target: bf16's mean within one standard error of fp32's. ``--fp32-last-20`` runs bf16
-only and compares it with fp32 runs' last-20 returns reported before (the Results page's DQN table, one per seed):
-fp32 is the trainers' default, so its seeds may already have been run.
+OUT/<precision>-<seed>; a run that finished there before is read, not run again, so an interrupted benchmark goes on
+where it stopped. PPO runs its defaults; DQN runs dqn_learning.py's settings (CleanRL's defaults but for a replay
+memory of 250,000 transitions, learning from the 20,000th and epsilon falling over the first 40 % of the run), with
+CleanRL's algorithm or, with ``--rainbow-lite``, the trainer's default. Prints each run's mean whole-game return
+(unclipped, across lives) of the first and last 20 games, per 100k frames, and its agent steps/s; then each
+precision's mean over the seeds, and bf16's mean minus fp32's with its standard error. The issue's target: bf16's
+mean within one standard error of fp32's. ``--fp32-last-20`` runs bf16 only and compares it with fp32 runs' last-20
+returns reported before (the Results page's DQN table, one per seed): fp32 is the trainers' default, so its seeds
+may already have been run.
 """
 
 from __future__ import annotations
@@ -33,8 +35,11 @@ from atari_game.cli import count, seed
 DQN_FLAGS = ["--cleanrl", "--buffer-size", "250000", "--learning-starts", "20000", "--exploration-fraction", "0.4"]
 
 
-def trained(algo: str, frames: int, seed_: int, precision: str, run_dir: Path, threads: int = 0) -> Run:
-    """The run of `algo` with this seed and precision in `run_dir`: made now, unless it finished there before."""
+def trained(
+    algo: str, frames: int, seed_: int, precision: str, run_dir: Path, threads: int = 0, rainbow_lite: bool = False
+) -> Run:
+    """The run of `algo` with this seed and precision in `run_dir`: made now, unless it finished there before. DQN
+    runs CleanRL's algorithm, or with `rainbow_lite` the trainer's default Rainbow-lite switches."""
     output = run_dir / "out.txt"
     if not (output.exists() and "done:" in output.read_text()):
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -43,7 +48,8 @@ def trained(algo: str, frames: int, seed_: int, precision: str, run_dir: Path, t
         command = [sys.executable, "-m", "atari_game", "train", "--algo", algo, "--total-frames", str(frames)]
         command += ["--seed", str(seed_), "--precision", precision, "--run-dir", str(run_dir), "--no-video"]
         if algo == "dqn":  # (PPO's trainer takes no --torch-threads: it sets its own per phase)
-            command += ["--torch-threads", str(threads), *DQN_FLAGS]
+            flags = DQN_FLAGS[1:] if rainbow_lite else DQN_FLAGS  # (DQN_FLAGS[0]: --cleanrl)
+            command += ["--torch-threads", str(threads), *flags]
         run_child(command, output)
     return read_run(run_dir)
 
@@ -65,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="each DQN run's --torch-threads (PPO's trainer picks its own); 0: one per core (default: 0)",
     )
     parser.add_argument(
+        "--rainbow-lite",
+        action="store_true",
+        help="DQN: the trainer's default algorithm, its Rainbow-lite switches on, with dqn_learning.py's settings "
+        "(default: off: CleanRL's algorithm)",
+    )
+    parser.add_argument(
         "--fp32-last-20",
         type=float,
         nargs="+",
@@ -81,7 +93,15 @@ def main() -> None:
     for seed_ in args.seeds:
         for precision, done in runs.items():
             done.append(
-                trained(args.algo, args.frames, seed_, precision, args.out / f"{precision}-{seed_}", args.torch_threads)
+                trained(
+                    args.algo,
+                    args.frames,
+                    seed_,
+                    precision,
+                    args.out / f"{precision}-{seed_}",
+                    args.torch_threads,
+                    args.rainbow_lite,
+                )
             )
             report(f"{precision}, seed {seed_}", done[-1], args.frames)
     for precision, done in runs.items():

@@ -290,6 +290,26 @@ def test_precision_learning_reads_a_finished_run_instead_of_running_it_again(tmp
     assert run == ppo_speed.Run(1000.0, [(100, 2.0), (160, 3.5)])
 
 
+@pytest.mark.parametrize("rainbow_lite", [False, True])
+def test_precision_learning_runs_dqn_as_cleanrl_or_with_its_default_rainbow_lite_switches(
+    tmp_path, monkeypatch, rainbow_lite
+):
+    commands = []
+
+    def run_child(command, output):  # the run, as the trainer would leave it
+        commands.append(command)
+        (tmp_path / "progress.csv").write_text(
+            "frames,seconds,game_return,game_length,frames_per_second\n4096,1.0,,,4000\n"
+        )
+
+    monkeypatch.setattr(precision_learning, "run_child", run_child)
+    precision_learning.trained("dqn", 4096, 1, "bf16", tmp_path, threads=1, rainbow_lite=rainbow_lite)
+    (command,) = commands
+    assert ("--cleanrl" in command) != rainbow_lite
+    assert command[command.index("--precision") + 1] == "bf16" and command[command.index("--torch-threads") + 1] == "1"
+    assert command[command.index("--buffer-size") + 1] == "250000"
+
+
 def test_the_breakdown_splits_each_phase_into_the_calls_timed_in_it_and_the_rest(monkeypatch):
     now = [0.0]  # a clock that moves only when the fake work below says so
     monkeypatch.setattr(update_breakdown.time, "perf_counter", lambda: now[0])
