@@ -1,12 +1,15 @@
 """Tests that kill the mutants benchmarks/mutation.py found surviving: each names the mutant (file, line as of its
 run, the change) and checks the behaviour it broke against values worked out by hand."""
 
+import dataclasses
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from atari_game import FrameReplay
+from atari_game.replay import DICTIONARY_FRAMES, FILE_FORMAT
 
 
 def sliding_adds(buffer: FrameReplay, steps: int, seed: int = 0) -> None:
@@ -66,14 +69,16 @@ def test_actions_at_the_int32_bounds_are_stored_and_one_past_them_refused():
             buffer.add(**step, actions=np.array([action]))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("compression", [None, "zstd"])
-def test_float_observations_with_signed_zeros_and_nans_come_back_bit_for_bit(compression):
+def test_float_observations_with_signed_zeros_and_nans_come_back_bit_for_bit(compression, dtype):
     # Mutants: replay.py:108, `_bits` comparing float32 frames by value (``not`` added, or 4 bytes left out of its
-    # sizes): -0.0 == 0.0 would make a slot of zeros and one of negative zeros one frame, stored once.
-    buffer = FrameReplay(4, 1, (2, 2, 2), dtype=np.float32, compression=compression)
-    zeros = np.zeros((2, 2), np.float32)
+    # sizes), and replay.py:131, 8 bytes left out (float64 frames): -0.0 == 0.0 would make a slot of zeros and one of
+    # negative zeros one frame, stored once.
+    buffer = FrameReplay(4, 1, (2, 2, 2), dtype=dtype, compression=compression)
+    zeros = np.zeros((2, 2), dtype)
     obs = np.stack([zeros, -zeros])[None]  # slot 0 holds 0.0, slot 1 -0.0: equal as floats, not as bits
-    next_obs = np.stack([-zeros, np.full((2, 2), np.nan, np.float32)])[None]
+    next_obs = np.stack([-zeros, np.full((2, 2), np.nan, dtype)])[None]
     buffer.add(obs, np.zeros(1, int), np.zeros(1), next_obs, np.zeros(1, bool), np.zeros(1, bool))
     batch = buffer.get(buffer.indices())
     assert batch.obs.tobytes() == obs.tobytes() and batch.next_obs.tobytes() == next_obs.tobytes()
@@ -115,3 +120,72 @@ def test_a_stack_below_one_or_a_negative_beta_is_refused_and_the_lowest_taken(na
     with pytest.raises(ValueError, match=re.escape(message)):
         FrameReplay(4, 1, (2, 2, 2), prioritized=True, **{name: bad})
     assert getattr(FrameReplay(4, 1, (2, 2, 2), prioritized=True, **{name: lowest}), name) == lowest
+
+
+def test_the_zstd_dictionary_is_trained_when_the_memory_has_written_its_4096th_frame():
+    # Mutants: replay.py:183, the count of frames written starting at 1 or -1 instead of 0: the dictionary trained
+    # one frame early or late. The first add writes 4 + 1 frames (a fresh stack and next_obs's new frame), each
+    # sliding add after it 1.
+    buffer = FrameReplay(DICTIONARY_FRAMES, 1, (4, 2, 2), compression="zstd")
+    sliding_adds(buffer, DICTIONARY_FRAMES - 4)
+    assert buffer._frames.compressor is not None  # 4,096 frames written: trained
+    buffer = FrameReplay(DICTIONARY_FRAMES, 1, (4, 2, 2), compression="zstd")
+    sliding_adds(buffer, DICTIONARY_FRAMES - 5)
+    assert buffer._frames.compressor is None  # 4,095: held as they are
+
+
+def test_a_dtype_numpy_cannot_read_is_refused_naming_the_kinds_it_takes():
+    # Mutant: replay.py:354, ``except TypeError`` replaced: numpy's own error instead of one naming what to pass.
+    with pytest.raises(TypeError, match=re.escape("dtype must be a numpy dtype such as np.uint8 or np.float32, got")):
+        FrameReplay(4, 1, (2, 2, 2), dtype="eight bits")
+
+
+def test_a_beta_above_one_given_to_sample_is_refused_and_one_taken():
+    # Mutant: replay.py:616, `sample`'s beta upper bound 1.0 made 2.0 (weights that over-correct the sampling).
+    buffer = FrameReplay(4, 1, (2, 2, 2), prioritized=True, seed=0)
+    sliding_adds(buffer, 2)
+    with pytest.raises(ValueError, match=re.escape("beta must be a number in [0.0, 1.0], got 1.5")):
+        buffer.sample(2, beta=1.5)
+    assert buffer.sample(2, beta=1.0).weights.max() == 1.0  # (weights are normalised by their largest)
+
+
+def test_a_replay_batch_is_read_only():
+    # Mutant: replay.py:71, `ReplayBatch` no longer frozen: a batch's fields could be replaced after sampling.
+    buffer = FrameReplay(4, 1, (2, 2, 2))
+    sliding_adds(buffer, 2)
+    batch = buffer.sample(2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        batch.rewards = np.ones(2)  # type: ignore[misc]
+
+
+def saved_with(tmp_path, change) -> Path:
+    """A memory of 8 slots (4 of them empty: length -1) saved as `FrameReplay.save` writes it, then its arrays
+    passed through `change` (a dict of them in, one out)."""
+    buffer = FrameReplay(8, 1, (2, 2, 2), compression="zstd", seed=0)
+    sliding_adds(buffer, 2)
+    path = tmp_path / "replay.npz"
+    buffer.save(path)
+    with np.load(path) as arrays:
+        changed = change({name: arrays[name] for name in arrays.files})
+    np.savez(path, **changed)
+    return path
+
+
+def test_a_saved_frame_length_below_minus_one_is_refused(tmp_path):
+    # Mutant: replay.py:261, ``lengths.min() < -1`` made ``< -2``: a slot of length -2 loaded as an empty one.
+    def damage(arrays):
+        lengths = arrays["frames.lengths"].copy()
+        lengths[lengths == -1] = -2  # the empty slots: the bytes still add up
+        return {**arrays, "frames.lengths": lengths}
+
+    with pytest.raises(ValueError, match="the frames' lengths do not add up to the bytes stored"):
+        FrameReplay.load(saved_with(tmp_path, damage))
+
+
+def test_a_header_of_another_format_is_refused_for_its_format(tmp_path):
+    # Mutant: replay.py:796, ``not isinstance(header, dict) or ...`` made ``and``: another format's header was let
+    # through, to fail later on a key it lacks, with a message that does not say why.
+    header = np.frombuffer(b'{"format": "other", "version": 1}', np.uint8)
+    path = saved_with(tmp_path, lambda arrays: {**arrays, "header": header})
+    with pytest.raises(ValueError, match=re.escape(f"its header names no {FILE_FORMAT} file")):
+        FrameReplay.load(path)
