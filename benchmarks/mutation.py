@@ -439,7 +439,9 @@ def map_tests(name: str, copy: Path, env: dict[str, str]) -> float:
     env = dict(env, PYTHONPATH=os.pathsep.join([str(copy), str(copy / "benchmarks")]), **{TESTS_DIR: str(directory)})
     command = [sys.executable, "-m", "coverage", "run", f"--rcfile={config}", *runner_command(copy, target)[1:]]
     started = time.perf_counter()
-    run_checked([*command, "-p", "mutation", *target.tests], copy, env)
+    # (Under coverage.py, at the lowest priority beside other work, a test can take several times its usual time:
+    # pytest's timeout of a hang is raised for this run.)
+    run_checked([*command, "-p", "mutation", "-o", "timeout=1200", *target.tests], copy, env)
     seconds = time.perf_counter() - started
     # The processes left behind (a forkserver) write their data as they end.
     with contextlib.suppress(ChildProcessError):  # none left (orphans come to this process, a subreaper: see main)
