@@ -114,12 +114,13 @@ class Config:
     device: str = "auto"
     """Where the network runs: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
     names."""
-    precision: str = "fp32"
-    """What the network computes in: fp32 (bit-reproducible), bf16 (bfloat16 autocast for the convolutions and the
-    dense layer; weights, optimizer, losses and targets stay fp32), or auto: bf16 where this machine has it natively
-    and a start-up probe finds it faster (CPUs with AVX512-BF16 or AMX, CUDA devices with bf16), else fp32. bf16 is
-    1.4-1.5x as fast where the CPU has it, but PPO learned Breakout slower with it over its first 1M frames (6 seeds;
-    see the Results page), so it is not the default. The checkpoint records the choice, and --resume keeps it."""
+    precision: str = "auto"
+    """What the network computes in: auto (bf16 where this machine has it natively and a start-up probe finds it
+    faster: CPUs with AVX512-BF16 or AMX, CUDA devices with bf16; else fp32), fp32, or bf16 (bfloat16 autocast for the
+    convolutions and the dense layer; weights, optimizer, losses and targets stay fp32). bf16 is 1.4-1.5x as fast
+    where the CPU has it, and PPO learned Breakout as well with it over its first 1M frames (10 seeds; see the Results
+    page). A run repeats bit for bit in its precision on the same machine; auto's choice depends on the machine, so
+    name fp32 where runs must repeat on any. The checkpoint records the choice, and --resume keeps it."""
     run_dir: str = ""
     """The directory the run writes into; none: runs/<game>-<seed>."""
     checkpoint_every: int = 50

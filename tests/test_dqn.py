@@ -101,14 +101,16 @@ def test_gradient_step_minimises_the_td_error_of_each_variant(variant):
 
 def test_train_resume_and_eval(tmp_path):
     run_dir = tmp_path / "run"
-    run(tmp_path, "--total-frames", "1600", "--run-dir", str(run_dir), *TINY)  # 400 transitions of 4 envs
+    first = run(tmp_path, "--total-frames", "1600", "--run-dir", str(run_dir), *TINY)  # 400 transitions of 4 envs
+    chosen = first.stdout.split()[1]  # "precision bf16 (auto: ...)": what auto, the default, chose here
+    assert chosen in ("fp32", "bf16")
     rows = update_rows(run_dir)
     assert [int(row["frames"]) for row in rows] == [400, 800, 1200, 1600]
     # Learning starts after transition 100 (0-based, as CleanRL's global_step): 104, 108, ... then 25 per row.
     assert [int(row["gradient_steps"]) for row in rows] == [0, 24, 25, 25]
     assert rows[0]["td_loss"] == ""
     for row in rows[1:]:
-        assert row["precision"] == "fp32"  # the default precision, on every update row
+        assert row["precision"] == chosen  # on every update row
         for name in set(dqn.UPDATE_FIELDS) - {"precision"}:
             assert math.isfinite(float(row[name])), (name, row)
     # Epsilon falls linearly from 1 to 0.01 over the run's 400 transitions.

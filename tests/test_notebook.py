@@ -154,7 +154,9 @@ def test_the_tutorial_worker_loop_runs_in_the_kernel_with_the_default_start_meth
 
 def test_a_few_ppo_updates_train_and_write_into_a_temporary_directory(run):
     precision, placement, written, *updates = stdout(run, "train").splitlines()
-    assert precision == "precision fp32"  # what the trainer computes in, said first; then where the envs run
+    # What the trainer computes in (auto's choice: fp32, or bf16 and the probe's times), said first; then where the
+    # envs run.
+    assert re.fullmatch(r"precision (fp32|bf16) \(auto: .*\)", precision), precision
     assert re.fullmatch(r"envs: 4 in \d worker processes on this machine", placement), placement
     assert written == "written: checkpoint.pt, learning_curve.png, progress.csv"
     # 3 updates of 4 envs x 32 steps x 4 frames; a fresh agent's entropy is near ln(4) = 1.386.

@@ -40,12 +40,14 @@ def video_frames(path):
 
 def test_train_resume_and_eval(tmp_path):
     run_dir = tmp_path / "run"
-    run(tmp_path, "--total-frames", "1024", "--run-dir", str(run_dir), *TINY)  # 4 updates of 4 envs x 16 x 4 frames
+    first = run(tmp_path, "--total-frames", "1024", "--run-dir", str(run_dir), *TINY)  # 4 updates of 4 envs x 16 x 4
+    chosen = first.stdout.split()[1]  # "precision bf16 (auto: ...)": what auto, the default, chose here
+    assert chosen in ("fp32", "bf16")
     rows = update_rows(run_dir)
     assert [int(row["frames"]) for row in rows] == [256, 512, 768, 1024]
     # What every update logs: the losses, entropy, approx-KL, clip fraction, frames/s and where the time went.
     for row in rows:
-        assert row["precision"] == "fp32"  # the default precision, on every update row
+        assert row["precision"] == chosen  # on every update row
         for name in set(UPDATE_FIELDS) - {"precision"}:
             assert math.isfinite(float(row[name])), (name, row)
     assert (run_dir / "checkpoint.pt").stat().st_size > 1_000_000  # the Nature CNN's weights and Adam's state
