@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from atari_game import FrameReplay
-from atari_game.replay import DICTIONARY_FRAMES, FILE_FORMAT
+from atari_game.replay import FILE_FORMAT
 
 
 def sliding_adds(buffer: FrameReplay, steps: int, seed: int = 0) -> None:
@@ -123,15 +123,36 @@ def test_a_stack_below_one_or_a_negative_beta_is_refused_and_the_lowest_taken(na
 
 
 def test_the_zstd_dictionary_is_trained_when_the_memory_has_written_its_4096th_frame():
-    # Mutants: replay.py:183, the count of frames written starting at 1 or -1 instead of 0: the dictionary trained
-    # one frame early or late. The first add writes 4 + 1 frames (a fresh stack and next_obs's new frame), each
-    # sliding add after it 1.
-    buffer = FrameReplay(DICTIONARY_FRAMES, 1, (4, 2, 2), compression="zstd")
-    sliding_adds(buffer, DICTIONARY_FRAMES - 4)
+    # Mutants: replay.py:183, the count of frames written starting at 1 or -1 instead of 0, and replay.py:64, 4,096
+    # (the documented count) made 4,095 or 4,097: the dictionary trained one frame early or late. The first add
+    # writes 4 + 1 frames (a fresh stack and next_obs's new frame), each sliding add after it 1.
+    buffer = FrameReplay(4096, 1, (4, 2, 2), compression="zstd")
+    sliding_adds(buffer, 4096 - 4)
     assert buffer._frames.compressor is not None  # 4,096 frames written: trained
-    buffer = FrameReplay(DICTIONARY_FRAMES, 1, (4, 2, 2), compression="zstd")
-    sliding_adds(buffer, DICTIONARY_FRAMES - 5)
+    buffer = FrameReplay(4096, 1, (4, 2, 2), compression="zstd")
+    sliding_adds(buffer, 4096 - 5)
     assert buffer._frames.compressor is None  # 4,095: held as they are
+
+
+def test_a_full_memory_of_episodes_of_200_steps_holds_its_capacity():
+    # Mutant: replay.py:392, the frame slots' margin ``FRAME_MARGIN * slots`` (3 %: 30 frames here) made ``/ slots``
+    # (then 2 * stack = 8): each episode's first observation takes 3 frames more than its transitions (its stack), so
+    # 1,000 transitions of 5-6 episodes need up to 1,018 frames, and with 1,008 the oldest transitions were evicted.
+    buffer = FrameReplay(1000, 1, (4, 2, 2))
+    rng = np.random.default_rng(0)
+    for _ in range(7):
+        obs = rng.integers(0, 256, (1, 4, 2, 2), dtype=np.uint8)  # a new episode: a fresh stack
+        for step in range(200):
+            next_obs = np.concatenate([obs[:, 1:], rng.integers(0, 256, (1, 1, 2, 2), dtype=np.uint8)], 1)
+            ended = np.array([step == 199])
+            buffer.add(obs, np.zeros(1, int), np.zeros(1), next_obs, ended, np.zeros(1, bool))
+            obs = next_obs
+    assert len(buffer) == 1000
+
+
+def test_prioritized_sampling_takes_priorities_to_the_power_0_6_by_default():
+    # Mutant: replay.py:329, the default alpha 0.6 (the prioritized replay paper's) made 1.6.
+    assert FrameReplay(4, 1, (2, 2, 2), prioritized=True).alpha == 0.6
 
 
 def test_a_dtype_numpy_cannot_read_is_refused_naming_the_kinds_it_takes():
