@@ -16,7 +16,8 @@ survived + not covered)``, then every survivor, those not covered too, with its 
 - ``pool``: the step and restart paths, `GameBlock`'s methods in ``atari_game/pool_worker.py`` and the methods of
   `GamePool` in ``atari_game/pool.py`` named in `POOL_FUNCTIONS`, with ``tests/test_pool_values.py`` and
   ``tests/test_pool.py``;
-- ``game``: ``atari_game/game.py``, with ``tests/test_game.py`` and ``tests/test_game_properties.py``;
+- ``game``: ``atari_game/game.py``, with ``tests/test_game.py``, ``tests/test_game_properties.py`` and
+  ``tests/test_reference.py`` (Gymnasium's own wrappers, the reference);
 
 and each also with ``tests/test_mutants.py``, the tests written to kill the survivors of earlier runs.
 
@@ -150,7 +151,8 @@ TARGETS = {
         deselect=("tests/test_pool.py::test_ctrl_c_at_any_moment_of_a_step_leaves_the_pool_in_step",),
     ),
     "game": Target(
-        {"atari_game/game.py": None}, ("tests/test_game.py", "tests/test_game_properties.py", "tests/test_mutants.py")
+        {"atari_game/game.py": None},
+        ("tests/test_game.py", "tests/test_game_properties.py", "tests/test_reference.py", "tests/test_mutants.py"),
     ),
 }
 # cosmic-ray replaces each binary operator by each of 11 others, each comparison by each of 7 (1,856 mutants of

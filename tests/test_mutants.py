@@ -5,10 +5,12 @@ import dataclasses
 import re
 from pathlib import Path
 
+import ale_py
 import numpy as np
 import pytest
 
-from atari_game import FrameReplay
+from atari_game import FrameReplay, Game
+from atari_game.game import GameOptions
 from atari_game.replay import FILE_FORMAT
 
 
@@ -210,3 +212,47 @@ def test_a_header_of_another_format_is_refused_for_its_format(tmp_path):
     path = saved_with(tmp_path, lambda arrays: {**arrays, "header": header})
     with pytest.raises(ValueError, match=re.escape(f"its header names no {FILE_FORMAT} file")):
         FrameReplay.load(path)
+
+
+# --- game.py -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("action", "name"),
+    [
+        ((0.0, 0.0, 0.0), "NOOP"),
+        ((1.0, 0.0, 0.0), "RIGHT"),
+        ((1.0, np.pi, 0.0), "LEFT"),
+        ((1.0, np.pi / 2, 0.0), "UP"),
+        ((1.0, -np.pi / 2, 1.0), "DOWNFIRE"),
+        ((1.0, np.pi / 4, 0.0), "UPRIGHT"),
+        ((0.3, np.pi / 2, 0.2), "NOOP"),  # every component within the threshold, 0.5
+        ((0.0, 0.0, 0.9), "FIRE"),
+    ],
+)
+def test_a_continuous_action_is_the_joystick_position_and_fire_beyond_the_threshold(action, name):
+    # Mutants: game.py:838, ``y < -threshold`` made ``not y < -threshold`` (DOWN where the stick is centred), and
+    # :840, ``fire > threshold`` made ``not fire > threshold``. The expected names are worked out by hand from
+    # x = radius cos(angle), y = radius sin(angle) against the threshold 0.5.
+    game = Game("Breakout", continuous=True)
+    assert game._ale_action(np.array(action, np.float32))[0] == ale_py.Action.__members__[name]
+
+
+def test_an_unknown_game_names_the_three_closest():
+    # Mutant: game.py:135, three close names made four.
+    with pytest.raises(ValueError, match=re.escape("(closest: SpaceWar, MsPacman, SpaceInvaders);")):
+        Game("Space")
+
+
+def test_a_misspelt_option_names_the_one_meant():
+    # game.py:330 was not covered: no test misspelt an option. (Its mutant, one close match made two, is equivalent:
+    # only the first is named.)
+    with pytest.raises(TypeError, match=re.escape("unknown game option 'noop_maxx' (did you mean 'noop_max'?)")):
+        Game("Breakout", noop_maxx=3)
+
+
+def test_a_game_is_seeded_with_0_and_truncated_at_108000_frames_unless_told():
+    # Mutants: game.py:301, the default seed 0 made 1, and :311, the default truncation after 108,000 emulator
+    # frames (30 minutes at 60 Hz, as Machado et al. and Gymnasium's v5 ids) made 107,999.
+    for options in (Game("Breakout").options, GameOptions.from_kwargs(game="Breakout")):  # (a pool's are the latter)
+        assert options.seed == 0 and options.max_episode_frames == 108_000
