@@ -256,3 +256,20 @@ def test_a_game_is_seeded_with_0_and_truncated_at_108000_frames_unless_told():
     # frames (30 minutes at 60 Hz, as Machado et al. and Gymnasium's v5 ids) made 107,999.
     for options in (Game("Breakout").options, GameOptions.from_kwargs(game="Breakout")):  # (a pool's are the latter)
         assert options.seed == 0 and options.max_episode_frames == 108_000
+
+
+def test_a_noop_max_of_1_starts_each_game_with_one_noop_frame():
+    # Mutant: game.py:739, ``noop_max > 0`` made ``> 1``: noop_max=1 then started with none.
+    for noop_max, frames in ((0, 0), (1, 1)):
+        game = Game("Breakout", noop_max=noop_max, fire_reset=False)
+        game.reset()
+        assert game.ale.getEpisodeFrameNumber() == frames
+
+
+def test_a_continuous_action_with_two_bad_entries_names_the_first():
+    # Mutant: game.py:200, the first bad entry (``argwhere(bad)[0]``) made the last.
+    game = Game("Breakout", continuous=True)
+    game.reset()
+    with pytest.raises(ValueError, match=re.escape("got 1.5 at index (0,)")):
+        game.step([1.5, 0.0, np.nan])
+    assert game.step([1.0, 0.0, 0.0])[0].shape == (4, 84, 84)  # still usable
