@@ -536,8 +536,8 @@ def torch_generators(device: torch.device) -> dict[str, torch.Tensor]:
 
 def restore_torch_generators(saved: dict, device: torch.device) -> None:
     """Put torch's random generators back as `torch_generators` saved them in `saved`, a checkpoint loaded with any
-    ``map_location`` (the states come back as CPU byte tensors, which is all the setters take). A checkpoint made
-    on the CPU leaves a CUDA device's generator as seeded."""
+    ``map_location``: the states are moved back to the CPU, as the setters take them only there (loaded onto a GPU,
+    they failed). A checkpoint made on the CPU leaves a CUDA device's generator as seeded."""
     torch.set_rng_state(saved["torch_rng"].cpu())
     if device.type == "cuda" and "cuda_rng" in saved:
         torch.cuda.set_rng_state(saved["cuda_rng"].cpu(), device)
