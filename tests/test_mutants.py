@@ -273,3 +273,19 @@ def test_a_continuous_action_with_two_bad_entries_names_the_first():
     with pytest.raises(ValueError, match=re.escape("got 1.5 at index (0,)")):
         game.step([1.5, 0.0, np.nan])
     assert game.step([1.0, 0.0, 0.0])[0].shape == (4, 84, 84)  # still usable
+
+
+def test_a_fire_below_zero_is_refused():
+    # Mutant: game.py:52, fire's lower bound 0.0 made -1.0: fire outside its [0, 1] taken.
+    game = Game("Breakout", continuous=True)
+    game.reset()
+    with pytest.raises(ValueError, match=re.escape("fire in [0, 1]) as floats of shape (3,), got -0.5 at index (2,)")):
+        game.step([1.0, 0.0, -0.5])
+
+
+def test_a_frame_size_of_another_height_than_width_is_height_by_width():
+    # Mutant: game.py:557, cv2's (width, height) made (width, width): a frame 64 x 64 instead of 84 x 64.
+    game = Game("Breakout", size=(84, 64))
+    obs = game.reset()
+    assert obs.shape == (4, 84, 64) and obs[-1].any()
+    assert game.step(1)[0].shape == (4, 84, 64)
