@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import ale_py
+import cv2
 import numpy as np
 import pytest
 
@@ -289,3 +290,15 @@ def test_a_frame_size_of_another_height_than_width_is_height_by_width():
     obs = game.reset()
     assert obs.shape == (4, 84, 64) and obs[-1].any()
     assert game.step(1)[0].shape == (4, 84, 64)
+
+
+def test_a_frame_skip_of_1_shows_each_frame_as_it_is_without_max_pooling():
+    # Written for game.py:635, ``frame_skip > 1`` made ``>= 1`` (with one frame a step, max-pool with the second
+    # screen), which turned out equivalent: at frame_skip 1 the second screen is never written and stays zeros.
+    # The expected frame is ALE's grayscale screen, area-resized as Gymnasium's AtariPreprocessing resizes it.
+    game = Game("Breakout", frame_skip=1, noop_max=0)
+    game.reset()
+    for action in [1] * 5 + [2] * 40:  # FIRE, then RIGHT: the paddle moves away from where it was
+        obs = game.step(action)[0]
+        expected = cv2.resize(game.ale.getScreenGrayscale(), (84, 84), interpolation=cv2.INTER_AREA)
+        assert np.array_equal(obs[-1], expected)
