@@ -229,11 +229,14 @@ def test_a_header_of_another_format_is_refused_for_its_format(tmp_path):
         ((1.0, np.pi / 4, 0.0), "UPRIGHT"),
         ((0.3, np.pi / 2, 0.2), "NOOP"),  # every component within the threshold, 0.5
         ((0.0, 0.0, 0.9), "FIRE"),
+        ((0.5, np.pi / 2, 0.5), "NOOP"),  # y and fire at the threshold exactly: not beyond it
+        ((0.5, -np.pi / 2, 0.0), "NOOP"),
     ],
 )
 def test_a_continuous_action_is_the_joystick_position_and_fire_beyond_the_threshold(action, name):
-    # Mutants: game.py:838, ``y < -threshold`` made ``not y < -threshold`` (DOWN where the stick is centred), and
-    # :840, ``fire > threshold`` made ``not fire > threshold``. The expected names are worked out by hand from
+    # Mutants: game.py:836-840, the joystick's position and its comparisons with the threshold (``y < -threshold``
+    # made ``not y < -threshold``: DOWN where the stick is centred; ``>`` made ``>=``; ``radius * cos`` made ``/``),
+    # and ``fire > threshold`` made ``not fire > threshold``. The expected names are worked out by hand from
     # x = radius cos(angle), y = radius sin(angle) against the threshold 0.5.
     game = Game("Breakout", continuous=True)
     assert game._ale_action(np.array(action, np.float32))[0] == ale_py.Action.__members__[name]
@@ -302,3 +305,9 @@ def test_a_frame_skip_of_1_shows_each_frame_as_it_is_without_max_pooling():
         obs = game.step(action)[0]
         expected = cv2.resize(game.ale.getScreenGrayscale(), (84, 84), interpolation=cv2.INTER_AREA)
         assert np.array_equal(obs[-1], expected)
+
+
+def test_observations_range_up_to_255_or_to_1_when_scaled():
+    # Mutant: game.py:430 (not covered), the largest observation value 255 made 254.
+    assert Game("Breakout").options.observation_high == 255
+    assert Game("Breakout", scale_obs=True).options.observation_high == 1.0
