@@ -34,9 +34,8 @@ ran the statement, or "every test" where it ran outside one (at import; a worker
 (`statement_tests`). cosmic-ray's test command is then ``mutation.py select TARGET`` in the job's copy
 (`run_selected`): it finds the mutated lines by comparing the copy's files with the originals, and runs their tests
 quickest first, as the coverage run timed them, each file's together (pytest replaces it), or prints that none ran
-them: the mutant is "not covered" (it counts as
-survived). A test that never runs a line cannot see it changed, so the outcome is the whole files' (checked on
-samples: see the Contributing page), at a fraction of the cost.
+them: the mutant is "not covered" (it counts as survived). A test that never runs a line cannot see it changed, so
+the outcome is the whole files' (checked on samples: see the Contributing page), at a fraction of the cost.
 
 It never touches the checkout: it copies the checkout's working tree (its tracked files, and the untracked ones git
 does not ignore, so new tests count before they are committed) into ``--state`` (default: the system's temporary
@@ -436,8 +435,8 @@ def map_tests(name: str, copy: Path, env: dict[str, str]) -> float:
         "disable_warnings = dynamic-conflict\n"
     )
     (directory / "coverage").mkdir(exist_ok=True)
-    for name in ("order", "seconds"):
-        (directory / name).unlink(missing_ok=True)
+    for kept in ("order", "seconds"):
+        (directory / kept).unlink(missing_ok=True)
     env = dict(env, PYTHONPATH=os.pathsep.join([str(copy), str(copy / "benchmarks")]), **{TESTS_DIR: str(directory)})
     command = [sys.executable, "-m", "coverage", "run", f"--rcfile={config}", *runner_command(copy, target)[1:]]
     started = time.perf_counter()

@@ -31,8 +31,8 @@ from ppo_speed import Run, read_run
 
 from atari_game.cli import count, seed
 
-# Our DQN's flags for dqn_learning.py's settings (CleanRL's algorithm; in transitions, as CleanRL counts).
-DQN_FLAGS = ["--cleanrl", "--buffer-size", "250000", "--learning-starts", "20000", "--exploration-fraction", "0.4"]
+# Our DQN's flags for dqn_learning.py's settings (in transitions, as CleanRL counts).
+DQN_SETTINGS = ["--buffer-size", "250000", "--learning-starts", "20000", "--exploration-fraction", "0.4"]
 
 
 def trained(
@@ -48,8 +48,8 @@ def trained(
         command = [sys.executable, "-m", "atari_game", "train", "--algo", algo, "--total-frames", str(frames)]
         command += ["--seed", str(seed_), "--precision", precision, "--run-dir", str(run_dir), "--no-video"]
         if algo == "dqn":  # (PPO's trainer takes no --torch-threads: it sets its own per phase)
-            flags = DQN_FLAGS[1:] if rainbow_lite else DQN_FLAGS  # (DQN_FLAGS[0]: --cleanrl)
-            command += ["--torch-threads", str(threads), *flags]
+            algorithm = [] if rainbow_lite else ["--cleanrl"]  # (Rainbow-lite: the trainer's default)
+            command += ["--torch-threads", str(threads), *DQN_SETTINGS, *algorithm]
         run_child(command, output)
     return read_run(run_dir)
 
