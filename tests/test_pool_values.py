@@ -141,8 +141,11 @@ def test_async_batches_in_same_step_mode_carry_each_envs_values_and_final_observ
     check_reset(pool.reset(), [env.reset() for env in local])
     rng, pending = np.random.default_rng(5), {}
     send(pool, pending, list(range(n_envs)), rng)
-    steps = play_async(pool, local, pending, rng, 150)
-    assert sum(step.final_obs is not None for step in steps) >= 3
+    # How many games end in so many batches depends on which envs the batches hold: play on until three have.
+    steps: list[Step] = []
+    while sum(step.final_obs is not None for step in steps) < 3:
+        assert len(steps) < 4000, "no three games ended in 2,000 batches"
+        steps += play_async(pool, local, pending, rng, 50)
 
 
 # Episodes end within a schedule's few steps: truncated after 10 steps, if no life is lost before.
