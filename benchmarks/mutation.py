@@ -2,7 +2,7 @@
 
     pip install -e ".[mutation]"
     python benchmarks/mutation.py [--target replay pool game] [--max-mutants N] [--jobs 2] [--seed 0] [--results F]
-                                  [--no-select] [--state DIR] [--resume]
+                                  [--no-select] [--state DIR] [--resume | --recheck]
 
 For each target it makes the mutants that cosmic-ray makes of the target's code (an operator, comparison, number,
 boolean, ``break``/``continue``, exception or decorator changed; an operator only to its counterpart, see
@@ -46,6 +46,12 @@ pool's worker processes: they are started by the test process (forkserver or spa
 a cosmic-ray session per job, which records each mutant's outcome as it comes); ``--resume`` with the same options
 goes on with the mutants not tested yet (the one a job was testing again), and starts the targets not started yet.
 Without ``--resume`` a target's run starts afresh.
+
+**Rechecked**: after tests were written for a run's survivors, ``--recheck`` tests each survivor (and each mutant not
+covered) again against the working tree's tests now, in a fresh copy with its own map of tests: it applies the
+survivor's diff there (one that no longer applies, the file changed since, is an error), runs its selected tests,
+prints each outcome with the test that killed it, and the run's score with these outcomes. What still survives is
+either equivalent (no test can tell it from the code) or a blind spot left.
 
 **Why cosmic-ray (8.x), not mutmut (3.x).** cosmic-ray writes each mutant into the file on disk and runs the test
 command in a new process, so every process that imports the module, the pool's workers included, runs the mutant.
@@ -742,6 +748,60 @@ def run_target(name: str, files: Sequence[str], args: argparse.Namespace) -> Non
             print(f"{name}: {now} mutants tested in {wall:.0f} s, {cpu / now:.1f} CPU s per mutant", flush=True)
 
 
+def recheck_target(name: str, files: Sequence[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Test again the survivors (and those not covered) of target `name`'s run kept in `args.state`, against the
+    tests of the working tree now, after tests were written for them: in a fresh copy with its own map of tests, each
+    survivor's diff applied in turn and its selected tests run (`run_selected`). Their records, each with its
+    outcome now (a diff that no longer applies, the target's file changed since, is an error)."""
+    run = args.state / name
+    if not (run / "started.json").is_file():
+        raise SystemExit(f"{name}: no run in {args.state} to recheck; start one without --recheck")
+    survivors = [record for record in target_records(run) if outcome(record) in ("survived", "not covered")]
+    directory = args.state / f"{name}-recheck"
+    shutil.rmtree(directory, ignore_errors=True)
+    copy, original = directory / "job0", directory / "original"
+    export(ROOT, files, copy)
+    export(ROOT, list(TARGETS[name].functions), original)
+    env = dict(os.environ, PYTHONPATH=str(copy))
+    timeout = 2 * map_tests(name, copy, env) + 30  # as a run's
+    print(f"{name}: rechecking {len(survivors)} survivors of the run in {run} against the tests now", flush=True)
+
+    rechecked = []
+    for record in survivors:
+        result = {"worker_outcome": "normal", "test_outcome": "killed", "output": "", "diff": record["result"]["diff"]}
+        patch = ["patch", "-p1", "--forward", "--batch", "--fuzz=0", "--silent", "-d", str(copy)]
+        applied = subprocess.run(patch, input=result["diff"], capture_output=True, text=True)
+        if applied.returncode:
+            result.update(worker_outcome="exception", output=f"the diff no longer applies: {applied.stdout}")
+        else:
+            command = [sys.executable, str(copy / "benchmarks" / "mutation.py"), "select", name]
+            test = subprocess.Popen(
+                command,
+                cwd=copy,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,  # its own session, as cosmic-ray's: stop() ends it with the workers it starts
+            )
+            try:
+                output = test.communicate(timeout=timeout)[0]
+            except subprocess.TimeoutExpired:
+                stop([test])
+                output = "timeout"
+            passed = test.returncode == 0 and output != "timeout"
+            result.update(test_outcome="survived" if passed else "killed", output=output)
+        export(original, list(TARGETS[name].functions), copy)  # the next survivor starts from the original
+        reap_orphans(set())
+        rechecked.append({**record, "result": result})
+        failed = [line.removeprefix("FAILED ") for line in result["output"].splitlines() if line.startswith("FAILED ")]
+        by = f" by {failed[0]}" if failed else ""
+        print(
+            f"{name}: {record['path']}:{record['line']} {record['operator']}: {outcome(rechecked[-1])}{by}", flush=True
+        )
+    return rechecked
+
+
 def target_records(directory: Path) -> list[dict[str, Any]]:
     """Every mutant's record (`as_record`) of the target's run in `directory`, tested or not."""
     work_db = cosmic_ray()
@@ -819,16 +879,46 @@ def build_parser() -> argparse.ArgumentParser:
         default=STATE,
         help="where the run keeps its copies, sessions and maps of tests (default: %(default)s)",
     )
-    parser.add_argument(
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument(
         "--resume",
         action="store_true",
         help="go on with the run kept in --state: its targets' mutants not tested yet, a target it has not started "
         "from the start (default: off: a new run)",
     )
+    again.add_argument(
+        "--recheck",
+        action="store_true",
+        help="test the survivors of the run kept in --state again, against the tests of the working tree now (after "
+        "tests were written for them): which are killed now, which still survive (default: off)",
+    )
     parser.add_argument(
         "--results", type=Path, help="also write every mutant's outcome to this file, as JSON lines (default: none)"
     )
     return parser
+
+
+def write_results(path: Path, results: dict[str, list[dict[str, Any]]]) -> None:
+    """Every record of `results` (target -> records) as a line of JSON, with its target and outcome."""
+    with path.open("w") as out:
+        for target, records in results.items():
+            for record in records:
+                out.write(json.dumps({"target": target, "outcome": outcome(record), **record}) + "\n")
+
+
+def recheck(files: Sequence[str], args: argparse.Namespace) -> None:
+    """``--recheck``: the survivors of each target's run tested again (`recheck_target`), reported as a run's
+    mutants are, then each run's score with the outcomes now."""
+    results = {name: recheck_target(name, files, args) for name in dict.fromkeys(args.target)}
+    if args.results:
+        write_results(args.results, results)
+    print(report(results))
+    for name, rechecked in results.items():
+        now = {record["job_id"]: record for record in rechecked}
+        records = [now.get(record["job_id"], record) for record in target_records(args.state / name)]
+        score = summarize(records).score
+        shown = "-" if score is None else f"{100 * score:.1f} %"
+        print(f"{name}: the run's score with the survivors' outcomes now: {shown}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -843,6 +933,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     # A subreaper: the processes the tests leave behind become this one's children, so their CPU time is counted.
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
     files = working_tree_files(ROOT)
+    if args.recheck:
+        recheck(files, args)
+        return
     begun: list[str] = []
     stopped = False
     try:
@@ -856,10 +949,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         name: target_records(args.state / name) for name in begun if (args.state / name / "started.json").is_file()
     }
     if args.results:
-        with args.results.open("w") as out:
-            for target, records in results.items():
-                for record in records:
-                    out.write(json.dumps({"target": target, "outcome": outcome(record), **record}) + "\n")
+        write_results(args.results, results)
     print(report(results))
     if stopped:
         sys.exit(f"stopped; to go on: python benchmarks/mutation.py --resume --state {args.state} and the same options")

@@ -1,6 +1,7 @@
 """benchmarks/mutation.py's selection of the tests per mutant (by the lines each test ran) and its resumable runs.
 Its outcomes, report and choice of mutants are tested in test_benchmarks.py."""
 
+import difflib
 import json
 import os
 import re
@@ -161,3 +162,56 @@ def test_a_resumed_run_needs_the_options_it_was_started_with_and_puts_the_origin
         mutation.resume_target("game", directory, other)
     with pytest.raises(SystemExit, match=re.escape(given)):
         mutation.resume_target("game", directory, other)
+
+
+def test_a_recheck_tests_each_survivor_again_with_the_tests_now_and_scores_the_run_with_them(
+    tmp_path, monkeypatch, capsys
+):
+    # A run of target "game" whose survivors are: a paddle strength of 2 (test_reference's Breakout game kills it
+    # now), a line no test ran (still not covered) and a diff of a line since changed (it no longer applies).
+    path = "atari_game/game.py"
+    source = (mutation.ROOT / path).read_text()
+    strength = source.index("return self._actions[action], 1.0")
+    line = source.count("\n", 0, strength) + 1
+    noop = source.index("ale_py.Action.NOOP")
+
+    def survivor(job_id: str, mutated: str, outcome: str = "") -> dict:
+        diff = "".join(
+            difflib.unified_diff(source.splitlines(True), mutated.splitlines(True), f"a/{path}", f"b/{path}")
+        )
+        result = {"worker_outcome": "normal", "test_outcome": "survived", "output": outcome, "diff": diff}
+        return {"job_id": job_id, "path": path, "line": line, "operator": "core/NumberReplacer", "result": result}
+
+    killed = {"job_id": "k", "path": path, "line": 1, "operator": "core/AddNot", "result": None}
+    records = [
+        survivor("strength", source[:strength] + source[strength:].replace("1.0", "2.0", 1)),
+        survivor("unrun", source[:noop] + source[noop:].replace("NOOP", "FIRE", 1), mutation.NOT_COVERED),
+        survivor("stale", source[:strength] + source[strength:].replace("1.0", "3.0", 1)),
+        killed,
+    ]
+    # The stale one's diff has a line of context the file no longer has.
+    records[2]["result"]["diff"] = records[2]["result"]["diff"].replace(" # ale-py's continuous", " # another")
+    records[3]["result"] = {"worker_outcome": "normal", "test_outcome": "killed", "output": "F", "diff": ""}
+    (tmp_path / "game").mkdir()
+    (tmp_path / "game" / "started.json").write_text("{}")
+    monkeypatch.setattr(mutation, "target_records", lambda directory: records)
+
+    def map_tests(name, copy, env):  # only test_reference's Breakout game ran the paddle strength's line
+        test = "tests/test_reference.py::test_bit_identical_to_gymnasium_preprocessing[Breakout-options0]"
+        lines = {str(number): [] for number in range(1, source.count("\n") + 2)}
+        lines[str(line)] = [0]
+        (copy.parent / "tests.json").write_text(json.dumps({"tests": [test], "seconds": [1.0], "lines": {path: lines}}))
+        return 10.0
+
+    monkeypatch.setattr(mutation, "map_tests", map_tests)
+    mutation.main(["--recheck", "--target", "game", "--state", str(tmp_path), "--results", str(tmp_path / "r.jsonl")])
+    out = capsys.readouterr().out
+    assert f"game: {path}:{line} core/NumberReplacer: killed by tests/test_reference.py::test_bit_identical" in out
+    assert f"game: {path}:{line} core/NumberReplacer: not covered\n" in out
+    assert f"game: {path}:{line} core/NumberReplacer: error\n" in out
+    outcomes = [json.loads(row)["outcome"] for row in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert outcomes == ["killed", "not covered", "error"]
+    # The run's score counts the survivor killed now: 2 killed of 3 decided (the error is not decided).
+    assert "game: the run's score with the survivors' outcomes now: 66.7 %" in out
+    # The copy is left with the original file.
+    assert (tmp_path / "game-recheck" / "job0" / path).read_text() == source
