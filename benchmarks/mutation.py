@@ -35,7 +35,9 @@ ran the statement, or "every test" where it ran outside one (at import; a worker
 (`run_selected`): it finds the mutated lines by comparing the copy's files with the originals, and runs their tests
 quickest first, as the coverage run timed them, each file's together (pytest replaces it), or prints that none ran
 them: the mutant is "not covered" (it counts as survived). A test that never runs a line cannot see it changed, so
-the outcome is the whole files' (checked on samples: see the Contributing page), at a fraction of the cost.
+the outcome is the whole files' (checked on samples: see the Contributing page), at a fraction of the cost. A
+selected test that a mutant hangs fails after five times the longest selected test's time in the coverage run, at
+least 60 s (pytest-timeout), so that a hang costs a minute or two, not the run's timeout.
 
 It never touches the checkout: it copies the checkout's working tree (its tracked files, and the untracked ones git
 does not ignore, so new tests count before they are committed) into ``--state`` (default: the system's temporary
@@ -338,6 +340,9 @@ TESTS_DIR = "ATARI_GAME_MUTATION_TESTS"
 # loop for a worker process's whole life, serving test after test (a pool of a module-scoped fixture), and the
 # modules' bodies (run at import, also by pytest's process before any test: unlabelled there too).
 UNLABELLED = ("pool_worker", "worker_process", "<module>")
+# A selected test fails as hung after HANG_FACTOR times the longest selected test's time in the coverage run, and
+# no sooner than HANG_SECONDS (pytest-timeout).
+HANG_FACTOR, HANG_SECONDS = 5, 60
 # What the test command prints when no test runs a mutated line: the mutant is "not covered".
 NOT_COVERED = "mutation.py: no test runs the mutated lines"
 # pytest's process in the coverage run (`pytest_configure` adds it): a child forked from it is not.
@@ -526,10 +531,14 @@ def run_selected(name: str) -> None:
         print(NOT_COVERED, flush=True)
         return
     if chosen is None:
-        tests = list(target.tests)
+        tests, seconds = list(target.tests), selection["seconds"]
     else:
-        tests = quickest_first([selection["tests"][i] for i in chosen], [selection["seconds"][i] for i in chosen])
-    command = [*runner_command(ROOT, target), *tests]
+        seconds = [selection["seconds"][i] for i in chosen]
+        tests = quickest_first([selection["tests"][i] for i in chosen], seconds)
+    # A test that a mutant hangs fails after several times the longest one's time under coverage.py (itself slower
+    # than without), not after pytest's 300 s: a hang costs a minute or two, not the run's timeout.
+    hang = max(HANG_SECONDS, HANG_FACTOR * max(seconds, default=0.0))
+    command = [*runner_command(ROOT, target), "-o", f"timeout={hang:.0f}", *tests]
     os.execv(command[0], command)
 
 

@@ -74,8 +74,21 @@ def test_a_mutant_runs_the_tests_that_ran_its_lines_quickest_first(job, capsys):
     mutation.main(["select", "game"])
     (command,) = job.ran
     base = mutation.runner_command(job.mutant.parent.parent, mutation.TARGETS["game"])
-    assert command == [*base, "tests/test_mutants.py::test_c", "tests/test_game.py::test_a"]
+    # A hung test fails after 60 s: 5 times the longest selected test's 3 s is less.
+    assert command == [*base, "-o", "timeout=60", "tests/test_mutants.py::test_c", "tests/test_game.py::test_a"]
     assert capsys.readouterr().out == ""
+
+
+def test_a_selected_test_hangs_after_five_times_the_longest_selected_tests_time(job):
+    job.mutant.write_text(SOURCE.replace("b > 2", "b >= 2"))
+    selection = json.loads((job.mutant.parent.parent.parent / "tests.json").read_text())
+    (job.mutant.parent.parent.parent / "tests.json").write_text(json.dumps({**selection, "seconds": [30.0, 90.0, 0.5]}))
+    mutation.main(["select", "game"])
+    assert job.ran[0][-4:] == ["-o", "timeout=150", "tests/test_mutants.py::test_c", "tests/test_game.py::test_a"]
+    # A mutant that runs every test file: the longest of them all.
+    job.mutant.write_text(SOURCE.replace("LIMIT = 1", "LIMIT = 2"))
+    mutation.main(["select", "game"])
+    assert job.ran[1][-len(mutation.TARGETS["game"].tests) - 2 :][:2] == ["-o", "timeout=450"]
 
 
 def test_the_quickest_tests_come_first_and_each_files_tests_together():
