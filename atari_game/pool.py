@@ -322,7 +322,7 @@ class GamePool(gymnasium.vector.VectorEnv):
             self, _shut_down, self._workers, self._segment, (*self._answers, *self._wake), self._tickets
         )
         # The parent's reads give up after LIVENESS_CHECK_SECONDS, so that it can check the workers it waits for.
-        timeout = struct.pack("ll", 0, int(LIVENESS_CHECK_SECONDS * 1e6))  # struct timeval
+        timeout = struct.pack("ll", *divmod(int(LIVENESS_CHECK_SECONDS * 1e6), 1_000_000))  # struct timeval
         for end in (parent_end, wake_end):
             end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
         self._unread: list[int] = []  # answers read from the socket, not yet taken in
@@ -664,13 +664,12 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._ready.extend(owed)
 
     def _restart_envs(self, worker: Any, env_ids: list[int], owed: list[int]) -> None:
-        """Reset envs `env_ids` of `worker` with new seeds, reported as restarted; those `owed` (the step in
-        progress) are reported truncated and owed a next-step reset step."""
+        """Reset envs `env_ids` of `worker` with new seeds, reported as restarted, and so truncated, at their next
+        return (`_results`); those `owed` (the step in progress) are owed a next-step reset step."""
         self._send(worker, "reset", (dict(zip(env_ids, self._seeds(env_ids), strict=True)), owed), [])
         while worker.in_flight:
             self._collect()
         self._restarted.update(env_ids)
-        self._shared["truncations"][owed] = True
 
     def _check_usable(self, stepping: bool = True) -> None:
         if self.closed:

@@ -3,6 +3,8 @@ run, the change) and checks the behaviour it broke against values worked out by 
 
 import dataclasses
 import re
+import socket
+import time
 from pathlib import Path
 
 import ale_py
@@ -12,8 +14,12 @@ import pytest
 from test_replay_codecs import rewritten
 
 from atari_game import FrameReplay, Game
+from atari_game import pool as pool_module
 from atari_game.game import GameOptions
+from atari_game.pool import GamePool
+from atari_game.pool_worker import GameBlock
 from atari_game.replay import FILE_FORMAT
+from atari_game.segment import layout
 
 
 def sliding_adds(buffer: FrameReplay, steps: int, seed: int = 0) -> None:
@@ -310,3 +316,94 @@ def test_observations_range_up_to_255_or_to_1_when_scaled():
     # Mutant: game.py:430 (not covered), the largest observation value 255 made 254.
     assert Game("Breakout").options.observation_high == 255
     assert Game("Breakout", scale_obs=True).options.observation_high == 1.0
+
+
+# --- the pool (atari_game/pool.py, atari_game/pool_worker.py) ---------------------------------------------------
+
+
+def test_a_game_block_step_says_whether_an_episode_ended():
+    # Mutant: pool_worker.py:87, the flag starting True: a RayGamePool actor would send every env's episode
+    # statistics after every step (ray_pool._reply sends them only after a step that ended an episode).
+    options = {"game": "Breakout", "max_episode_frames": 40}  # truncated at the 10th step of 4 frames
+    shapes = layout(2, Game(**options).options, same_step=True)
+    arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in shapes.items()}
+    block = GameBlock([0, 1], [0, 1], False, [options, options], arrays)
+    block.reset({0: 0, 1: 1}, [])
+    ended = [block.step([0, 1]) for _ in range(12)]
+    assert ended == [False] * 9 + [True] + [False] * 2
+    assert arrays["ended"].tolist() == [False, False] and block.step([1]) is False
+
+
+def test_episode_statistics_are_zero_for_the_envs_whose_episode_goes_on(closing):
+    # Mutant: pool.py:752, the lengths of the envs whose episode goes on made 1: Gymnasium's vector statistics
+    # (RecordEpisodeStatistics) hold 0 there, beside the mask.
+    pool = closing(GamePool)(4, seed=1, n_workers=2, game="Breakout")
+    pool.reset()
+    rng, partly = np.random.default_rng(0), 0
+    for _ in range(300):
+        *_, info = pool.step(rng.integers(4, size=4))
+        if "episode" in info and not info["_episode"].all():
+            mask, episode = info["_episode"], info["episode"]
+            assert not episode["r"][~mask].any() and not episode["l"][~mask].any()
+            assert (episode["l"][mask] > 0).all()
+            partly += 1
+            if partly == 3:  # steps where some envs' episodes ended and others' went on
+                return
+    pytest.fail(f"only {partly} of 300 steps ended some envs' episodes and not others'")
+
+
+def test_each_workers_count_of_commands_is_raised_in_its_first_envs_row(closing):
+    # Mutants: pool.py:385, a whole-pool step's count of commands raised in a worker's last env's row, or not
+    # raised: a worker watching for its next command reads its first env's row, and would miss it and sleep
+    # until the command's byte woke it (the same values, slower; the timing test of the watch sees it too).
+    pool = closing(GamePool)(6, n_workers=2, game="Breakout")  # envs 0-2 and 3-5
+    pool.reset()
+    commands = pool._shared["commands"][:, 0]
+    before = commands.copy()
+    for _ in range(5):
+        pool.step([0] * 6)
+    assert (commands - before).tolist() == [5, 0, 0, 5, 0, 0]
+
+
+def timed_steps(pool: GamePool, steps: int) -> list[float]:
+    """The seconds each of `steps` whole-pool steps of `pool` took (all envs play action 0)."""
+    seconds = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        pool.step([0] * pool.num_envs)
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+# The parent gives up waiting for a whole-pool step's wake-up after this long in the tests below (not the library's
+# 0.5 s), so that only a step slowed down for seconds by busy processes is read the general way.
+PATIENT = 5.0
+
+
+def test_a_whole_pool_step_whose_answers_all_came_is_not_read_again_the_general_way(closing, monkeypatch):
+    # Mutant: pool.py:392, ``answers.min() >= 0`` made ``> 0``: the answer of the worker whose first env is 0 is 0,
+    # so every step would be booked and read again the general way (`_hand_over`, `_finish_in_flight`): the same
+    # values, at several times the parent's cost.
+    monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
+    pool = closing(GamePool)(4, n_workers=2, game="Breakout")
+    pool.reset()
+    handed = []
+    hand_over = pool._hand_over
+    monkeypatch.setattr(pool, "_hand_over", lambda answers: (handed.append(answers.copy()), hand_over(answers)))
+    seconds = timed_steps(pool, 20)
+    assert handed == [] or max(seconds) >= PATIENT
+
+
+def test_a_whole_pool_step_wakes_the_parent_once_and_leaves_no_wake_up_behind(closing, monkeypatch):
+    # Mutants: pool.py:375, a ticket fewer than workers - 1, or none: two or more workers would each find no
+    # ticket left, take themselves for the last and wake the parent; the next step would then read a stale wake-up
+    # before its own. With one ticket fewer than workers, one worker wakes the parent, once a step.
+    monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
+    pool = closing(GamePool)(6, n_workers=3, game="Breakout")
+    pool.reset()
+    for _ in range(30):
+        (seconds,) = timed_steps(pool, 1)
+        time.sleep(0.01)  # (another wake-up, sent as the parent woke, is in by now)
+        if seconds < PATIENT:  # woken, not given up on
+            with pytest.raises(BlockingIOError):
+                pool._wake[0].recv(64, socket.MSG_DONTWAIT)
