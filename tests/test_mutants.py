@@ -2,6 +2,7 @@
 run, the change) and checks the behaviour it broke against values worked out by hand."""
 
 import dataclasses
+import os
 import re
 import socket
 import time
@@ -16,8 +17,8 @@ from test_replay_codecs import rewritten
 from atari_game import FrameReplay, Game
 from atari_game import pool as pool_module
 from atari_game.game import GameOptions
-from atari_game.pool import GamePool
-from atari_game.pool_worker import GameBlock
+from atari_game.pool import GamePool, PoolError
+from atari_game.pool_worker import POOL_STEP_BYTES, GameBlock
 from atari_game.replay import FILE_FORMAT
 from atari_game.segment import layout
 
@@ -322,13 +323,15 @@ def test_observations_range_up_to_255_or_to_1_when_scaled():
 
 
 def test_a_game_block_step_says_whether_an_episode_ended():
-    # Mutant: pool_worker.py:87, the flag starting True: a RayGamePool actor would send every env's episode
-    # statistics after every step (ray_pool._reply sends them only after a step that ended an episode).
+    # Mutants: pool_worker.py:87, the flag starting True: a RayGamePool actor would send every env's episode
+    # statistics after every step (ray_pool._reply sends them only after a step that ended an episode); :98, not
+    # set when one ended: it would never send them.
     options = {"game": "Breakout", "max_episode_frames": 40}  # truncated at the 10th step of 4 frames
     shapes = layout(2, Game(**options).options, same_step=True)
     arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in shapes.items()}
     block = GameBlock([0, 1], [0, 1], False, [options, options], arrays)
-    block.reset({0: 0, 1: 1}, [])
+    # Mutant: pool_worker.py:80, a reset answered as if an episode had ended (the same Ray reply, bigger).
+    assert block.run("reset", ({0: 0, 1: 1}, [])) == ("ok", [], False)
     ended = [block.step([0, 1]) for _ in range(12)]
     assert ended == [False] * 9 + [True] + [False] * 2
     assert arrays["ended"].tolist() == [False, False] and block.step([1]) is False
@@ -353,16 +356,50 @@ def test_episode_statistics_are_zero_for_the_envs_whose_episode_goes_on(closing)
 
 
 def test_each_workers_count_of_commands_is_raised_in_its_first_envs_row(closing):
-    # Mutants: pool.py:385, a whole-pool step's count of commands raised in a worker's last env's row, or not
-    # raised: a worker watching for its next command reads its first env's row, and would miss it and sleep
-    # until the command's byte woke it (the same values, slower; the timing test of the watch sees it too).
-    pool = closing(GamePool)(6, n_workers=2, game="Breakout")  # envs 0-2 and 3-5
-    pool.reset()
-    commands = pool._shared["commands"][:, 0]
+    # Mutants: pool.py:385 (a whole-pool step) and :357 (any other command, `_post`), the count of commands raised
+    # in a worker's last env's row, in another column, by 2 or not at all: a worker watching for its next command
+    # reads its first env's row, and would miss it (and sleep until the command's byte woke it: the same values,
+    # slower; the watch's timing test sees it too) or take one command for two.
+    pool = closing(GamePool)(6, n_workers=2, batch_size=3, game="Breakout")  # envs 0-2 and 3-5
+    commands = pool._shared["commands"]
     before = commands.copy()
+    pool.reset()  # a command to each worker
     for _ in range(5):
         pool.step([0] * 6)
-    assert (commands - before).tolist() == [5, 0, 0, 5, 0, 0]
+    pool.send([0, 0, 0], env_ids=[3, 4, 5])  # a command to the second worker only
+    pool.recv()
+    raised = commands - before
+    assert raised[:, 0].tolist() == [6, 0, 0, 7, 0, 0] and not raised[:, 1:].any()
+
+
+def test_a_whole_pool_step_that_the_first_worker_fails_is_reported(closing):
+    # Mutant: pool.py:392, ``answers.min() >= 0`` made ``>= -1``: the failed answer of the worker whose first env is
+    # 0, -1 - 0, would pass for an answer: its error unreported, its envs' results what the segment held.
+    pool = closing(GamePool)(4, n_workers=2, game="Breakout")
+    pool.reset()
+    pool._check_actions = lambda actions, count: np.asarray(actions, np.int64)  # a bad action reaches the worker
+    with pytest.raises(PoolError, match=r"(?s)envs 0-1\) failed on envs \[0, 1\].*IndexError"):
+        pool.step([99, 0, 0, 0])
+
+
+def test_a_game_is_reported_only_for_the_envs_whose_game_ended_in_that_step(closing):
+    # Mutant: pool.py:749, the game mask ``ended & game_ended`` made ``|``: an env whose last episode ended its game
+    # keeps game_ended set in the segment until its next episode ends, and would be reported again meanwhile.
+    pool = closing(GamePool)(4, seed=2, n_workers=2, game="Breakout", life_loss="terminal")
+    pool.reset()
+    # Breakout's game has 5 lives, an episode each here: every 5th episode of an env ends its game.
+    rng, episodes, stale = np.random.default_rng(1), np.zeros(4, int), 0
+    for _ in range(3000):
+        *_, info = pool.step(rng.integers(4, size=4))
+        if "episode" in info:
+            ended, game = info["_episode"], info.get("_game", np.zeros(4, bool))
+            game_over = episodes % 5 == 0  # (before this step's) the env's last episode ended its game
+            episodes += ended
+            assert game.tolist() == (ended & (episodes % 5 == 0)).tolist()
+            stale += int((game_over & (episodes > 0) & ~ended).any())
+            if stale == 3:  # steps where an env whose game had ended went on beside an episode that ended
+                return
+    pytest.fail(f"only {stale} steps of 3,000 had an env whose game had ended go on beside an episode that ended")
 
 
 def timed_steps(pool: GamePool, steps: int) -> list[float]:
@@ -399,9 +436,13 @@ def test_a_whole_pool_step_wakes_the_parent_once_and_leaves_no_wake_up_behind(cl
     # ticket left, take themselves for the last and wake the parent; the next step would then read a stale wake-up
     # before its own. With one ticket fewer than workers, one worker wakes the parent, once a step.
     monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
+    # Mutant: pool.py:377, the step's tag not changed (``+ 0``): a late wake-up of the step before, which the
+    # parent skips by its tag, would be taken for this step's, and this step's left behind.
     pool = closing(GamePool)(6, n_workers=3, game="Breakout")
     pool.reset()
-    for _ in range(30):
+    for t in range(30):
+        if t % 2:  # a late wake-up of the step before
+            os.write(pool._wake[1].fileno(), POOL_STEP_BYTES[pool._step_tag])
         (seconds,) = timed_steps(pool, 1)
         time.sleep(0.01)  # (another wake-up, sent as the parent woke, is in by now)
         if seconds < PATIENT:  # woken, not given up on
