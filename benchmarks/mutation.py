@@ -779,7 +779,8 @@ def recheck_target(name: str, files: Sequence[str], args: argparse.Namespace) ->
     for record in survivors:
         result = {"worker_outcome": "normal", "test_outcome": "killed", "output": "", "diff": record["result"]["diff"]}
         patch = ["patch", "-p1", "--forward", "--batch", "--fuzz=0", "--silent", "-d", str(copy)]
-        applied = subprocess.run(patch, input=result["diff"], capture_output=True, text=True)
+        diff = result["diff"] if result["diff"].endswith("\n") else result["diff"] + "\n"  # cosmic-ray's lacks it
+        applied = subprocess.run(patch, input=diff, capture_output=True, text=True)
         if applied.returncode:
             result.update(worker_outcome="exception", output=f"the diff no longer applies: {applied.stdout}")
         else:

@@ -202,7 +202,8 @@ def test_a_recheck_tests_each_survivor_again_with_the_tests_now_and_scores_the_r
         survivor("stale", source[:strength] + source[strength:].replace("1.0", "3.0", 1)),
         killed,
     ]
-    # The stale one's diff has a line of context the file no longer has.
+    # cosmic-ray's diffs end without a newline; the stale one's has a line of context the file no longer has.
+    records[0]["result"]["diff"] = records[0]["result"]["diff"].rstrip("\n")
     records[2]["result"]["diff"] = records[2]["result"]["diff"].replace(" # ale-py's continuous", " # another")
     records[3]["result"] = {"worker_outcome": "normal", "test_outcome": "killed", "output": "F", "diff": ""}
     (tmp_path / "game").mkdir()
