@@ -4,6 +4,7 @@ run, the change) and checks the behaviour it broke against values worked out by 
 import dataclasses
 import os
 import re
+import signal
 import socket
 import time
 from pathlib import Path
@@ -418,17 +419,48 @@ PATIENT = 5.0
 
 
 def test_a_whole_pool_step_whose_answers_all_came_is_not_read_again_the_general_way(closing, monkeypatch):
-    # Mutant: pool.py:392, ``answers.min() >= 0`` made ``> 0``: the answer of the worker whose first env is 0 is 0,
-    # so every step would be booked and read again the general way (`_hand_over`, `_finish_in_flight`): the same
-    # values, at several times the parent's cost.
+    # Mutants: pool.py:392, ``answers.min() >= 0`` made ``> 0`` or ``>= 1``: the answer of the worker whose first env
+    # is 0 is 0, so every step would be booked and read again the general way (`_hand_over`, `_finish_in_flight`);
+    # :370, ``if self._busy`` made ``if not``: every step would be sent and read the general way (`_step_each`).
+    # The same values, at several times the parent's cost.
     monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
     pool = closing(GamePool)(4, n_workers=2, game="Breakout")
     pool.reset()
-    handed = []
-    hand_over = pool._hand_over
-    monkeypatch.setattr(pool, "_hand_over", lambda answers: (handed.append(answers.copy()), hand_over(answers)))
+    general = []
+    finish_in_flight = pool._finish_in_flight
+    monkeypatch.setattr(pool, "_finish_in_flight", lambda: (general.append(1), finish_in_flight()))
     seconds = timed_steps(pool, 20)
-    assert handed == [] or max(seconds) >= PATIENT
+    assert general == [] or max(seconds) >= PATIENT
+
+
+def test_a_whole_pool_step_with_a_worker_already_gone_reports_it_dead(closing):
+    # Mutant: pool.py:383 (not covered), the write of the step's byte to a worker that is gone (its pipe broken)
+    # would raise its OSError out of step() instead of leaving the death to the general machinery.
+    pool = closing(GamePool)(4, n_workers=2, game="Breakout")
+    pool.reset()
+    worker = pool._workers[0]
+    os.kill(worker.process.pid, signal.SIGKILL)
+    worker.process.join()  # gone, and its end of the pipe with it
+    with pytest.raises(PoolError, match=r"envs 0-1\) died"):
+        pool.step([0] * 4)
+
+
+def test_a_failed_command_is_reported_for_its_own_worker_and_envs(closing):
+    # Mutants: pool.py:450, the env of a failed answer (-1 - id) read as -id: with an env a worker, the next
+    # worker's (or none); :454, a failed command's envs taken from the last command in flight to its worker, not the
+    # first (the one answered).
+    pool = closing(GamePool)(2, n_workers=2, batch_size=1, game="Breakout")
+    pool.reset()
+    pool._check_actions = lambda actions, count: np.asarray(actions, np.int64)  # a bad action reaches the worker
+    with pytest.raises(PoolError, match=rf"\(pid {pool._workers[0].process.pid}, envs 0-0\) failed on envs \[0\]"):
+        pool.step([99, 0])
+    pool = closing(GamePool)(2, n_workers=1, batch_size=1, game="Breakout")
+    pool.reset()
+    pool._check_actions = lambda actions, count: np.asarray(actions, np.int64)
+    pool.send([99], env_ids=[0])  # fails
+    pool.send([0], env_ids=[1])  # queued behind it, to the same worker
+    with pytest.raises(PoolError, match=r"failed on envs \[0\]"):
+        pool.recv()
 
 
 def test_a_whole_pool_step_wakes_the_parent_once_and_leaves_no_wake_up_behind(closing, monkeypatch):
