@@ -17,7 +17,7 @@ from test_replay_codecs import rewritten
 
 from atari_game import FrameReplay, Game
 from atari_game import pool as pool_module
-from atari_game.game import GameOptions
+from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW, GameOptions
 from atari_game.pool import GamePool, PoolError
 from atari_game.pool_worker import POOL_STEP_BYTES, GameBlock
 from atari_game.replay import FILE_FORMAT
@@ -286,12 +286,18 @@ def test_a_continuous_action_with_two_bad_entries_names_the_first():
     assert game.step([1.0, 0.0, 0.0])[0].shape == (4, 84, 84)  # still usable
 
 
-def test_a_fire_below_zero_is_refused():
-    # Mutant: game.py:52, fire's lower bound 0.0 made -1.0: fire outside its [0, 1] taken.
+def test_a_fire_outside_0_to_1_is_refused_and_the_bounds_cannot_be_changed():
+    # Mutants: game.py:52 and :53, fire's bounds 0.0 made -1.0 and 1.0 made 2.0: fire outside its [0, 1] taken;
+    # :54, the bounds left writable: any caller could change every Game's action space.
     game = Game("Breakout", continuous=True)
     game.reset()
     with pytest.raises(ValueError, match=re.escape("fire in [0, 1]) as floats of shape (3,), got -0.5 at index (2,)")):
         game.step([1.0, 0.0, -0.5])
+    with pytest.raises(ValueError, match=re.escape("fire in [0, 1]) as floats of shape (3,), got 1.5 at index (2,)")):
+        game.step([1.0, 0.0, 1.5])
+    for bounds in (CONTINUOUS_ACTION_LOW, CONTINUOUS_ACTION_HIGH):
+        with pytest.raises(ValueError, match="read-only"):
+            bounds[2] = 0.5
 
 
 def test_a_frame_size_of_another_height_than_width_is_height_by_width():
