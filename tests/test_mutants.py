@@ -2,10 +2,12 @@
 run, the change) and checks the behaviour it broke against values worked out by hand."""
 
 import dataclasses
+import json
 import os
 import re
 import signal
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -220,6 +222,19 @@ def test_a_header_of_another_format_is_refused_for_its_format(tmp_path):
     path = saved_with(tmp_path, lambda arrays: {**arrays, "header": header})
     with pytest.raises(ValueError, match=re.escape(f"its header names no {FILE_FORMAT} file")):
         FrameReplay.load(path)
+
+
+def test_a_memory_is_saved_as_format_version_1_which_loads(tmp_path):
+    # Mutant: replay.py:68, the file format's version 1 made 2: this release's files would be refused by the
+    # releases that read version 1, and theirs by this one.
+    versions = []
+
+    def read_version(arrays: dict) -> dict:
+        versions.append(json.loads(arrays["header"].tobytes())["version"])
+        return arrays
+
+    assert FrameReplay.load(saved_with(tmp_path, read_version)).stack == 2
+    assert versions == [1]
 
 
 # --- game.py -----------------------------------------------------------------------------------------------------
@@ -437,6 +452,27 @@ def test_a_whole_pool_step_whose_answers_all_came_is_not_read_again_the_general_
     monkeypatch.setattr(pool, "_finish_in_flight", lambda: (general.append(1), finish_in_flight()))
     seconds = timed_steps(pool, 20)
     assert general == [] or max(seconds) >= PATIENT
+
+
+def test_recv_returns_the_first_envs_done_without_waiting_for_a_stopped_worker(closing, monkeypatch):
+    # Mutants: pool.py:637, `_collect`'s default ``everything=False`` made True, and :433, the read's size the other
+    # way round or 2: recv() would wait for every answer in flight (or two), up to the liveness timeout, not for
+    # the first: the same batch, late.
+    monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
+    pool = closing(GamePool)(4, n_workers=2, batch_size=2, game="Breakout")  # envs 0-1 and 2-3
+    pool.reset()
+    stopped = pool._workers[1].process.pid
+    os.kill(stopped, signal.SIGSTOP)
+    resume = threading.Timer(PATIENT / 2, os.kill, (stopped, signal.SIGCONT))  # (a late recv gets its answer)
+    resume.start()
+    try:
+        pool.send([0, 0, 0, 0])
+        *_, info = pool.recv()
+        waited = not resume.is_alive()
+    finally:
+        resume.cancel()
+        os.kill(stopped, signal.SIGCONT)
+    assert sorted(info["env_id"].tolist()) == [0, 1] and not waited
 
 
 def test_a_whole_pool_step_with_a_worker_already_gone_reports_it_dead(closing):
