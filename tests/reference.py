@@ -16,6 +16,7 @@ def reference_env(
     game: str,
     *,
     noop_max: int = 0,
+    frame_skip: int = 4,
     sticky_actions: float = 0.0,
     grayscale_obs: bool = True,
     scale_obs: bool = False,
@@ -27,7 +28,7 @@ def reference_env(
     env = gym.wrappers.AtariPreprocessing(
         env,
         noop_max=noop_max,
-        frame_skip=4,
+        frame_skip=frame_skip,
         terminal_on_life_loss=True,
         screen_size=84,
         grayscale_obs=grayscale_obs,

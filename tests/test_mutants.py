@@ -15,6 +15,7 @@ import ale_py
 import cv2
 import numpy as np
 import pytest
+from test_game import start_draws
 from test_replay_codecs import rewritten
 
 from atari_game import FrameReplay, Game
@@ -237,6 +238,33 @@ def test_a_memory_is_saved_as_format_version_1_which_loads(tmp_path):
     assert versions == [1]
 
 
+def test_a_batch_of_no_transitions_is_refused():
+    # Mutant: replay.py:610, batch_size's lowest 1 made 0: ``sample(0)`` of a memory with transitions gave an empty
+    # batch instead of the error the docstring promises.
+    buffer = FrameReplay(8, 1, (2, 2, 2), seed=0)
+    sliding_adds(buffer, 3)
+    with pytest.raises(ValueError, match=re.escape("batch_size must be an integer >= 1, got 0")):
+        buffer.sample(0)
+
+
+def test_a_saved_array_of_its_dtype_but_another_shape_is_refused(tmp_path):
+    # Mutant: replay.py:279, ``dtype differs or shape differs`` made ``and``: an array of the right dtype and the
+    # wrong shape was loaded (numpy broadcast it, or failed later with a message naming no file).
+    path = saved_with(tmp_path, lambda arrays: {**arrays, "_rewards": arrays["_rewards"][:, :1]})
+    with pytest.raises(ValueError, match=r"its array '_rewards' is float\d+ \(\d+, 1\), not float"):
+        FrameReplay.load(path)
+
+
+def test_the_sum_tree_finds_the_leaf_whose_prefix_sums_hold_each_target():
+    # Mutants: replay.py:752, ``targets >= left_sum`` made ``>``: a target equal to a leaf's first prefix sum went to
+    # the leaf before it; ``right_sum > 0`` made ``> -1``: a target at the total (rounding) went into an empty
+    # subtree, a slot with no transition.
+    buffer = FrameReplay(4, 1, (1, 2, 2), prioritized=True, seed=0)  # 4 leaves
+    buffer._set_leaves(np.array([0, 1]), np.array([1.0, 2.0]))  # prefix sums: leaf 0 [0, 1), leaf 1 [1, 3)
+    targets = np.array([0.0, 0.5, 1.0, 2.5, 3.0])
+    assert buffer._find(targets).tolist() == [0, 0, 1, 1, 1]
+
+
 # --- game.py -----------------------------------------------------------------------------------------------------
 
 
@@ -339,6 +367,51 @@ def test_observations_range_up_to_255_or_to_1_when_scaled():
     # Mutant: game.py:430 (not covered), the largest observation value 255 made 254.
     assert Game("Breakout").options.observation_high == 255
     assert Game("Breakout", scale_obs=True).options.observation_high == 1.0
+
+
+def test_one_random_start_plays_0_or_1_seeded_random_actions():
+    # Mutant: game.py:745, ``random_starts > 0`` made ``> 1``: random_starts=1 played no random start at all.
+    game = Game("Breakout", seed=8, random_starts=1)
+    frames = [game.reset() is not None and game.ale.getEpisodeFrameNumber() for _ in range(20)]
+    draws = start_draws(8, 20, 1, game.n_actions)
+    assert frames == [4 * count for _, count in draws] and {count for _, count in draws} == {0, 1}
+
+
+def test_a_probability_option_takes_0_to_1_inclusive():
+    # Mutants: game.py:220, ``0.0 <= value <= 1.0`` made ``-1.0 <=`` (a negative probability taken) or ``< 1.0``
+    # (sticky actions that always repeat refused).
+    with pytest.raises(ValueError, match=re.escape("sticky_actions must be a probability in [0, 1], got -0.1")):
+        Game("Breakout", sticky_actions=-0.1)
+    # Always repeated, the last action before any is ALE's NOOP: moving the paddle right does nothing.
+    right, still = Game("Breakout", sticky_actions=1.0), Game("Breakout", sticky_actions=1.0)
+    right.reset(), still.reset()
+    assert all(np.array_equal(right.step(2)[0], still.step(0)[0]) for _ in range(30))
+
+
+def test_game_options_cannot_be_changed_once_made():
+    # Mutant: game.py:244, GameOptions not frozen: a Game's options could be changed under it (its arrays were made
+    # for the ones it was given).
+    game = Game("Breakout")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        game.options.frame_skip = 2
+
+
+def test_reset_takes_seed_0_as_a_new_game_seeded_0_and_refuses_a_negative_seed():
+    # Mutants: game.py:571, the seed's lowest value 0 made 1 (seed 0 refused) or -1 (a negative seed taken).
+    game = Game("Breakout", seed=5, noop_max=30)
+    game.reset()
+    game.step(1)
+    assert np.array_equal(game.reset(seed=0), Game("Breakout", seed=0, noop_max=30).reset())
+    with pytest.raises(ValueError, match=re.escape("seed must be an integer >= 0, got -1")):
+        game.reset(seed=-1)
+
+
+def test_a_game_has_no_lives_before_its_first_reset():
+    # Mutant: game.py:560, the lives before the first reset 0 made 1 or -1: no game has started, so none are left.
+    game = Game("Breakout")
+    assert game.lives == 0
+    game.reset()
+    assert game.lives == 5
 
 
 # --- the pool (atari_game/pool.py, atari_game/pool_worker.py) ---------------------------------------------------

@@ -26,6 +26,8 @@ def random_actions(game):
         # The seeding mirrors ale-py's, so NOOP starts and sticky actions match the reference too.
         ("Breakout", {"noop_max": 30}),
         ("Seaquest", {"noop_max": 30, "sticky_actions": 0.25}),
+        # Two frames a step, max-pooled as four are (game.py :635, ``frame_skip > 1`` made ``> 2``, pooled none).
+        ("Breakout", {"frame_skip": 2}),
     ],
 )
 def test_bit_identical_to_gymnasium_preprocessing(game, options):
