@@ -281,6 +281,8 @@ def test_the_sum_tree_finds_the_leaf_whose_prefix_sums_hold_each_target():
         ((0.0, 0.0, 0.9), "FIRE"),
         ((0.5, np.pi / 2, 0.5), "NOOP"),  # y and fire at the threshold exactly: not beyond it
         ((0.5, -np.pi / 2, 0.0), "NOOP"),
+        ((0.5, 0.0, 0.0), "NOOP"),  # x at the threshold exactly, right and left
+        ((0.5, np.pi, 0.0), "NOOP"),
     ],
 )
 def test_a_continuous_action_is_the_joystick_position_and_fire_beyond_the_threshold(action, name):
