@@ -339,7 +339,10 @@ class FrameReplay:
             raise ValueError(f"capacity must be at least num_envs ({self.num_envs}): one slot per env, got {capacity}")
         if not isinstance(observation_shape, (tuple, list)) or not observation_shape:
             raise TypeError(f"observation_shape must be a tuple of positive integers, got {observation_shape!r}")
-        self.observation_shape = tuple(_integer("observation_shape", side, 1) for side in observation_shape)
+        # Each side checked on its own: the message names the entry.
+        self.observation_shape = tuple(
+            _integer(f"observation_shape[{k}]", side, 1) for k, side in enumerate(observation_shape)
+        )
         _check_bool("channels_last", channels_last)
         self.channels_last = bool(channels_last)
         depth = self.observation_shape[-1 if channels_last else 0]  # the stack axis's length
