@@ -757,14 +757,28 @@ def run_target(name: str, files: Sequence[str], args: argparse.Namespace) -> Non
             print(f"{name}: {now} mutants tested in {wall:.0f} s, {cpu / now:.1f} CPU s per mutant", flush=True)
 
 
+def applied(source: str, diff: str) -> str | None:
+    """`source` with cosmic-ray's `diff` of it applied (one hunk: a mutation changes one place), or None when the
+    hunk's lines before the change are not in `source` exactly once (the file changed since the run)."""
+    hunks = diff.split("\n@@")[1:]
+    if len(hunks) != 1:
+        return None
+    old, new = [], []
+    for line in hunks[0].splitlines()[1:]:  # after the @@ line
+        if line[:1] in (" ", "-", ""):
+            old.append(line[1:])
+        if line[:1] in (" ", "+", ""):
+            new.append(line[1:])
+    before, after = "".join(f"{line}\n" for line in old), "".join(f"{line}\n" for line in new)
+    return source.replace(before, after) if source.count(before) == 1 else None
+
+
 def recheck_target(name: str, files: Sequence[str], args: argparse.Namespace) -> list[dict[str, Any]]:
     """Test again the survivors (and those not covered) of target `name`'s run kept in `args.state`, against the
     tests of the working tree now, after tests were written for them: in a fresh copy with its own map of tests, each
-    survivor's diff applied in turn and its selected tests run (`run_selected`). Their records, each with its
-    outcome now (a diff that no longer applies, the target's file changed since, is an error)."""
+    survivor's diff applied in turn (`applied`) and its selected tests run (`run_selected`). Their records, each
+    with its outcome now (a diff that no longer applies, the target's file changed since, is an error)."""
     run = args.state / name
-    if not (run / "started.json").is_file():
-        raise SystemExit(f"{name}: no run in {args.state} to recheck; start one without --recheck")
     survivors = [record for record in target_records(run) if outcome(record) in ("survived", "not covered")]
     directory = args.state / f"{name}-recheck"
     shutil.rmtree(directory, ignore_errors=True)
@@ -778,12 +792,12 @@ def recheck_target(name: str, files: Sequence[str], args: argparse.Namespace) ->
     rechecked = []
     for record in survivors:
         result = {"worker_outcome": "normal", "test_outcome": "killed", "output": "", "diff": record["result"]["diff"]}
-        patch = ["patch", "-p1", "--forward", "--batch", "--fuzz=0", "--silent", "-d", str(copy)]
-        diff = result["diff"] if result["diff"].endswith("\n") else result["diff"] + "\n"  # cosmic-ray's lacks it
-        applied = subprocess.run(patch, input=diff, capture_output=True, text=True)
-        if applied.returncode:
-            result.update(worker_outcome="exception", output=f"the diff no longer applies: {applied.stdout}")
+        target = copy / record["path"]
+        mutant = applied(target.read_text(), result["diff"])
+        if mutant is None:
+            result.update(worker_outcome="exception", output="the diff no longer applies: the file changed")
         else:
+            target.write_text(mutant)
             command = [sys.executable, str(copy / "benchmarks" / "mutation.py"), "select", name]
             test = subprocess.Popen(
                 command,
@@ -799,6 +813,9 @@ def recheck_target(name: str, files: Sequence[str], args: argparse.Namespace) ->
             except subprocess.TimeoutExpired:
                 stop([test])
                 output = "timeout"
+            except BaseException:  # Ctrl-C, SIGTERM: the tests and their workers end too
+                stop([test])
+                raise
             passed = test.returncode == 0 and output != "timeout"
             result.update(test_outcome="survived" if passed else "killed", output=output)
         export(original, list(TARGETS[name].functions), copy)  # the next survivor starts from the original
@@ -919,6 +936,9 @@ def write_results(path: Path, results: dict[str, list[dict[str, Any]]]) -> None:
 def recheck(files: Sequence[str], args: argparse.Namespace) -> None:
     """``--recheck``: the survivors of each target's run tested again (`recheck_target`), reported as a run's
     mutants are, then each run's score with the outcomes now."""
+    missing = [name for name in dict.fromkeys(args.target) if not (args.state / name / "started.json").is_file()]
+    if missing:
+        raise SystemExit(f"no run of {', '.join(missing)} in {args.state} to recheck; start one without --recheck")
     results = {name: recheck_target(name, files, args) for name in dict.fromkeys(args.target)}
     if args.results:
         write_results(args.results, results)

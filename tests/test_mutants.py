@@ -250,8 +250,17 @@ def test_a_batch_of_no_transitions_is_refused():
 def test_a_saved_array_of_its_dtype_but_another_shape_is_refused(tmp_path):
     # Mutant: replay.py:279, ``dtype differs or shape differs`` made ``and``: an array of the right dtype and the
     # wrong shape was loaded (numpy broadcast it, or failed later with a message naming no file).
-    path = saved_with(tmp_path, lambda arrays: {**arrays, "_rewards": arrays["_rewards"][:, :1]})
-    with pytest.raises(ValueError, match=r"its array '_rewards' is float\d+ \(\d+, 1\), not float"):
+    # (replay.py:280, the message's ``shape or '1-D'`` made ``and``: it named 1-D for a 2-D array.)
+    shapes = []
+
+    def narrowed(arrays: dict) -> dict:
+        shapes.append(arrays["_rewards"].shape)
+        return {**arrays, "_rewards": arrays["_rewards"][:, :1]}
+
+    path = saved_with(tmp_path, narrowed)
+    rows, slots = shapes[0]
+    message = f"its array '_rewards' is float32 ({rows}, 1), not float32 ({rows}, {slots})"
+    with pytest.raises(ValueError, match=re.escape(message)):
         FrameReplay.load(path)
 
 
@@ -374,7 +383,10 @@ def test_observations_range_up_to_255_or_to_1_when_scaled():
 def test_one_random_start_plays_0_or_1_seeded_random_actions():
     # Mutant: game.py:745, ``random_starts > 0`` made ``> 1``: random_starts=1 played no random start at all.
     game = Game("Breakout", seed=8, random_starts=1)
-    frames = [game.reset() is not None and game.ale.getEpisodeFrameNumber() for _ in range(20)]
+    frames = []
+    for _ in range(20):
+        game.reset()
+        frames.append(game.ale.getEpisodeFrameNumber())
     draws = start_draws(8, 20, 1, game.n_actions)
     assert frames == [4 * count for _, count in draws] and {count for _, count in draws} == {0, 1}
 
@@ -386,7 +398,8 @@ def test_a_probability_option_takes_0_to_1_inclusive():
         Game("Breakout", sticky_actions=-0.1)
     # Always repeated, the last action before any is ALE's NOOP: moving the paddle right does nothing.
     right, still = Game("Breakout", sticky_actions=1.0), Game("Breakout", sticky_actions=1.0)
-    right.reset(), still.reset()
+    right.reset()
+    still.reset()
     assert all(np.array_equal(right.step(2)[0], still.step(0)[0]) for _ in range(30))
 
 
@@ -538,7 +551,7 @@ def test_recv_returns_the_first_envs_done_without_waiting_for_a_stopped_worker(c
     pool.reset()
     stopped = pool._workers[1].process.pid
     os.kill(stopped, signal.SIGSTOP)
-    resume = threading.Timer(PATIENT / 2, os.kill, (stopped, signal.SIGCONT))  # (a late recv gets its answer)
+    resume = threading.Timer(PATIENT, os.kill, (stopped, signal.SIGCONT))  # (a late recv gets its answer)
     resume.start()
     try:
         pool.send([0, 0, 0, 0])

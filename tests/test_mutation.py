@@ -218,7 +218,9 @@ def test_a_recheck_tests_each_survivor_again_with_the_tests_now_and_scores_the_r
         return 10.0
 
     monkeypatch.setattr(mutation, "map_tests", map_tests)
-    mutation.main(["--recheck", "--target", "game", "--state", str(tmp_path), "--results", str(tmp_path / "r.jsonl")])
+    # (Not through main(): it needs cosmic-ray, which the tests' install leaves out, and makes the process a subreaper.)
+    arguments = ["--recheck", "--target", "game", "--state", str(tmp_path), "--results", str(tmp_path / "r.jsonl")]
+    mutation.recheck(mutation.working_tree_files(mutation.ROOT), mutation.build_parser().parse_args(arguments))
     out = capsys.readouterr().out
     assert f"game: {path}:{line} core/NumberReplacer: killed by tests/test_reference.py::test_bit_identical" in out
     assert f"game: {path}:{line} core/NumberReplacer: not covered\n" in out
@@ -229,3 +231,11 @@ def test_a_recheck_tests_each_survivor_again_with_the_tests_now_and_scores_the_r
     assert "game: the run's score with the survivors' outcomes now: 66.7 %" in out
     # The copy is left with the original file.
     assert (tmp_path / "game-recheck" / "job0" / path).read_text() == source
+
+
+def test_a_recheck_of_a_target_without_a_run_says_so_before_rechecking_any(tmp_path):
+    (tmp_path / "game").mkdir()
+    (tmp_path / "game" / "started.json").write_text("{}")
+    arguments = ["--recheck", "--target", "game", "pool", "--state", str(tmp_path)]
+    with pytest.raises(SystemExit, match=re.escape(f"no run of pool in {tmp_path} to recheck; start one without")):
+        mutation.recheck([], mutation.build_parser().parse_args(arguments))
