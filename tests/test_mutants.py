@@ -15,7 +15,6 @@ import ale_py
 import cv2
 import numpy as np
 import pytest
-from test_game import start_draws
 from test_replay_codecs import rewritten
 
 from atari_game import FrameReplay, Game
@@ -378,17 +377,6 @@ def test_observations_range_up_to_255_or_to_1_when_scaled():
     # Mutant: game.py:430 (not covered), the largest observation value 255 made 254.
     assert Game("Breakout").options.observation_high == 255
     assert Game("Breakout", scale_obs=True).options.observation_high == 1.0
-
-
-def test_one_random_start_plays_0_or_1_seeded_random_actions():
-    # Mutant: game.py:745, ``random_starts > 0`` made ``> 1``: random_starts=1 played no random start at all.
-    game = Game("Breakout", seed=8, random_starts=1)
-    frames = []
-    for _ in range(20):
-        game.reset()
-        frames.append(game.ale.getEpisodeFrameNumber())
-    draws = start_draws(8, 20, 1, game.n_actions)
-    assert frames == [4 * count for _, count in draws] and {count for _, count in draws} == {0, 1}
 
 
 def test_a_probability_option_takes_0_to_1_inclusive():
