@@ -571,7 +571,12 @@ class GamePool(gymnasium.vector.VectorEnv):
         gives it (``ended``: an episode ended), ``("error", ids, message)``, or ``("died", [], message)`` when a
         worker died (the pool is then broken: close it); and the pool's arrays (`segment.layout`'s, one row per
         env: views of its shared memory, overwritten by the next command). Nothing is reported by `recv`.
+
+        Raises ValueError for a pool made with ``restart_workers=True``: a dead worker is the caller's to restart
+        (its arrays would not say which envs a replacement restarted).
         """
+        if self.restart_workers:
+            raise ValueError("run_block needs a pool made with restart_workers=False: its caller restarts the block")
         with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
             self._check_usable(stepping=False)
             ids: list[int] = []

@@ -526,6 +526,9 @@ def test_run_block_plays_a_local_pools_envs_as_one_block_and_names_a_dead_worker
     assert answer == ("ok", [3, 1], False) and np.array_equal(arrays["obs"][info["env_id"]], obs)
     with pytest.raises(ValueError, match="unknown command 'jump'; valid commands: 'step', 'reset'"):
         block_pool.run_block("jump", None)
+    # A replaced worker's restarted envs are reported by step() and recv(), which a block's caller does not call.
+    with pytest.raises(ValueError, match="run_block needs a pool made with restart_workers=False: its caller"):
+        closing(GamePool)(2, restart_workers=True, **OPTIONS).run_block("reset", ({0: 0, 1: 1}, []))
     victim = block_pool._workers[1].process.pid
     os.kill(victim, signal.SIGKILL)
     answer, _ = block_pool.run_block("step", None, np.zeros(4, np.int64))
