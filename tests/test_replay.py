@@ -371,6 +371,7 @@ BAD_CONSTRUCTORS = [
     ({"n_step": 0}, ValueError, "n_step must be an integer >= 1, got 0"),
     ({"gamma": 1.5}, ValueError, r"gamma must be a number in \[0.0, 1.0\], got 1.5"),
     ({"gamma": float("nan")}, ValueError, r"gamma must be a number in \[0.0, 1.0\], got nan"),
+    ({"gamma": True}, TypeError, r"gamma must be a number in \[0.0, 1.0\], got bool True"),  # (not taken as 1.0)
     ({"alpha": -1.0}, ValueError, r"alpha must be a number in \[0.0, inf\], got -1.0"),
     ({"beta": 2.0}, ValueError, r"beta must be a number in \[0.0, 1.0\], got 2.0"),
     ({"prioritized": "yes"}, TypeError, "prioritized must be True or False, got str 'yes'"),
