@@ -83,12 +83,12 @@ def test_actions_at_the_int32_bounds_are_stored_and_one_past_them_refused():
             buffer.add(**step, actions=np.array([action]))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("compression", [None, "zstd"])
 def test_float_observations_with_signed_zeros_and_nans_come_back_bit_for_bit(compression, dtype):
     # Mutants: replay.py:108, `_bits` comparing float32 frames by value (``not`` added, or 4 bytes left out of its
-    # sizes), and replay.py:131, 8 bytes left out (float64 frames): -0.0 == 0.0 would make a slot of zeros and one of
-    # negative zeros one frame, stored once.
+    # sizes), and replay.py:131, 8 or 2 bytes left out (float64, float16 frames): -0.0 == 0.0 would make a slot of
+    # zeros and one of negative zeros one frame, stored once.
     buffer = FrameReplay(4, 1, (2, 2, 2), dtype=dtype, compression=compression)
     zeros = np.zeros((2, 2), dtype)
     obs = np.stack([zeros, -zeros])[None]  # slot 0 holds 0.0, slot 1 -0.0: equal as floats, not as bits
