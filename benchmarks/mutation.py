@@ -635,6 +635,12 @@ def stop(processes: Sequence[subprocess.Popen]) -> None:
         process.wait()
 
 
+def mutant_timeout(baseline: float) -> float:
+    """The seconds a mutant's tests may take, from the `baseline` seconds of the target's tests unmutated: jobs side
+    by side run slower, and a hang still ends."""
+    return 2 * baseline + 30
+
+
 def start_target(name: str, files: Sequence[str], directory: Path, args: argparse.Namespace) -> None:
     """Set up a run of target `name` in `directory` (emptied first): a copy of the working tree `files` per job, the
     originals of the target's files, the tests' map (with selection) and one cosmic-ray session per job, each with
@@ -657,7 +663,7 @@ def start_target(name: str, files: Sequence[str], directory: Path, args: argpars
         started = time.perf_counter()
         run_checked([*runner_command(first, target), *target.tests], first, env)
         baseline = time.perf_counter() - started
-    timeout = 2 * baseline + 30  # jobs side by side run slower; a hang still ends
+    timeout = mutant_timeout(baseline)
     print(f"{name}: the tests pass unmutated in {baseline:.0f} s; timeout per mutant {timeout:.0f} s", flush=True)
 
     # Every mutant cosmic-ray makes of the files, then only those in the selected functions (and the sample).
@@ -786,7 +792,7 @@ def recheck_target(name: str, files: Sequence[str], args: argparse.Namespace) ->
     export(ROOT, files, copy)
     export(ROOT, list(TARGETS[name].functions), original)
     env = dict(os.environ, PYTHONPATH=str(copy))
-    timeout = 2 * map_tests(name, copy, env) + 30  # as a run's
+    timeout = mutant_timeout(map_tests(name, copy, env))
     print(f"{name}: rechecking {len(survivors)} survivors of the run in {run} against the tests now", flush=True)
 
     rechecked = []
