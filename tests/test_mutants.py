@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import threading
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 from test_replay_codecs import rewritten
 
-from atari_game import FrameReplay, Game
+from atari_game import FrameReplay, Game, action_meanings, game_modes
 from atari_game import pool as pool_module
 from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW, GameOptions
 from atari_game.pool import GamePool, PoolError
@@ -417,6 +418,15 @@ def test_a_game_has_no_lives_before_its_first_reset():
     assert game.lives == 5
 
 
+def test_a_roms_facts_are_read_once_per_game(monkeypatch):
+    # Mutant: game.py:148, the cache of a ROM's facts removed: every option check and action list would load the ROM
+    # again (~0.1 s each; a GamePool checks its options in the parent and in each worker).
+    meanings = action_meanings("Pong")
+    monkeypatch.setattr(ale_py, "ALEInterface", lambda: pytest.fail("a ROM was loaded again for its facts"))
+    assert action_meanings("Pong") == meanings
+    assert game_modes("Pong") == (0, 1)
+
+
 # --- the pool (atari_game/pool.py, atari_game/pool_worker.py) ---------------------------------------------------
 
 
@@ -598,3 +608,104 @@ def test_a_whole_pool_step_wakes_the_parent_once_and_leaves_no_wake_up_behind(cl
         if seconds < PATIENT:  # woken, not given up on
             with pytest.raises(BlockingIOError):
                 pool._wake[0].recv(64, socket.MSG_DONTWAIT)
+
+
+class WatchedAnswers:
+    """The parent's end of a pool's answer socket, counting the parent's reads; `late` (bytes: answers) is sent
+    on the socket just after the first read returns, as by a worker that answers while the parent reads."""
+
+    def __init__(self, pool: GamePool, late: bytes = b"") -> None:
+        self.end, self.child, self.late, self.reads = pool._answers[0], pool._answers[1], late, 0
+        pool._answers = (self, self.child)
+
+    def recv_into(self, *args: object) -> int:
+        try:
+            return self.end.recv_into(*args)
+        finally:
+            self.reads += 1
+            if self.reads == 1 and self.late:
+                os.write(self.child.fileno(), self.late)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.end, name)
+
+
+def answer(worker_first_env: int) -> bytes:
+    """A worker's answer as it writes it: the first env of its block."""
+    return struct.pack("=i", worker_first_env)
+
+
+@pytest.mark.parametrize("late", [True, False], ids=["an answer late", "every answer in"])
+def test_a_woken_parent_reads_every_answer_of_a_whole_pool_step_once(closing, late):
+    # Mutants: pool.py:405, ``woken = True`` made False, and :412, ``woken`` negated: a worker takes its ticket before
+    # it answers, so the last one can wake the parent while another is between its ticket and its answer. The woken
+    # parent must wait for that answer; reading only what was in, it would hand the whole step to the general way
+    # (booked as a command each, read again). :412, ``got < len(view)`` made ``<=``: with every answer in, a
+    # second read (of nothing).
+    pool = closing(GamePool)(4, n_workers=2, game="Breakout")  # envs 0-1 and 2-3
+    command = POOL_STEP_BYTES[1]
+    os.write(pool._answers[1].fileno(), answer(2) if late else answer(2) + answer(0))
+    os.write(pool._wake[1].fileno(), command)  # the last worker's wake-up
+    watched = WatchedAnswers(pool, late=answer(0) if late else b"")
+    answers = np.full(2, pool_module.NO_ANSWER, np.int32)
+    pool._read_pool_step(answers, command)
+    assert answers.tolist() == [2, 0]
+    assert watched.reads == (2 if late else 1)
+
+
+def test_a_parent_not_woken_takes_the_answers_that_came_and_waits_no_more(closing, monkeypatch):
+    # Mutants: pool.py:407, a wait for the wake-up that gave up taken as woken, and :412, ``woken and`` made ``or``:
+    # the parent would wait again for the answers still missing, up to LIVENESS_CHECK_SECONDS more (a dead worker's
+    # never come) before the general way checks that the workers are alive. Not woken, it reads what came and leaves
+    # any later answer to the general way.
+    monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", 0.05)  # the wait for the wake-up that never comes
+    pool = closing(GamePool)(4, n_workers=2, game="Breakout")
+    os.write(pool._answers[1].fileno(), answer(2))
+    WatchedAnswers(pool, late=answer(0))
+    answers = np.full(2, pool_module.NO_ANSWER, np.int32)
+    pool._read_pool_step(answers, POOL_STEP_BYTES[1])
+    assert answers.tolist() == [2, pool_module.NO_ANSWER]
+    assert pool._answers[0].recv(8, socket.MSG_DONTWAIT) == answer(0)  # left in the socket
+
+
+def test_a_reset_reads_every_workers_answer_at_once(closing, monkeypatch):
+    # Mutant: pool.py:629, `_finish_in_flight` collecting with ``everything=False``: it would read (and sleep until)
+    # one answer at a time, waking the parent once a worker instead of once.
+    monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
+    pool = closing(GamePool)(6, n_workers=3, game="Breakout")
+    watched = WatchedAnswers(pool)
+    start = time.perf_counter()
+    pool.reset()
+    assert watched.reads == 1 or time.perf_counter() - start >= PATIENT
+
+
+def test_a_stopped_worker_is_waited_for_by_liveness_checks_that_do_not_block(closing, monkeypatch):
+    # Mutant: pool.py:444, the liveness check's ``timeout=0`` made 1: each check, made when nothing came in
+    # LIVENESS_CHECK_SECONDS, would wait up to a second for a worker to die, and an answer that comes meanwhile with it.
+    monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", 0.02)
+    pool, twin = (closing(GamePool)(4, seed=3, n_workers=2, game="Breakout") for _ in range(2))
+    pool.reset()
+    twin.reset()
+    checks, wait = [], pool_module.connection.wait
+
+    def timed_wait(*args: object, **kwargs: object) -> list:
+        start = time.perf_counter()
+        try:
+            return wait(*args, **kwargs)
+        finally:
+            checks.append(time.perf_counter() - start)
+
+    monkeypatch.setattr(pool_module.connection, "wait", timed_wait)
+    stopped = pool._workers[1].process.pid
+    os.kill(stopped, signal.SIGSTOP)
+    resume = threading.Timer(0.3, os.kill, (stopped, signal.SIGCONT))
+    resume.start()
+    try:
+        results = pool.step([1, 1, 1, 1])
+    finally:
+        resume.cancel()
+        os.kill(stopped, signal.SIGCONT)
+    monkeypatch.undo()
+    assert len(checks) >= 2 and max(checks) < 0.5
+    for value, expected in zip(results[:4], twin.step([1, 1, 1, 1])[:4], strict=True):  # waited for, not given up
+        assert np.array_equal(value, expected)
