@@ -626,12 +626,17 @@ def descendants(pid: int) -> list[int]:
 
 
 def stop(processes: Sequence[subprocess.Popen]) -> None:
-    """End the job processes still running and every process below them, each with its process group."""
+    """End the job processes still running and every process below them, each with its process group, and delete
+    the shared memory of the pools they held open (`/dev/shm/atari_game_<pid>_*`), which a killed pool cannot."""
     for process in processes:
         if process.poll() is None:
-            for pid in [process.pid, *descendants(process.pid)]:
+            pids = [process.pid, *descendants(process.pid)]
+            for pid in pids:
                 with contextlib.suppress(OSError):  # gone already
                     os.killpg(os.getpgid(pid), signal.SIGKILL)
+            for pid in pids:
+                for segment in Path("/dev/shm").glob(f"atari_game_{pid}_*"):
+                    segment.unlink(missing_ok=True)
         process.wait()
 
 

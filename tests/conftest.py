@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # What a user's work leaves where they run the trainers: the README's first command (`python examples/ppo.py --game
@@ -55,3 +56,14 @@ def closing():
     yield factory
     for thing in made:
         thing.close()
+
+
+@pytest.fixture
+def unchecked():
+    """``unchecked(pool)`` lets any integer action past `pool`'s own check of actions, so that one its games refuse
+    reaches a worker, whose failure the test is about; ``del pool._check_actions`` puts the check back."""
+
+    def let_through(pool):
+        pool._check_actions = lambda actions, count: np.asarray(actions, np.int64)
+
+    return let_through

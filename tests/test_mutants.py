@@ -480,12 +480,12 @@ def test_each_workers_count_of_commands_is_raised_in_its_first_envs_row(closing)
     assert raised[:, 0].tolist() == [6, 0, 0, 7, 0, 0] and not raised[:, 1:].any()
 
 
-def test_a_whole_pool_step_that_the_first_worker_fails_is_reported(closing):
+def test_a_whole_pool_step_that_the_first_worker_fails_is_reported(closing, unchecked):
     # Mutant: pool.py:392, ``answers.min() >= 0`` made ``>= -1``: the failed answer of the worker whose first env is
     # 0, -1 - 0, would pass for an answer: its error unreported, its envs' results what the segment held.
     pool = closing(GamePool)(4, n_workers=2, game="Breakout")
     pool.reset()
-    pool._check_actions = lambda actions, count: np.asarray(actions, np.int64)  # a bad action reaches the worker
+    unchecked(pool)  # a bad action reaches the worker
     with pytest.raises(PoolError, match=r"(?s)envs 0-1\) failed on envs \[0, 1\].*IndexError"):
         pool.step([99, 0, 0, 0])
 
@@ -573,18 +573,18 @@ def test_a_whole_pool_step_with_a_worker_already_gone_reports_it_dead(closing):
         pool.step([0] * 4)
 
 
-def test_a_failed_command_is_reported_for_its_own_worker_and_envs(closing):
+def test_a_failed_command_is_reported_for_its_own_worker_and_envs(closing, unchecked):
     # Mutants: pool.py:450, the env of a failed answer (-1 - id) read as -id: with an env a worker, the next
     # worker's (or none); :454, a failed command's envs taken from the last command in flight to its worker, not the
     # first (the one answered).
     pool = closing(GamePool)(2, n_workers=2, batch_size=1, game="Breakout")
     pool.reset()
-    pool._check_actions = lambda actions, count: np.asarray(actions, np.int64)  # a bad action reaches the worker
+    unchecked(pool)  # a bad action reaches the worker
     with pytest.raises(PoolError, match=rf"\(pid {pool._workers[0].process.pid}, envs 0-0\) failed on envs \[0\]"):
         pool.step([99, 0])
     pool = closing(GamePool)(2, n_workers=1, batch_size=1, game="Breakout")
     pool.reset()
-    pool._check_actions = lambda actions, count: np.asarray(actions, np.int64)
+    unchecked(pool)
     pool.send([99], env_ids=[0])  # fails
     pool.send([0], env_ids=[1])  # queued behind it, to the same worker
     with pytest.raises(PoolError, match=r"failed on envs \[0\]"):

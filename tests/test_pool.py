@@ -472,11 +472,10 @@ def test_a_worker_killed_while_sending_a_traceback_is_reported_dead(pool_factory
     assert obs.shape == (4, 4, 84, 84) and list(info["worker_restarted"]) == [False, False, True, True]
 
 
-def test_a_worker_failing_in_a_step_is_reported_with_its_traceback_and_the_pool_goes_on(pool_factory):
+def test_a_worker_failing_in_a_step_is_reported_with_its_traceback_and_the_pool_goes_on(pool_factory, unchecked):
     pool = pool_factory(4, n_workers=2, **OPTIONS)
     pool.reset()
-    # Let an action the parent would refuse reach a worker: its Game fails on it.
-    pool._check_actions = lambda actions, count: np.asarray(actions, np.int64)
+    unchecked(pool)  # an action the parent would refuse reaches a worker: its Game fails on it
     with pytest.raises(PoolError, match=r"(?s)pool worker \(pid \d+, envs 2-3\) failed on envs \[2, 3\].*IndexError"):
         pool.step([0, 0, 0, 99])
     del pool._check_actions
