@@ -105,6 +105,10 @@ PROGRESS_SECONDS = 60
 STATE = Path(tempfile.gettempdir()) / "atari-game-mutation"
 # prctl's option that makes a process the reaper of the orphans below it (linux/prctl.h).
 PR_SET_CHILD_SUBREAPER = 36
+# The command line of multiprocessing's resource tracker, which deletes what the processes it tracks left behind.
+RESOURCE_TRACKER = b"multiprocessing.resource_tracker"
+# How long a stopped job's resource trackers get to delete what its killed processes left.
+TRACKER_SECONDS = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -626,18 +630,38 @@ def descendants(pid: int) -> list[int]:
 
 
 def stop(processes: Sequence[subprocess.Popen]) -> None:
-    """End the job processes still running and every process below them, each with its process group, and delete
-    the shared memory of the pools they held open (`/dev/shm/atari_game_<pid>_*`), which a killed pool cannot."""
+    """End the job processes still running and every process below them, each with its process group.
+
+    A killed pool cannot delete its shared memory and semaphore: the resource tracker that multiprocessing started
+    for the tests does, once every process that holds its pipe is gone. So it is spared until then (up to
+    `TRACKER_SECONDS`), and ends with its group after."""
     for process in processes:
         if process.poll() is None:
-            pids = [process.pid, *descendants(process.pid)]
-            for pid in pids:
+            below = [process.pid, *descendants(process.pid)]
+            groups, trackers = set(), []
+            for pid in below:
                 with contextlib.suppress(OSError):  # gone already
-                    os.killpg(os.getpgid(pid), signal.SIGKILL)
-            for pid in pids:
-                for segment in Path("/dev/shm").glob(f"atari_game_{pid}_*"):
-                    segment.unlink(missing_ok=True)
+                    groups.add(os.getpgid(pid))
+                    if RESOURCE_TRACKER in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        trackers.append(pid)
+                    else:
+                        os.kill(pid, signal.SIGKILL)
+            process.wait()
+            deadline = time.monotonic() + TRACKER_SECONDS
+            while any(map(running, trackers)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            for group in groups:  # the trackers, and what else of the groups is no longer below the job
+                with contextlib.suppress(OSError):
+                    os.killpg(group, signal.SIGKILL)
         process.wait()
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` runs (not ended, nor a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def mutant_timeout(baseline: float) -> float:

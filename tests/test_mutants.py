@@ -612,7 +612,7 @@ def test_a_whole_pool_step_wakes_the_parent_once_and_leaves_no_wake_up_behind(cl
 
 class WatchedAnswers:
     """The parent's end of a pool's answer socket, counting the parent's reads; `late` (bytes: answers) is sent
-    on the socket just after the first read returns, as by a worker that answers while the parent reads."""
+    on the socket just after the first read, as by a worker that answers while the parent reads."""
 
     def __init__(self, pool: GamePool, late: bytes = b"") -> None:
         self.end, self.child, self.late, self.reads = pool._answers[0], pool._answers[1], late, 0
@@ -673,6 +673,7 @@ def test_a_reset_reads_every_workers_answer_at_once(closing, monkeypatch):
     # one answer at a time, waking the parent once a worker instead of once.
     monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
     pool = closing(GamePool)(6, n_workers=3, game="Breakout")
+    pool.reset()  # (the workers started: a slow start would pass for a read given up on)
     watched = WatchedAnswers(pool)
     start = time.perf_counter()
     pool.reset()
@@ -686,6 +687,7 @@ def test_a_stopped_worker_is_waited_for_by_liveness_checks_that_do_not_block(clo
     pool, twin = (closing(GamePool)(4, seed=3, n_workers=2, game="Breakout") for _ in range(2))
     pool.reset()
     twin.reset()
+    stopped = pool._workers[1].process.pid
     checks, wait = [], pool_module.connection.wait
 
     def timed_wait(*args: object, **kwargs: object) -> list:
@@ -694,18 +696,16 @@ def test_a_stopped_worker_is_waited_for_by_liveness_checks_that_do_not_block(clo
             return wait(*args, **kwargs)
         finally:
             checks.append(time.perf_counter() - start)
+            if len(checks) == 3:  # the stopped worker goes on after three checks found it alive
+                os.kill(stopped, signal.SIGCONT)
 
-    monkeypatch.setattr(pool_module.connection, "wait", timed_wait)
-    stopped = pool._workers[1].process.pid
     os.kill(stopped, signal.SIGSTOP)
-    resume = threading.Timer(0.3, os.kill, (stopped, signal.SIGCONT))
-    resume.start()
     try:
-        results = pool.step([1, 1, 1, 1])
+        with monkeypatch.context() as patch:  # (multiprocessing's own wait, for this step only)
+            patch.setattr(pool_module.connection, "wait", timed_wait)
+            results = pool.step([1, 1, 1, 1])
     finally:
-        resume.cancel()
         os.kill(stopped, signal.SIGCONT)
-    monkeypatch.undo()
-    assert len(checks) >= 2 and max(checks) < 0.5
+    assert len(checks) >= 3 and max(checks) < 0.5
     for value, expected in zip(results[:4], twin.step([1, 1, 1, 1])[:4], strict=True):  # waited for, not given up
         assert np.array_equal(value, expected)

@@ -242,19 +242,26 @@ def test_a_recheck_of_a_target_without_a_run_says_so_before_rechecking_any(tmp_p
         mutation.recheck([], mutation.build_parser().parse_args(arguments))
 
 
-def test_stopped_tests_leave_no_pool_memory_behind(tmp_path):
+def test_stopped_tests_leave_no_pool_memory_or_semaphore_behind(tmp_path):
     # A test stopped with SIGKILL (Ctrl-C or SIGTERM of a run, a recheck's timeout) cannot close its pools: their
-    # shared memory would stay in /dev/shm until the machine restarts.
+    # shared memory and semaphore (named, in /dev/shm) would stay until the machine restarts.
     script = tmp_path / "holds_a_pool.py"
     script.write_text(
-        "import time\nfrom atari_game import GameOptions\nfrom atari_game.segment import create, layout\n"
-        "segment = create(layout(2, GameOptions('Breakout'), same_step=True), 2)  # a GamePool's\n"
-        "print('open', flush=True)\n"
-        "time.sleep(60)\n"
+        "import multiprocessing, time\n"
+        "from atari_game import GameOptions\n"
+        "from atari_game.segment import create, layout\n"
+        "if __name__ == '__main__':\n"
+        "    segment = create(layout(2, GameOptions('Breakout'), same_step=True), 2)  # a GamePool's\n"
+        "    tickets = multiprocessing.get_context('forkserver').Semaphore(0)  # and its named semaphore\n"
+        "    print(segment.name, tickets._semlock.name, flush=True)\n"
+        "    time.sleep(60)\n"
     )
     test = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
-    assert test.stdout.readline() == "open\n"
-    assert len(list(Path("/dev/shm").glob(f"atari_game_{test.pid}_*"))) == 1
-    mutation.stop([test])
-    test.stdout.close()
-    assert test.returncode == -9 and not list(Path("/dev/shm").glob(f"atari_game_{test.pid}_*"))
+    try:
+        segment, semaphore = test.stdout.readline().split()
+        left = [Path("/dev/shm", segment), Path("/dev/shm", "sem." + semaphore.lstrip("/"))]
+        assert all(path.exists() for path in left)
+    finally:
+        mutation.stop([test])
+        test.stdout.close()
+    assert test.returncode == -9 and not [path for path in left if path.exists()]
