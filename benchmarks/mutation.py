@@ -615,12 +615,10 @@ def descendants(pid: int) -> list[int]:
     """The processes below `pid`, children first (from /proc: a test command runs in a session of its own, out of
     reach of its job's process group)."""
     children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-        except OSError:  # it ended meanwhile
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    for process in (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()):
+        fields = stat_fields(process)
+        if fields:  # (not ended meanwhile)
+            children.setdefault(int(fields[1]), []).append(process)
     found, queue = [], [pid]
     while queue:
         below = children.get(queue.pop(0), [])
@@ -653,15 +651,20 @@ def stop(processes: Sequence[subprocess.Popen]) -> None:
             for group in groups:  # the trackers, and what else of the groups is no longer below the job
                 with contextlib.suppress(OSError):
                     os.killpg(group, signal.SIGKILL)
-        process.wait()
+
+
+def stat_fields(pid: int) -> list[str]:
+    """The fields of process `pid`'s /proc/PID/stat after its command name (which may hold spaces): its state first,
+    then its parent's pid; none if it has ended."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return []
 
 
 def running(pid: int) -> bool:
     """Whether process `pid` runs (not ended, nor a zombie waiting to be reaped)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return stat_fields(pid)[:1] not in ([], ["Z"])
 
 
 def mutant_timeout(baseline: float) -> float:
