@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+from multiprocessing import connection
 
 import numpy as np
 import pytest
@@ -482,12 +483,25 @@ def test_a_worker_failing_in_a_step_is_reported_with_its_traceback_and_the_pool_
     assert pool.step([0, 1, 2, 3])[0].shape == (4, 4, 84, 84)
 
 
-def test_a_worker_slower_than_the_liveness_check_is_waited_for(pool_factory):
+def test_a_worker_slower_than_the_liveness_check_is_waited_for(pool_factory, monkeypatch):
     pool = pool_factory(4, n_workers=2, **OPTIONS)
     pool.reset()
     slow = worker_pids(pool)[1]
+    # The parent's liveness checks (one each time nothing came in LIVENESS_CHECK_SECONDS), timed: the slow worker
+    # goes on after the first found it alive.
+    checks, wait = [], connection.wait
+
+    def timed_wait(*args: object, **kwargs: object) -> list:
+        start = time.perf_counter()
+        try:
+            return wait(*args, **kwargs)
+        finally:
+            checks.append(time.perf_counter() - start)
+            if len(checks) == 1:
+                os.kill(slow, signal.SIGCONT)
+
+    monkeypatch.setattr(connection, "wait", timed_wait)
     os.kill(slow, signal.SIGSTOP)  # its answer comes after the parent's first read gave up
-    threading.Timer(1.0, os.kill, (slow, signal.SIGCONT)).start()
     games = [Game(seed=i, **OPTIONS) for i in range(4)]
     for game in games:
         game.reset()
@@ -496,6 +510,9 @@ def test_a_worker_slower_than_the_liveness_check_is_waited_for(pool_factory):
         expected = [game.step(action) for game in games]
         assert all(np.array_equal(obs[i], step[0]) for i, step in enumerate(expected))
         assert list(rewards) == [step[1] for step in expected] and not terms.any() and not truncs.any()
+    # A check looks without waiting. (Mutant pool.py:444, ``timeout=0`` made 1: each waited up to a second for a
+    # worker to die, and an answer that came meanwhile with it.)
+    assert len(checks) >= 1 and max(checks) < 0.5
 
 
 def test_a_step_interrupted_by_ctrl_c_is_finished_by_the_next(pool_factory):
