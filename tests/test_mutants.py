@@ -611,8 +611,8 @@ def test_a_whole_pool_step_wakes_the_parent_once_and_leaves_no_wake_up_behind(cl
 
 
 class WatchedAnswers:
-    """The parent's end of a pool's answer socket, counting the parent's reads; `late` (bytes: answers) is sent
-    on the socket just after the first read, as by a worker that answers while the parent reads."""
+    """Put in place of the parent's end of `pool`'s answer socket: it counts the parent's reads; `late` (bytes:
+    answers) is sent on the socket just after the first read, as by a worker that answers while the parent reads."""
 
     def __init__(self, pool: GamePool, late: bytes = b"") -> None:
         self.end, self.child, self.late, self.reads = pool._answers[0], pool._answers[1], late, 0
