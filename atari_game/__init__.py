@@ -1,6 +1,7 @@
 """atari_game: Atari 2600 games as fast, correct, ready-to-train reinforcement-learning environments."""
 
 from atari_game.env import AtariGameEnv, make_game_pool, register_games
+from atari_game.evaluation import Evaluation, evaluate
 from atari_game.game import (
     LIFE_LOSS_MODES,
     OBS_TYPES,
@@ -13,6 +14,7 @@ from atari_game.game import (
     resolve_game,
 )
 from atari_game.pool import GamePool, PoolError
+from atari_game.protocols import PROTOCOLS, Protocol
 from atari_game.ray_pool import RayGamePool
 from atari_game.replay import FrameReplay
 from atari_game.worker import DEFAULT_START_METHOD, Worker, WorkerError, worker_process
@@ -21,16 +23,20 @@ __all__ = [
     "DEFAULT_START_METHOD",
     "LIFE_LOSS_MODES",
     "OBS_TYPES",
+    "PROTOCOLS",
     "AtariGameEnv",
+    "Evaluation",
     "FrameReplay",
     "Game",
     "GameOptions",
     "GamePool",
     "PoolError",
+    "Protocol",
     "RayGamePool",
     "Worker",
     "WorkerError",
     "action_meanings",
+    "evaluate",
     "game_difficulties",
     "game_modes",
     "list_games",

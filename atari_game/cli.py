@@ -1,4 +1,4 @@
-"""The `atari-game` command (also `python -m atari_game`): games, play, bench, train.
+"""The `atari-game` command (also `python -m atari_game`): games, play, bench, train, evaluate, report.
 
 atari-game games                                        # the bundled games, their actions
 atari-game play Breakout --record breakout.mp4          # a random agent plays one whole game
@@ -6,6 +6,8 @@ atari-game play Breakout --checkpoint runs/Breakout-1/checkpoint.pt --record age
 atari-game bench --envs 16                              # GamePool against the other Atari vector envs
 atari-game train --game Pong --total-frames 2000000     # the PPO example (atari-game train --help)
 atari-game train --algo dqn --game Pong                 # the DQN example (atari-game train --algo dqn --help)
+atari-game evaluate runs/Pong-1/checkpoint.pt           # 30 whole games under the run's protocol: mean, SE, HNS
+atari-game report runs/*/ --out report                  # IQM, median, mean of HNS with intervals, Atari-5, profiles
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 
 from atari_game.game import Game, action_meanings, list_games, resolve_game
 from atari_game.play import check_video_path, play_game
+from atari_game.protocols import get_protocol
 
 TRAINERS = ("ppo", "dqn")  # atari_game.ppo and atari_game.dqn
 TRAIN_EXTRA = 'pip install torch==2.13.0 && pip install "atari_game[train]"'
@@ -67,6 +70,16 @@ def game_name(name: str) -> str:
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error).replace("atari_game.list_games()", "`atari-game games`")) from None
     return name
+
+
+def protocol_name(name: str) -> str:
+    """An argparse type: a protocol of `atari_game.protocols` by name, or ``none`` (returned as "")."""
+    if name == "none":
+        return ""
+    try:
+        return get_protocol(name).name
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error}, or none") from None
 
 
 def checkpoint_file(text: str) -> Path:
@@ -148,6 +161,38 @@ def train(arguments: list[str]) -> None:
     trainer.main(options, prog=f"atari-game train --algo {choice.algo}")
 
 
+def evaluate(args: argparse.Namespace) -> None:
+    try:
+        from atari_game.evaluation import evaluate_checkpoint
+    except ImportError as error:
+        missing_extra("evaluate", error, TRAIN_EXTRA)
+    for checkpoint in args.checkpoints:
+        try:
+            result, note = evaluate_checkpoint(checkpoint, args.protocol or None, args.episodes, args.seed, args.envs)
+        except ValueError as error:
+            args.command_parser.error(str(error))
+        if note:
+            print(f"note: {note}")
+        name = f"evaluation-{result.protocol}.json"
+        path = result.save(
+            args.out / f"{Path(checkpoint).parent.name}-{name}" if args.out else checkpoint.parent / name
+        )
+        print(f"{result.summary()}; written to {path} and {path.with_suffix('.csv')}", flush=True)
+
+
+def report(args: argparse.Namespace) -> None:
+    from atari_game.report import format_summary, write_report
+
+    try:
+        summary = write_report(args.inputs, args.out, resamples=args.resamples, seed=args.seed)
+    except ImportError as error:
+        missing_extra("report", error, 'pip install "atari_game[report]"')
+    except (ValueError, FileNotFoundError) as error:
+        args.command_parser.error(str(error))
+    print(format_summary(summary))
+    print(f"written to {args.out}: report.md, report.json, performance_profiles.png")
+
+
 # These commands have their own options (and --help): everything after the command name goes to them.
 FORWARDED = {"bench": (bench, "the throughput benchmark"), "train": (train, "train the PPO (default) or DQN example")}
 
@@ -175,9 +220,63 @@ def build_parser() -> argparse.ArgumentParser:
     play_parser.add_argument(
         "--seed", type=seed, default=0, help="the game's seed, an integer >= 0 (default: %(default)s)"
     )
+    evaluate_parser = commands.add_parser(
+        "evaluate", help="score trained agents: whole games under a protocol, mean, standard error and HNS"
+    )
+    evaluate_parser.add_argument(
+        "checkpoints",
+        nargs="+",
+        type=checkpoint_file,
+        metavar="CHECKPOINT",
+        help="checkpoint.pt files of `atari-game train`",
+    )
+    evaluate_parser.add_argument(
+        "--episodes", type=count, default=30, help="whole games per checkpoint (default: %(default)s)"
+    )
+    evaluate_parser.add_argument(
+        "--protocol",
+        type=protocol_name,
+        default=None,
+        help="the protocol to score under: machado or nature (default: the one the run trained under)",
+    )
+    evaluate_parser.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        help="env i is seeded seed + i; the same seed, the same games (default: %(default)s)",
+    )
+    evaluate_parser.add_argument(
+        "--envs", type=count, default=None, help="games played at once (default: the smaller of --episodes and 8)"
+    )
+    evaluate_parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where the JSON and CSV go (default: beside each checkpoint, evaluation-PROTOCOL.json)",
+    )
+    report_parser = commands.add_parser(
+        "report", help="aggregate scores across games: IQM, median, mean of HNS with confidence intervals, Atari-5"
+    )
+    report_parser.add_argument(
+        "inputs",
+        nargs="+",
+        type=Path,
+        metavar="INPUT",
+        help="run directories, evaluation JSONs of `atari-game evaluate`, or CSVs of algorithm,game,seed,score rows",
+    )
+    report_parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("report"),
+        help="the directory it writes report.md, report.json and performance_profiles.png into (default: %(default)s)",
+    )
+    report_parser.add_argument(
+        "--resamples", type=count, default=10_000, help="bootstrap resamples per interval (default: %(default)s)"
+    )
+    report_parser.add_argument("--seed", type=seed, default=0, help="the bootstrap's seed (default: %(default)s)")
     # Each command's parser, for the usage error of a flag it does not know (see main).
-    games_parser.set_defaults(command_parser=games_parser)
-    play_parser.set_defaults(command_parser=play_parser)
+    for command_parser in (games_parser, play_parser, evaluate_parser, report_parser):
+        command_parser.set_defaults(command_parser=command_parser)
     for name, (_, about) in FORWARDED.items():
         commands.add_parser(name, help=f"{about} (see: atari-game {name} --help)")
     return parser
@@ -190,10 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:  # argparse reports a command's unknown flags with the top-level usage: report them with the command's
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "games":
-        games()
-    else:
-        play(args)
+    {"games": lambda _: games(), "play": play, "evaluate": evaluate, "report": report}[args.command](args)
 
 
 if __name__ == "__main__":

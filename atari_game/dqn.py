@@ -42,6 +42,7 @@ from torch import nn
 
 from atari_game.game import action_meanings
 from atari_game.pool import GamePool, PoolError
+from atari_game.protocols import get_protocol
 from atari_game.replay import FrameReplay
 from atari_game.training import (
     NatureCNN,
@@ -51,6 +52,7 @@ from atari_game.training import (
     broken_rule,
     choose_precision,
     env_placement,
+    full_action_space,
     interrupted,
     make_pools,
     on_device,
@@ -141,6 +143,11 @@ class Config:
     """Each game starts with 1..noop_max NOOP frames, drawn at random (0: none)."""
     fire_reset: bool = True
     """Press FIRE to start each game and each life, in the games that have FIRE."""
+    protocol: str = ""
+    """A named protocol that fixes how the games are played, as papers train: machado (sticky actions, all 18
+    actions, no life-loss signal) or nature (DQN's: 30 no-ops, a lost life terminal); none: the flags as given. Its
+    settings of life_loss, noop_max and fire_reset replace their defaults, and one given otherwise is refused. The
+    run's config and checkpoint record it; atari-game evaluate scores the agent under it (docs/guides/evaluate.md)."""
     torch_threads: int = 0
     """Torch's threads, for inference and learning alike; 0: one per available core.
 
@@ -247,10 +254,10 @@ class QNetwork(nn.Module):
         return self.head(self.trunk(obs))
 
 
-def build_q_network(game: str, device: torch.device) -> QNetwork:
-    """A freshly initialised `QNetwork` for `game`'s minimal action set, on `device` (channels-last, see
-    `on_device`)."""
-    return on_device(QNetwork(len(action_meanings(game))), device)
+def build_q_network(game: str, device: torch.device, full_action_space: bool = False) -> QNetwork:
+    """A freshly initialised `QNetwork` for `game`'s minimal action set (all 18 with `full_action_space`), on
+    `device` (channels-last, see `on_device`)."""
+    return on_device(QNetwork(len(action_meanings(game, full_action_space))), device)
 
 
 @overload
@@ -341,8 +348,8 @@ def train(config: Config) -> Path:
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)  # exploration: which envs explore, and their random actions
 
-    q_network = build_q_network(config.game, device)
-    target_network = build_q_network(config.game, device)
+    q_network = build_q_network(config.game, device, full_action_space(config))
+    target_network = build_q_network(config.game, device, full_action_space(config))
     target_network.load_state_dict(q_network.state_dict())
     # bf16 where this machine computes it faster (probed before the env workers start and take the cores); the
     # checkpoint records the choice, so --resume keeps it.
@@ -350,6 +357,8 @@ def train(config: Config) -> Path:
     target_network.trunk.bf16 = q_network.trunk.bf16
     config = dataclasses.replace(config, precision=precision)
     print(about)
+    if config.protocol:
+        print(get_protocol(config.protocol).describe())
     # The envs: same-step autoreset, so the true final observation of an episode is there to store.
     [pool] = make_pools(config)
     print(env_placement([pool])[1])
@@ -584,7 +593,7 @@ def load_q_network(checkpoint: str | Path, device: torch.device) -> tuple[QNetwo
     """The Q-network saved in a checkpoint, and the config it was trained with."""
     saved = torch.load(checkpoint, map_location=device)
     config = Config(**saved["config"])
-    q_network = build_q_network(config.game, device)
+    q_network = build_q_network(config.game, device, full_action_space(config))
     q_network.load_state_dict(saved["q_network"])
     q_network.trunk.bf16 = config.precision == "bf16"  # as it was trained (before --precision: fp32)
     return q_network, config
@@ -594,6 +603,19 @@ def checkpoint_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], in
     """For `atari-game play --checkpoint`: the checkpoint's policy on the CPU (its eval_epsilon), and its config."""
     q_network, config = load_q_network(checkpoint, torch.device("cpu"))
     return agent_policy(q_network, torch.device("cpu"), config.eval_epsilon, config.seed), config
+
+
+def batch_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray], Config]:
+    """For `atari_game.evaluation`: the checkpoint's Q-network on the CPU as a greedy policy for a batch of games
+    (observations ``(n, *obs_shape)`` in, ``n`` actions of the highest Q-value out; a protocol's epsilon is added by
+    the evaluation), and its config."""
+    q_network, config = load_q_network(checkpoint, torch.device("cpu"))
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return q_network(torch.from_numpy(obs)).argmax(1).numpy()
+
+    return policy, config
 
 
 def evaluate(config: Config) -> None:

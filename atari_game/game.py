@@ -32,6 +32,8 @@ import cv2
 import numpy as np
 from ale_py import roms
 
+from atari_game.protocols import get_protocol, protocol_conflict
+
 # ALE prints a banner for every emulator it builds unless told, before the first one, to log errors only.
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
@@ -117,6 +119,12 @@ def list_games() -> list[str]:
     return sorted(display_name(rom) for rom in _rom_ids())
 
 
+@functools.cache
+def _roms_by_key() -> dict[str, str]:
+    # Each ROM id by its spelling without underscores, built once: reports resolve names in loops.
+    return {rom.replace("_", ""): rom for rom in _rom_ids()}
+
+
 def resolve_game(name: str) -> str:
     """The ale-py ROM id of a game, from any usual spelling of its name.
 
@@ -129,7 +137,7 @@ def resolve_game(name: str) -> str:
     # Strip the Gymnasium id around the name, then compare without case or underscores.
     bare = re.sub(r"^ALE/|(NoFrameskip|Deterministic)?-v\d+$", "", name.strip())
     key = bare.replace("_", "").lower()
-    by_key = {rom.replace("_", ""): rom for rom in _rom_ids()}
+    by_key = _roms_by_key()
     if key in by_key:
         return by_key[key]
     closest = [display_name(by_key[k]) for k in difflib.get_close_matches(key, by_key, n=3, cutoff=0.5)]
@@ -295,6 +303,9 @@ class GameOptions:
             generator (with ``continuous``, uniform over the action bounds). Their rewards are not counted
             and they are not steps of the episode. The order after a restart is: the NOOP start, then the
             random start, then the FIRE step of `fire_reset`. A game that ends during them restarts at once.
+        protocol: the name of a training protocol of `atari_game.protocols` (``"machado"``, ``"nature"``), or
+            ``None``. `from_kwargs` fills in the options it fixes; one given with another value is refused with
+            the paper's reason. Recorded here so that a pool, a run's config and a checkpoint say which it was.
     """
 
     game: str = "Breakout"
@@ -317,6 +328,7 @@ class GameOptions:
     continuous: bool = False
     continuous_action_threshold: float = 0.5
     random_starts: int = 0
+    protocol: str | None = None
 
     @classmethod
     def from_kwargs(cls, **options: Any) -> GameOptions:
@@ -332,6 +344,9 @@ class GameOptions:
                 else:
                     hint = ""
                 raise TypeError(f"unknown game option {name!r}{hint}; valid options: {', '.join(valid)}")
+        # A protocol's settings, where the caller did not give them (__post_init__ refuses one given otherwise).
+        if options.get("protocol") is not None:
+            options = {**get_protocol(options["protocol"]).train, **options}
         return cls(**options)
 
     def __post_init__(self) -> None:
@@ -366,6 +381,8 @@ class GameOptions:
                 "(discrete actions have no threshold)"
             )
         normalise("continuous_action_threshold", float(self.continuous_action_threshold))
+        if self.protocol is not None and (problem := protocol_conflict(self.protocol, dataclasses.asdict(self))):
+            raise ValueError(problem)
         # Mode and difficulty: the ROM says which exist (read once per game).
         facts = _rom_facts(self.game)
         for name, plural, valid in (("mode", "modes", facts.modes), ("difficulty", "difficulties", facts.difficulties)):

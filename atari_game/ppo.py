@@ -25,6 +25,7 @@ from torch import nn
 
 from atari_game.game import action_meanings
 from atari_game.pool import GamePool, PoolError
+from atari_game.protocols import get_protocol
 from atari_game.training import (
     POSITIVE,
     NatureCNN,
@@ -34,6 +35,7 @@ from atari_game.training import (
     broken_rule,
     choose_precision,
     env_placement,
+    full_action_space,
     interrupted,
     make_pools,
     on_device,
@@ -103,6 +105,11 @@ class Config:
     """Each game starts with 1..noop_max NOOP frames, drawn at random (0: none)."""
     fire_reset: bool = True
     """Press FIRE to start each game and each life, in the games that have FIRE."""
+    protocol: str = ""
+    """A named protocol that fixes how the games are played, as papers train: machado (sticky actions, all 18
+    actions, no life-loss signal) or nature (DQN's: 30 no-ops, a lost life terminal); none: the flags as given. Its
+    settings of life_loss, noop_max and fire_reset replace their defaults, and one given otherwise is refused. The
+    run's config and checkpoint record it; atari-game evaluate scores the agent under it (docs/guides/evaluate.md)."""
     async_envs: bool = True
     """Overlap env stepping with inference: two halves of the envs take turns (the pool's send/recv); needs an even
     n_envs."""
@@ -234,12 +241,14 @@ def train(config: Config) -> Path:
     cores = available_cores()
     torch.manual_seed(config.seed)
 
-    agent = build_agent(config.game, device)
+    agent = build_agent(config.game, device, full_action_space(config))
     # bf16 where this machine computes it faster (probed before the env workers start and take the cores); the
     # checkpoint records the choice, so --resume keeps it.
     precision, about = choose_precision(config.precision, agent.trunk, device, resumed=config.resume)
     config = dataclasses.replace(config, precision=precision)
     print(about)
+    if config.protocol:
+        print(get_protocol(config.protocol).describe())
 
     # The envs: with async_envs, two pools of half the envs each, each with half the worker processes (or actors).
     pools = make_pools(config, 2 if config.async_envs else 1)
@@ -466,16 +475,17 @@ def agent_policy(agent: Agent, device: torch.device) -> Callable[[np.ndarray], i
     return policy
 
 
-def build_agent(game: str, device: torch.device) -> Agent:
-    """A freshly initialised `Agent` for `game`'s minimal action set, on `device` (channels-last, see `on_device`)."""
-    return on_device(Agent(len(action_meanings(game))), device)
+def build_agent(game: str, device: torch.device, full_action_space: bool = False) -> Agent:
+    """A freshly initialised `Agent` for `game`'s minimal action set (all 18 with `full_action_space`), on `device`
+    (channels-last, see `on_device`)."""
+    return on_device(Agent(len(action_meanings(game, full_action_space))), device)
 
 
 def load_agent(checkpoint: str | Path, device: torch.device) -> tuple[Agent, Config]:
     """The agent saved in a checkpoint, and the config it was trained with."""
     saved = torch.load(checkpoint, map_location=device)
     config = Config(**saved["config"])
-    agent = build_agent(config.game, device)
+    agent = build_agent(config.game, device, full_action_space(config))
     agent.load_state_dict(saved["agent"])
     agent.trunk.bf16 = config.precision == "bf16"  # as it was trained (before --precision: fp32)
     return agent, config
@@ -485,6 +495,18 @@ def checkpoint_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], in
     """For `atari-game play --checkpoint`: the checkpoint's policy on the CPU, and the config it was trained with."""
     agent, config = load_agent(checkpoint, torch.device("cpu"))
     return agent_policy(agent, torch.device("cpu")), config
+
+
+def batch_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray], Config]:
+    """For `atari_game.evaluation`: the checkpoint's agent on the CPU as a policy for a batch of games (observations
+    ``(n, *obs_shape)`` in, ``n`` actions sampled from its policy out, with torch's generator), and its config."""
+    agent, config = load_agent(checkpoint, torch.device("cpu"))
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return agent.act(torch.from_numpy(obs))[0].numpy()
+
+    return policy, config
 
 
 def evaluate(config: Config) -> None:

@@ -30,10 +30,11 @@ from gymnasium.vector import AutoresetMode
 from torch import nn
 from tqdm import tqdm
 
-from atari_game.cli import game_name, integer
+from atari_game.cli import game_name, integer, protocol_name
 from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, resolve_game
 from atari_game.play import play_game
 from atari_game.pool import GamePool
+from atari_game.protocols import get_protocol
 from atari_game.ray_pool import RayGamePool, check_address, free_cpus
 from atari_game.worker import available_cores
 
@@ -157,7 +158,9 @@ def choose_precision(name: str, trunk: NatureCNN, device: torch.device, resumed:
 
 
 # How a flag's value is read: by its field's name, else by its field's type. Counts take 1e6 and 10_000_000 too.
-FLAG_TYPES: dict[str, Callable[[str], Any]] = {"game": game_name, "int": integer, "float": float, "str": str}
+FLAG_TYPES: dict[str, Callable[[str], Any]] = {
+    "game": game_name, "protocol": protocol_name, "int": integer, "float": float, "str": str
+}  # fmt: skip
 # The fields whose values come from a fixed set.
 FLAG_CHOICES = {"life_loss": LIFE_LOSS_MODES, "precision": PRECISIONS}
 
@@ -231,6 +234,18 @@ def parse_config(
     parser = config_parser(config_class, doc, prog)
     given = vars(parser.parse_args(argv))
     config = config_class(**given)
+    # A protocol's settings replace the defaults of the flags it fixes; a flag given with another value is refused.
+    if config.protocol:
+        protocol = get_protocol(config.protocol)
+        fixed = {name: value for name, value in protocol.train.items() if hasattr(config, name)}
+        for name, value in fixed.items():
+            if name in given and given[name] != value:
+                flag = f"--{name.replace('_', '-')}"
+                parser.error(
+                    f"{flag} {given[name]} conflicts with --protocol {protocol.name}, which sets {flag} {value} "
+                    f"({protocol.sources[name]}): drop {flag}, or --protocol"
+                )
+        config = dataclasses.replace(config, **fixed)
     algo = config_class.__module__.rsplit(".", 1)[-1]
     run_dir = run_directory(config, algo)
     # The run's checkpoint, read once: --eval's and --resume's must be this trainer's; a new run must not overwrite one.
@@ -391,15 +406,22 @@ def interrupted(config: Any, algo: str, why: str = "Ctrl-C") -> str:
 
 
 def game_options(config: Any) -> dict:
-    """The `Game` options of a trainer's config (its fields game, life_loss, clip_rewards, noop_max, fire_reset)."""
+    """The `Game` options of a trainer's config (its fields game, life_loss, clip_rewards, noop_max, fire_reset,
+    protocol, which fixes more: `full_action_space`)."""
     # FIRE only for games that have it (Breakout waits for it; Freeway has no FIRE button).
     return {
         "game": config.game,
+        "protocol": config.protocol or None,
         "life_loss": config.life_loss,
         "clip_rewards": config.clip_rewards,
         "noop_max": config.noop_max,
         "fire_reset": config.fire_reset and "FIRE" in action_meanings(config.game),
     }
+
+
+def full_action_space(config: Any) -> bool:
+    """Whether a trainer's network chooses among all 18 actions (its protocol says so) or the game's minimal set."""
+    return bool(config.protocol) and bool(get_protocol(config.protocol).train.get("full_action_space"))
 
 
 def make_pools(config: Any, n_pools: int = 1) -> list[GamePool]:

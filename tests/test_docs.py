@@ -28,7 +28,10 @@ ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
 
 # The modules the API reference documents, and why the others are not in it.
-PUBLIC_MODULES = ("game", "worker", "pool", "ray_pool", "env", "spaces", "replay", "sb3", "ppo", "dqn", "training")
+PUBLIC_MODULES = (
+    "game", "protocols", "worker", "pool", "ray_pool", "env", "spaces", "replay", "sb3", "evaluation", "scores",
+    "report", "ppo", "dqn", "training",
+)  # fmt: skip
 INTERNAL_MODULES = {
     "__main__": "`python -m atari_game`, the command line",
     "cli": "the command line: its commands and flags are in the CLI reference",

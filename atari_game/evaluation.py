@@ -1,0 +1,244 @@
+"""Scoring an agent as papers do: whole games under a named protocol, played on a `GamePool` over every core.
+
+``evaluate(policy, game, protocol="nature", episodes=30)`` takes any agent: `policy` maps a batch of observations to
+a batch of actions. ``evaluate_checkpoint(path)`` scores a checkpoint of ``atari-game train`` (``atari-game
+evaluate`` is its command line). An `Evaluation` holds every game's return and says what it means: mean, standard
+error, human-normalized score; ``save`` writes it as the JSON file ``atari-game report`` reads, and a CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib
+import json
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from atari_game.game import GameOptions, display_name, resolve_game
+from atari_game.pool import GamePool
+from atari_game.protocols import PROTOCOLS, get_protocol, protocol_conflict
+from atari_game.scores import ATARI_57, human_normalized
+
+#: The ``format`` and ``version`` of the JSON an `Evaluation` is saved as (``atari-game report`` checks both).
+FORMAT, VERSION = "atari_game.evaluation", 1
+
+Policy = Callable[[np.ndarray], Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """The scored games of one agent on one game.
+
+    Attributes:
+        game: the ROM id, e.g. ``"ms_pacman"``.
+        protocol: the protocol the games were played under (`atari_game.protocols`), or "" for options as given.
+        seed: the evaluation's seed (env ``i`` of the pool: ``seed + i``; the epsilon draws: ``seed``).
+        returns: ``float64 (episodes,)``, each game's whole return (all its lives, unclipped), in the order env 0's
+            games, env 1's games, ...
+        lengths: ``int64 (episodes,)``, each game's length in agent steps.
+        algorithm: what played (a trainer's name for a checkpoint); ``atari-game report`` groups by it.
+        run_seed: the seed of the training run that made the agent; ``atari-game report`` counts runs by it.
+        checkpoint: the checkpoint's path, or "".
+        frames_trained: the emulator frames the agent was trained for, if known.
+    """
+
+    game: str
+    protocol: str
+    seed: int
+    returns: np.ndarray
+    lengths: np.ndarray
+    algorithm: str = "agent"
+    run_seed: int = 0
+    checkpoint: str = ""
+    frames_trained: int | None = None
+
+    @property
+    def mean(self) -> float:
+        """The mean return over the games."""
+        return float(self.returns.mean())
+
+    @property
+    def sem(self) -> float:
+        """The standard error of `mean` (the sample standard deviation over the square root of the game count;
+        NaN for one game)."""
+        n = len(self.returns)
+        return float(self.returns.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+
+    @property
+    def hns(self) -> float | None:
+        """The human-normalized score of `mean` (`atari_game.scores`), or None for a game outside the 57."""
+        return float(human_normalized(self.game, self.mean)) if self.game in ATARI_57 else None
+
+    def summary(self) -> str:
+        """One line: the game, who played, the mean return with its standard error, and the HNS."""
+        hns = f", HNS {self.hns:.3f}" if self.hns is not None else " (no human-normalized score for this game)"
+        protocol = self.protocol or "no protocol"
+        return (
+            f"{display_name(self.game)}: {self.algorithm} (run seed {self.run_seed}), {len(self.returns)} games under "
+            f"{protocol}: mean {self.mean:.1f} +- {self.sem:.1f} (standard error){hns}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything, as the JSON object ``atari-game report`` reads (`FORMAT`, `VERSION`)."""
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "algorithm": self.algorithm,
+            "game": self.game,
+            "seed": self.run_seed,
+            "protocol": self.protocol,
+            "checkpoint": self.checkpoint,
+            "frames_trained": self.frames_trained,
+            "evaluation_seed": self.seed,
+            "episodes": [
+                {"return": float(r), "length": int(n)} for r, n in zip(self.returns, self.lengths, strict=True)
+            ],
+            "mean": self.mean,
+            "sem": None if math.isnan(self.sem) else self.sem,
+            "hns": self.hns,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write `to_json` to `path` (a ``.json`` file, its folder made if needed) and each game's return and length
+        to the ``.csv`` beside it; return the JSON's path."""
+        path = Path(path).with_suffix(".json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+        with path.with_suffix(".csv").open("w", newline="") as file:
+            writer = csv.writer(file)
+            writer.writerow(("game", "return", "length"))
+            writer.writerows(zip(range(len(self.returns)), self.returns.tolist(), self.lengths.tolist(), strict=True))
+        return path
+
+
+def evaluate(
+    policy: Policy,
+    game: str,
+    protocol: str | None = "nature",
+    episodes: int = 30,
+    seed: int = 0,
+    n_envs: int | None = None,
+    **options: Any,
+) -> Evaluation:
+    """Play `episodes` whole games of `game` with `policy` under `protocol`, and return their scores.
+
+    Args:
+        policy: the agent: ``policy(obs) -> actions``, `obs` a batch of observations (``uint8 (n_envs, 4, 84, 84)``
+            by default; `GameOptions.observation_shape`), `actions` ``n_envs`` integers in ``[0, n_actions)`` (the
+            protocol's action set: all 18 under ``machado``). It is called once per step with every env's
+            observation.
+        game: any spelling `resolve_game` takes; an unknown name raises `ValueError` naming the closest.
+        protocol: a name in `PROTOCOLS`: its evaluation settings (`Protocol.evaluate`) and its epsilon, with which a
+            uniformly random action replaces the policy's; None: `options` as given, whole games (``life_loss``
+            "ignore"), no epsilon.
+        episodes: how many games; env ``i`` plays games ``i, i + n_envs, ...`` of the count (an even split), so
+            that which games are scored does not depend on which end first.
+        seed: env ``i`` is seeded ``seed + i``, the epsilon draws with `seed`: the same seed gives the same games.
+        n_envs: games played at once (default: ``min(episodes, 8)``), in the pool's default number of workers
+            (one per core).
+        options: more `GameOptions` (e.g. ``fire_reset=True``); one that contradicts the protocol is refused.
+    """
+    if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
+        raise ValueError(f"episodes must be an integer >= 1, got {episodes!r}")
+    epsilon = 0.0
+    if protocol is not None:
+        if problem := protocol_conflict(protocol, options, "evaluate"):
+            raise ValueError(problem)
+        options = {**options, **get_protocol(protocol).evaluate}
+        epsilon = get_protocol(protocol).eval_epsilon
+    options.setdefault("life_loss", "ignore")
+    n_envs = min(episodes, 8) if n_envs is None else n_envs
+    # Env i's share of the games: the first episodes % n_envs envs play one more.
+    quota = np.full(n_envs, episodes // n_envs) + (np.arange(n_envs) < episodes % n_envs)
+    scores: list[list[tuple[float, int]]] = [[] for _ in range(n_envs)]
+    rng = np.random.default_rng(seed)
+    with GamePool(n_envs, game, seed, autoreset_mode=AutoresetMode.SAME_STEP, **options) as pool:
+        n_actions = len(pool.action_meanings)
+        obs, _ = pool.reset()
+        while any(len(done) < want for done, want in zip(scores, quota, strict=True)):
+            actions = np.asarray(policy(obs)).reshape(n_envs)
+            # The protocol's epsilon: a random action instead of the agent's, drawn the same whatever the agent does.
+            explore = rng.random(n_envs) < epsilon
+            actions = np.where(explore, rng.integers(n_actions, size=n_envs), actions)
+            obs, _, _, _, info = pool.step(actions)
+            # A whole game's return (all its lives, unclipped), counted until the env's share is played.
+            for i in np.flatnonzero(info.get("_game", ())):
+                if len(scores[i]) < quota[i]:
+                    scores[i].append((float(info["game"]["r"][i]), int(info["game"]["l"][i])))
+    played = [game for env in scores for game in env]
+    return Evaluation(
+        game=resolve_game(game),
+        protocol=protocol or "",
+        seed=seed,
+        returns=np.array([r for r, _ in played], dtype=np.float64),
+        lengths=np.array([n for _, n in played], dtype=np.int64),
+    )
+
+
+def trained_protocol(config: Mapping[str, Any]) -> str:
+    """The protocol a trainer's saved `config` trained under: its own, or for a run without one, the protocol whose
+    training settings its game options match (e.g. the trainers' defaults are ``nature``'s), or ""."""
+    if config.get("protocol"):
+        return str(config["protocol"])
+    options = {
+        "life_loss": config.get("life_loss"),
+        "noop_max": config.get("noop_max"),
+        "sticky_actions": 0.0,
+        "full_action_space": False,
+    }
+    return next((name for name in PROTOCOLS if not protocol_conflict(name, options)), "")
+
+
+def evaluate_checkpoint(
+    checkpoint: str | Path, protocol: str | None = None, episodes: int = 30, seed: int = 0, n_envs: int | None = None
+) -> tuple[Evaluation, str]:
+    """Score the agent of a checkpoint of ``atari-game train`` (either trainer) with `evaluate`; return the
+    evaluation and a note ("" if none) when `protocol` is not the one the run trained under.
+
+    `protocol` None: the run's own (`trained_protocol`); a run that trained under none raises `ValueError` asking
+    for one. Under another protocol than the run's the games are scored with a note, unless the two give the agent
+    different action sets, which is refused. The options a protocol leaves free (``fire_reset``) are the run's.
+    A PPO agent samples from its policy (torch seeded with `seed`); a DQN agent acts greedily.
+    """
+    import torch
+
+    from atari_game.training import game_options, load_checkpoint
+
+    saved = load_checkpoint(checkpoint)
+    trainer = importlib.import_module(f"atari_game.{saved['algo']}")
+    policy, config = trainer.batch_policy(checkpoint)
+    trained = trained_protocol(saved["config"])
+    protocol = protocol or trained
+    if not protocol:
+        raise ValueError(
+            f"{checkpoint} trained under no protocol and matches none: name one to score it under "
+            f"({', '.join(PROTOCOLS)})"
+        )
+    note = ""
+    if trained and not saved["config"].get("protocol"):
+        note = f"{checkpoint} trained with no protocol named; its game settings are {trained}'s"
+    if protocol != trained:
+        note = f"{checkpoint} trained under {trained or 'no protocol'}, scored under {protocol}"
+        learned = GameOptions.from_kwargs(**game_options(config)).n_actions
+        scored = GameOptions.from_kwargs(game=config.game, **get_protocol(protocol).evaluate).n_actions
+        if learned != scored:
+            raise ValueError(f"{note}: its agent chooses among {learned} actions, {protocol}'s games take {scored}")
+    fixed = get_protocol(protocol).evaluate
+    free = {name: value for name, value in game_options(config).items() if name not in (*fixed, "protocol", "game")}
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)  # inference beside the pool's workers, as in training
+    result = evaluate(policy, config.game, protocol, episodes, seed, n_envs, **free)
+    result = dataclasses.replace(
+        result,
+        algorithm=saved["algo"],
+        run_seed=config.seed,
+        checkpoint=str(checkpoint),
+        frames_trained=int(saved.get("frames", 0)) or None,
+    )
+    return result, note

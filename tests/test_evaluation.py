@@ -1,0 +1,163 @@
+"""Scoring agents: `evaluate` plays exactly the games local `Game`s play with the same seeds and epsilon draws,
+splits the games evenly over the envs, repeats for a seed; `atari-game evaluate` scores checkpoints under the run's
+protocol (or another, with a note), refuses what cannot be compared, and writes what `atari-game report` reads."""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from atari_game import Evaluation, Game, evaluate
+from atari_game.protocols import get_protocol
+from atari_game.scores import human_normalized
+
+
+def scripted(obs: np.ndarray) -> np.ndarray:
+    """A policy that depends on what it sees (so the observations must match too), deterministic."""
+    return obs.astype(np.int64).sum(axis=(1, 2, 3)) % 4
+
+
+def lockstep_returns(game, seed, n_envs, episodes, epsilon, options):
+    """What `evaluate` must find, played without a pool: Games seeded seed + i stepped together, each step's actions
+    the policy's with the same epsilon draws, each env's whole games counted until its share is played."""
+    games = [Game(game, seed=seed + i, **options) for i in range(n_envs)]
+    obs = np.stack([g.reset() for g in games])
+    quota = [episodes // n_envs + (i < episodes % n_envs) for i in range(n_envs)]
+    scores = [[] for _ in range(n_envs)]
+    rng = np.random.default_rng(seed)
+    while any(len(s) < q for s, q in zip(scores, quota, strict=True)):
+        actions = scripted(obs)
+        explore = rng.random(n_envs) < epsilon
+        actions = np.where(explore, rng.integers(games[0].n_actions, size=n_envs), actions)
+        for i, g in enumerate(games):
+            obs[i], _, done, info = g.step(int(actions[i]))
+            if done and len(scores[i]) < quota[i]:
+                scores[i].append(info["game_reward"])
+    return [r for env in scores for r in env]
+
+
+def test_evaluate_plays_the_games_local_games_play_with_the_same_seeds_and_epsilon_draws():
+    result = evaluate(scripted, "Breakout", protocol="nature", episodes=5, seed=7, n_envs=2, fire_reset=True)
+    options = {**get_protocol("nature").evaluate, "fire_reset": True}
+    expected = lockstep_returns("Breakout", 7, 2, 5, 0.05, options)
+    assert result.returns.tolist() == expected
+    assert (result.game, result.protocol, result.seed, len(result.lengths)) == ("breakout", "nature", 7, 5)
+    assert result.mean == pytest.approx(np.mean(expected))
+    assert result.sem == pytest.approx(np.std(expected, ddof=1) / math.sqrt(5))
+    assert result.hns == pytest.approx(human_normalized("breakout", np.mean(expected)))
+    # No protocol: the options as given, whole games, no epsilon (games of at most 2,000 frames here: the scripted
+    # policy keeps some Breakout balls in play until the cap).
+    options = {"fire_reset": True, "max_episode_frames": 2_000}
+    unnamed = evaluate(scripted, "Breakout", None, 3, 7, 2, **options)
+    assert unnamed.returns.tolist() == lockstep_returns("Breakout", 7, 2, 3, 0.0, {**options, "life_loss": "ignore"})
+
+
+def test_evaluate_refuses_bad_input_by_name():
+    with pytest.raises(ValueError, match="episodes must be an integer >= 1, got 0"):
+        evaluate(scripted, "Breakout", episodes=0)
+    with pytest.raises(ValueError, match="life_loss='terminal' conflicts with protocol 'nature', which sets"):
+        evaluate(scripted, "Breakout", life_loss="terminal")
+    with pytest.raises(ValueError, match=r"unknown game 'Breakot' \(closest: Breakout"):
+        evaluate(scripted, "Breakot")
+
+
+def test_an_evaluation_saves_the_json_report_reads_and_a_csv_of_its_games(tmp_path):
+    result = Evaluation("pong", "nature", 0, np.array([-21.0, -19.0]), np.array([800, 900]), "ppo", 3, "c.pt", 512)
+    path = result.save(tmp_path / "out" / "evaluation-nature")
+    data = json.loads(path.read_text())
+    assert {k: data[k] for k in ("format", "version", "algorithm", "game", "seed", "protocol", "mean")} == {
+        "format": "atari_game.evaluation",
+        "version": 1,
+        "algorithm": "ppo",
+        "game": "pong",
+        "seed": 3,
+        "protocol": "nature",
+        "mean": -20.0,
+    }
+    assert data["episodes"] == [{"return": -21.0, "length": 800}, {"return": -19.0, "length": 900}]
+    assert path.with_suffix(".csv").read_text().splitlines() == ["game,return,length", "0,-21.0,800", "1,-19.0,900"]
+    assert "Pong: ppo (run seed 3), 2 games under nature: mean -20.0 +- 1.0 (standard error), HNS" in result.summary()
+
+
+# --- atari-game evaluate -------------------------------------------------------------------------------------
+
+
+def atari_game(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "atari_game", *args], capture_output=True, text=True, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two tiny PPO runs on Breakout: one with the default settings (nature's), one with life_loss reset (none's)."""
+    directory = tmp_path_factory.mktemp("runs")
+    tiny = ["--game", "Breakout", "--total-frames", "256", "--no-video", "--n-envs", "2", "--n-steps", "32"]
+    tiny += ["--n-epochs", "1", "--n-minibatches", "2"]
+    for name, more in (("default", []), ("reset", ["--life-loss", "reset"])):
+        done = atari_game("train", *tiny, *more, "--run-dir", str(directory / name), timeout=300)
+        assert done.returncode == 0, done.stderr
+    return directory
+
+
+def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs):
+    checkpoint = runs / "default" / "checkpoint.pt"
+    first = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--seed", "5", timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert f"note: {checkpoint} trained with no protocol named; its game settings are nature's" in first.stdout
+    assert "Breakout: ppo (run seed 1), 2 games under nature: mean" in first.stdout
+    data = json.loads((runs / "default" / "evaluation-nature.json").read_text())
+    assert (data["protocol"], data["evaluation_seed"], data["frames_trained"], len(data["episodes"])) == (
+        "nature",
+        5,
+        256,
+        2,
+    )
+    again = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--seed", "5", timeout=300)
+    assert json.loads((runs / "default" / "evaluation-nature.json").read_text()) == data, again.stderr
+
+
+def test_a_checkpoint_under_a_protocol_it_cannot_play_or_with_none_is_refused_naming_why(runs):
+    refused = atari_game("evaluate", str(runs / "default" / "checkpoint.pt"), "--protocol", "machado")
+    assert refused.returncode == 2
+    assert "trained under nature, scored under machado: its agent chooses among 4 actions, machado's games take 18" in (
+        refused.stderr
+    )
+    unnamed = atari_game("evaluate", str(runs / "reset" / "checkpoint.pt"))
+    assert unnamed.returncode == 2
+    assert "trained under no protocol and matches none: name one to score it under (machado, nature)" in unnamed.stderr
+    named = atari_game(
+        "evaluate", str(runs / "reset" / "checkpoint.pt"), "--protocol", "nature", "--episodes", "1", timeout=300
+    )
+    assert named.returncode == 0, named.stderr
+    assert "trained under no protocol, scored under nature" in named.stdout
+
+
+# --- atari-game report over evaluations -----------------------------------------------------------------------
+
+
+def test_atari_game_report_reads_the_evaluations_of_a_directory_of_runs(tmp_path):
+    # Two seeds of one algorithm on Pong and Breakout, saved as atari-game evaluate saves them.
+    for seed, (pong, breakout) in enumerate([(-20.0, 10.0), (-10.0, 20.0)]):
+        for game, score in (("pong", pong), ("breakout", breakout)):
+            returns, lengths = np.array([score, score + 2.0]), np.array([100, 100])
+            run = tmp_path / "runs" / f"{game}-{seed}"
+            Evaluation(game, "nature", 0, returns, lengths, "ppo", seed, str(run / "checkpoint.pt")).save(
+                run / "evaluation-nature.json"
+            )
+    done = atari_game("report", str(tmp_path / "runs"), "--out", str(tmp_path / "report"), "--resamples", "200")
+    assert done.returncode == 0, done.stderr
+    assert "ppo" in done.stdout and f"written to {tmp_path / 'report'}" in done.stdout
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    # The median of the per-game mean HNS: Pong's mean is -14 (two runs of -19 and -9), Breakout's 16.
+    expected = np.median([human_normalized("pong", -14.0), human_normalized("breakout", 16.0)])
+    assert (tmp_path / "report" / "performance_profiles.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "report" / "report.md").exists()
+    ppo = report["algorithms"]["ppo"]
+    assert (ppo["games"], ppo["runs"], ppo["protocols"]) == (2, 4, ["nature"])
+    assert ppo["median"]["point"] == pytest.approx(expected)
+    low, high = ppo["median"]["interval"]
+    assert low <= expected <= high
+    nothing = atari_game("report", str(tmp_path / "runs" / "pong-0" / "nothing"))
+    assert nothing.returncode == 2 and "no such file or run directory" in nothing.stderr

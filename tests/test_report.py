@@ -1,0 +1,311 @@
+"""atari_game.report: the aggregate statistics against independent computations, the inputs and their errors, and
+the report's files."""
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from atari_game.report import (
+    NO_INTERVAL,
+    Score,
+    format_summary,
+    interquartile_mean,
+    load_scores,
+    mean_hns,
+    median_hns,
+    optimality_gap,
+    probability_of_improvement,
+    score_profile,
+    stratified_resample,
+    write_report,
+)
+from atari_game.scores import ATARI_5, ATARI_57, HUMAN_SCORES, RANDOM_SCORES, atari5_median, human_normalized
+
+RAINBOW = Path(__file__).parent / "data" / "rainbow_scores.csv"
+GAMES = ("pong", "breakout", "ms_pacman", "qbert", "seaquest", "enduro", "boxing")
+
+
+def raw_score(game, hns):
+    """The raw score whose human-normalized score is `hns`."""
+    return RANDOM_SCORES[game] + hns * (HUMAN_SCORES[game] - RANDOM_SCORES[game])
+
+
+def write_csv(path, rows, header=("algorithm", "game", "seed", "score")):
+    with open(path, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def hns_csv(path, algorithm, matrix, games=GAMES):
+    """A CSV of `matrix` (runs, games) of HNS, as raw scores."""
+    rows = [
+        (algorithm, game, run, raw_score(game, matrix[run, g]))
+        for run in range(len(matrix))
+        for g, game in enumerate(games)
+    ]
+    return write_csv(path, rows)
+
+
+def evaluation(path, algorithm="ppo", game="pong", seed=1, mean=20.3, protocol="nature", **changes):
+    """An evaluation JSON as ``atari-game evaluate`` writes it."""
+    data = {
+        "format": "atari_game.evaluation",
+        "version": 1,
+        "algorithm": algorithm,
+        "game": game,
+        "seed": seed,
+        "protocol": protocol,
+        "checkpoint": "runs/ppo-Pong-1/checkpoint.pt",
+        "frames_trained": 10_000_000,
+        "evaluation_seed": 0,
+        "episodes": [{"return": mean, "length": 7000}],
+        "mean": mean,
+        "sem": None,
+        "hns": None,
+    } | changes
+    path.write_text(json.dumps(data))
+    return path
+
+
+# --- the statistics ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("runs", [1, 3, 5, 6])
+def test_aggregates_match_independent_computations(runs):
+    # Ties on purpose: rounded scores, so IQM's cut falls among equal values.
+    matrix = np.round(np.random.default_rng(runs).lognormal(0, 1, (runs, len(GAMES))), 1)
+    columns = list(matrix.T)
+    assert interquartile_mean(columns) == pytest.approx(scipy.stats.trim_mean(matrix, 0.25, axis=None))
+    assert median_hns(columns) == pytest.approx(np.median(matrix.mean(0)))
+    assert mean_hns(columns) == pytest.approx(matrix.mean())
+    assert optimality_gap(columns) == pytest.approx(1 - np.minimum(matrix, 1).mean())  # rliable's formula
+
+
+@pytest.mark.parametrize("n", range(1, 13))
+def test_iqm_trims_as_scipy_for_every_count(n):
+    scores = np.random.default_rng(n).normal(size=n)
+    assert interquartile_mean([scores]) == pytest.approx(scipy.stats.trim_mean(scores, 0.25))
+
+
+def test_statistics_of_resamples_are_those_of_each_resample():
+    runs = [np.random.default_rng(g).normal(size=g + 2) for g in range(4)]  # 2 to 5 runs: ragged
+    resampled = stratified_resample(runs, 50, np.random.default_rng(0))
+    assert [x.shape for x in resampled] == [(50, g + 2) for g in range(4)]
+    assert all(np.isin(r, x).all() for r, x in zip(resampled, runs, strict=True))  # each game's own runs
+    for b in (0, 17, 49):
+        one = [x[b] for x in resampled]
+        pooled = np.concatenate(one)
+        assert interquartile_mean(resampled)[b] == pytest.approx(scipy.stats.trim_mean(pooled, 0.25))
+        assert median_hns(resampled)[b] == pytest.approx(np.median([x.mean() for x in one]))
+        assert mean_hns(resampled)[b] == pytest.approx(np.mean([x.mean() for x in one]))  # each game weighs 1
+
+
+def test_score_profile_is_the_fraction_of_runs_above_each_tau():
+    runs = [np.array([0.5, 1.0, 2.0]), np.array([0.0, 3.0])]
+    taus = np.array([-1.0, 0.0, 1.0, 2.5, 5.0])
+    # Per game: strictly above tau, then the mean over the two games.
+    expected = [(3 / 3 + 2 / 2) / 2, (3 / 3 + 1 / 2) / 2, (1 / 3 + 1 / 2) / 2, (0 + 1 / 2) / 2, 0]
+    np.testing.assert_allclose(score_profile(runs, taus), expected)
+
+
+def test_probability_of_improvement():
+    rng = np.random.default_rng(0)
+    x = [rng.normal(size=4) for _ in range(3)]
+    assert probability_of_improvement([v + 100 for v in x], x) == 1.0
+    assert probability_of_improvement(x, [v + 100 for v in x]) == 0.0
+    assert probability_of_improvement(x, x) == 0.5
+    # By hand: game 1, pairs (1,2) 0, (1,3) 0, (3,2) 1, (3,3) 0.5, (4,2) 1, (4,3) 1 -> 3.5 / 6; game 2, 0 of 1.
+    assert probability_of_improvement(
+        [np.array([1.0, 3, 4]), np.array([0.0])], [np.array([2.0, 3]), np.array([1.0])]
+    ) == (pytest.approx((3.5 / 6 + 0) / 2))
+    # Mann-Whitney's U over the pairs, as rliable computes it with scipy.
+    u = [scipy.stats.mannwhitneyu(a, b).statistic / (len(a) * len(b)) for a, b in zip(x, x[::-1], strict=True)]
+    assert probability_of_improvement(x, x[::-1]) == pytest.approx(np.mean(u))
+
+
+# --- the report -------------------------------------------------------------------------------------------------
+
+
+def test_bootstrap_intervals_hold_their_point_and_narrow_with_seeds(tmp_path):
+    rng, games = np.random.default_rng(0), ATARI_57[:20]
+    widths = {}
+    for runs in (3, 12):
+        path = hns_csv(tmp_path / f"{runs}.csv", "ppo", rng.normal(1, 0.5, (runs, len(games))), games)
+        entry = write_report([path], tmp_path / f"out{runs}", resamples=2000)["algorithms"]["ppo"]
+        assert entry["runs"] == runs * len(games) and entry["no_interval"] is None
+        for name in ("mean", "median", "iqm", "optimality_gap"):
+            low, high = entry[name]["interval"]
+            assert low <= entry[name]["point"] <= high, name
+            widths[runs, name] = high - low
+    for name in ("mean", "median", "iqm", "optimality_gap"):
+        assert widths[12, name] < 0.8 * widths[3, name], name
+
+
+def test_report_files_and_numbers(tmp_path):
+    rng = np.random.default_rng(1)
+    games = (*ATARI_5, "pong")
+    ppo, dqn = rng.lognormal(0, 0.5, (3, len(games))), rng.lognormal(-1, 0.5, (2, len(games)))
+    inputs = [hns_csv(tmp_path / "ppo.csv", "ppo", ppo, games), hns_csv(tmp_path / "dqn.csv", "dqn", dqn, games)]
+    # A game outside the 57 is listed with its raw score and left out of the aggregates.
+    inputs.append(write_csv(tmp_path / "other.csv", [("ppo", "Adventure", 0, 1.0), ("ppo", "Adventure", 1, 0.0)]))
+    report = write_report(inputs, tmp_path / "out", resamples=500, seed=3)
+
+    # The files: JSON as returned, a real PNG, the Markdown naming what it leaves out.
+    out = tmp_path / "out"
+    assert json.loads((out / "report.json").read_text()) == report
+    assert (out / "performance_profiles.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    markdown = (out / "report.md").read_text()
+    assert "Adventure left out of the aggregates" in markdown
+    assert "| Adventure | ppo | 2 | 0.5 ± 0.5 | — |" in markdown
+    assert str(inputs[0]) in markdown and "ppo: as published" in markdown
+    assert NO_INTERVAL not in markdown
+
+    # The numbers: the aggregates over the six games of the 57, Atari-5 from the per-game means.
+    entry = report["algorithms"]["ppo"]
+    assert (entry["games"], entry["runs"], entry["games_without_hns"]) == (6, 18, ["adventure"])
+    assert entry["median"]["point"] == pytest.approx(np.median(ppo.mean(0)))
+    assert entry["iqm"]["point"] == pytest.approx(scipy.stats.trim_mean(ppo, 0.25, axis=None))
+    estimate = entry["atari5"]["estimate"]
+    assert estimate["point"] == pytest.approx(atari5_median(dict(zip(games, ppo.mean(0), strict=False))))
+    assert estimate["interval"][0] <= estimate["point"] <= estimate["interval"][1]
+    assert f"(stated error ±10.4%: ±{0.104 * estimate['point']:.3f})" in markdown
+    pairs = {(p["x"], p["y"]): p for p in report["probability_of_improvement"]}
+    assert pairs["ppo", "dqn"]["games"] == 6
+    assert pairs["ppo", "dqn"]["point"] == pytest.approx(1 - pairs["dqn", "ppo"]["point"])
+    assert pairs["ppo", "dqn"]["point"] == pytest.approx(probability_of_improvement(list(ppo.T), list(dqn.T)))
+    # The same seed, the same report; another seed, other intervals.
+    assert write_report(inputs, tmp_path / "again", resamples=500, seed=3) == report
+    assert write_report(inputs, tmp_path / "other", resamples=500, seed=4)["algorithms"] != report["algorithms"]
+    assert "ppo (as published): 6 games, 18 runs" in format_summary(report)
+
+
+def test_one_run_per_game_prints_no_interval(tmp_path):
+    rows = [("agent", game, 0, raw_score(game, 1.0 + g)) for g, game in enumerate(GAMES)]
+    rows.append(("agent", "pong", 1, raw_score("pong", 2.0)))  # two runs in one game are not enough
+    report = write_report([write_csv(tmp_path / "one.csv", rows)], tmp_path / "out", resamples=100)
+    entry = report["algorithms"]["agent"]
+    assert entry["no_interval"] == NO_INTERVAL
+    assert all(entry[name]["interval"] is None for name in ("mean", "median", "iqm", "optimality_gap"))
+    assert entry["atari5"]["missing"] == ["BattleZone", "DoubleDunk", "NameThisGame", "Phoenix"]
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert f"- agent: {NO_INTERVAL}." in markdown
+    assert "[" not in markdown.split("## Aggregates")[1].split("## Atari-5")[0]  # points only
+    assert "missing BattleZone, DoubleDunk, NameThisGame, Phoenix" in markdown
+    assert "No two algorithms share a game." in markdown
+    assert NO_INTERVAL in format_summary(report)
+
+
+def test_rainbow_median_is_the_median_of_its_per_game_hns(tmp_path):
+    rows = list(csv.DictReader(RAINBOW.open()))
+    expected = np.median(
+        [human_normalized(row["game"], float(row["score"])) for row in rows if row["game"] in ATARI_57]
+    )
+    report = write_report([RAINBOW], tmp_path / "out", resamples=10)
+    assert report["algorithms"]["Rainbow"]["median"] == {"point": pytest.approx(expected), "interval": None}
+
+
+def test_missing_matplotlib_is_named(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    path = write_csv(tmp_path / "s.csv", [("a", "pong", 0, 1.0)])
+    with pytest.raises(ImportError, match=r'need matplotlib: pip install "atari_game\[report\]"'):
+        write_report([path], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+# --- inputs -----------------------------------------------------------------------------------------------------
+
+
+def test_csv_in_any_column_order_and_any_spelling(tmp_path):
+    rows = [("1.5", "x", "ALE/MsPacman-v5", "Rainbow", "0"), ("-3", "", "Pong", "dqn", "2")]
+    path = write_csv(tmp_path / "s.csv", rows, header=("score", "notes", "game", "algorithm", "seed"))
+    assert load_scores([path]) == [
+        Score("Rainbow", "ms_pacman", 0, 1.5, f"{path}, line 2"),
+        Score("dqn", "pong", 2, -3.0, f"{path}, line 3"),
+    ]
+
+
+def test_evaluations_and_run_directories(tmp_path):
+    run = tmp_path / "ppo-Pong-1"
+    (run / "nested").mkdir(parents=True)
+    first = evaluation(run / "evaluation.json", seed=1, mean=20.0)
+    second = evaluation(run / "evaluation-breakout.json", game="Breakout", seed=1, mean=300.0)
+    evaluation(run / "nested" / "evaluation.json", seed=9)  # not read: directories are not searched below
+    (run / "progress.json").write_text("{}")  # not an evaluation*.json: not read
+    single = evaluation(tmp_path / "other.json", seed=2, mean=19.0)
+    assert load_scores([run, single]) == [
+        Score("ppo", "breakout", 1, 300.0, str(second)),
+        Score("ppo", "pong", 1, 20.0, str(first)),
+        Score("ppo", "pong", 2, 19.0, str(single)),
+    ]
+    report = write_report([run, single], tmp_path / "out", resamples=10)
+    assert report["algorithms"]["ppo"]["protocols"] == ["nature"]
+    assert "Protocols: ppo: nature." in (tmp_path / "out" / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("header", "row", "message"),
+    [
+        (("algorithm", "game", "score"), ("a", "pong", "1"), r"s\.csv, line 1: the header must contain "
+         r"algorithm,game,seed,score \(missing seed\)"),
+        (("algorithm", "game", "seed", "score"), ("a", "pong", "0", "lots"), r"s\.csv, line 2: score 'lots' is not a "
+         "finite number"),
+        (("algorithm", "game", "seed", "score"), ("a", "pong", "0", "nan"), r"line 2: score 'nan' is not a finite"),
+        (("algorithm", "game", "seed", "score"), ("a", "Breakot", "0", "1"), r"s\.csv, line 2: game: unknown game "
+         r"'Breakot' \(closest: Breakout"),
+        (("algorithm", "game", "seed", "score"), ("a", "pong", "x", "1"), r"line 2: seed 'x' is not a non-negative"),
+        (("algorithm", "game", "seed", "score"), ("a", "pong", "0"), r"line 2: fewer values than the header"),
+        (("algorithm", "game", "seed", "score"), (" ", "pong", "0", "1"), r"line 2: no algorithm"),
+    ],
+)  # fmt: skip
+def test_bad_csv(tmp_path, header, row, message):
+    path = write_csv(tmp_path / "s.csv", [row], header=header)
+    with pytest.raises(ValueError, match=message):
+        load_scores([path])
+
+
+def test_bad_inputs(tmp_path):
+    csv_path = write_csv(tmp_path / "s.csv", [("ppo", "pong", 1, 2.0)])
+    # A JSON that is not an evaluation.
+    other = tmp_path / "config.json"
+    other.write_text('{"format": "something else"}')
+    with pytest.raises(ValueError, match=r"config\.json: expected an evaluation written by `atari-game evaluate` "
+                       r"\(format 'atari_game.evaluation', version 1\), got format 'something else'"):  # fmt: skip
+        load_scores([other])
+    bad = evaluation(tmp_path / "bad.json")
+    bad.write_text(json.dumps({key: value for key, value in json.loads(bad.read_text()).items() if key != "mean"}))
+    with pytest.raises(ValueError, match=r"bad\.json: the evaluation has no 'mean' field"):
+        load_scores([bad])
+    # A run directory not yet evaluated.
+    (tmp_path / "run").mkdir()
+    with pytest.raises(
+        ValueError,
+        match=r"run has no evaluation\*\.json, nor do its run directories: "
+        r"run `atari-game evaluate .*run/checkpoint\.pt`",
+    ):
+        load_scores([tmp_path / "run"])
+    with pytest.raises(FileNotFoundError, match=r"nowhere: no such file or run directory"):
+        load_scores([tmp_path / "nowhere"])
+    # Another kind of file.
+    (tmp_path / "scores.txt").write_text("")
+    with pytest.raises(ValueError, match=r"scores\.txt: expected a \.csv of scores, an evaluation \.json or a run"):
+        load_scores([tmp_path / "scores.txt"])
+    # The same run twice, from two inputs.
+    again = evaluation(tmp_path / "evaluation.json", seed=1)
+    with pytest.raises(
+        ValueError, match=rf"'ppo', game 'pong', seed 1 appears twice: in {csv_path}, line 2 and in {again}"
+    ):
+        load_scores([csv_path, again])
+    # One algorithm under two protocols.
+    machado = evaluation(tmp_path / "machado.json", seed=2, protocol="machado")
+    conflict = (
+        r"'ppo' was evaluated under different protocols: machado \(.*machado\.json\), nature \(.*evaluation\.json\)"
+    )
+    with pytest.raises(ValueError, match=conflict + "; scores under different protocols are not comparable"):
+        load_scores([again, machado])
