@@ -459,7 +459,8 @@ def _markdown(report: Mapping[str, Any]) -> str:
         "",
     ]
     pairs = report["probability_of_improvement"]
-    lines += ["| X | Y | Games | P(X > Y) |", "|---|---|---:|---:|"] if pairs else ["No two algorithms share a game."]
+    alone = "One algorithm: nothing to compare." if len(algorithms) < 2 else "No two algorithms share a game."
+    lines += ["| X | Y | Games | P(X > Y) |", "|---|---|---:|---:|"] if pairs else [alone]
     lines += [f"| {p['x']} | {p['y']} | {p['games']} | {_cell(p)} |" for p in pairs]
     lines += [
         "",

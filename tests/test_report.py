@@ -198,7 +198,7 @@ def test_one_run_per_game_prints_no_interval(tmp_path):
     assert f"- agent: {NO_INTERVAL}." in markdown
     assert "[" not in markdown.split("## Aggregates")[1].split("## Atari-5")[0]  # points only
     assert "missing BattleZone, DoubleDunk, NameThisGame, Phoenix" in markdown
-    assert "No two algorithms share a game." in markdown
+    assert "One algorithm: nothing to compare." in markdown
     assert NO_INTERVAL in format_summary(report)
 
 
