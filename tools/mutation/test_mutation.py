@@ -1,10 +1,15 @@
-"""benchmarks/mutation.py's selection of the tests per mutant (by the lines each test ran) and its resumable runs.
-Its outcomes, report and choice of mutants are tested in test_benchmarks.py."""
+"""mutation.py, the mutation-testing driver beside this file: its outcomes, report and choice of mutants, its
+selection of the tests per mutant (by the lines each test ran), and its resumable runs.
+
+Not part of the package's test run (pytest's testpaths is tests/): it needs the mutation extra (coverage.py,
+cosmic-ray). Run it with ``pip install -e ".[mutation]" && python -m pytest tools/mutation`` (see README.md here).
+"""
 
 import difflib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import types
@@ -12,9 +17,157 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).parent))
 
 import mutation
+
+
+def mutant(line, worker_outcome="normal", test_outcome="killed", output="", diff=""):
+    """One mutant as mutation.py records it from a cosmic-ray session (worker_outcome None: not run)."""
+    result = {"worker_outcome": worker_outcome, "test_outcome": test_outcome, "output": output, "diff": diff}
+    return {
+        "job_id": f"j{line}",
+        "path": "atari_game/replay.py",
+        "line": line,
+        "operator": "core/X",
+        "result": None if worker_outcome is None else result,
+    }
+
+
+def test_mutation_outcomes_scores_and_survivors_are_read_from_cosmic_rays_results():
+    diff = "--- mutation diff ---\n--- aatari_game/replay.py\n+++ batari_game/replay.py\n@@ -12 +12 @@\n-a + 1\n+a - 1"
+    records = [
+        mutant(3),
+        mutant(4),
+        mutant(5, output="timeout"),  # cosmic-ray's timeout: killed, with the output "timeout"
+        mutant(12, test_outcome="survived", diff=diff),
+        mutant(7, worker_outcome="exception", test_outcome="incompetent"),
+        mutant(8, worker_outcome="no-test", test_outcome=None),
+        mutant(9, worker_outcome=None),
+    ]
+    assert [mutation.outcome(record) for record in records] == [
+        "killed",
+        "killed",
+        "timed out",
+        "survived",
+        "error",
+        "error",
+        "not run",
+    ]
+    summary = mutation.summarize(records)
+    assert summary.made == 7
+    assert summary.counts == {"killed": 2, "timed out": 1, "survived": 1, "not covered": 0, "error": 2, "not run": 1}
+    assert summary.score == 3 / 4  # errors and mutants not run count neither way
+    assert mutation.summarize([mutant(1, worker_outcome=None)]).score is None
+
+    lines = mutation.report({"replay": records, "pool": [mutant(2)]}).splitlines()
+    assert lines[:3] == [
+        "target    mutants  killed  survived  not covered  timed out  errors  not run    score",
+        "replay          7       2         1            0          1       2        1   75.0 %",
+        "pool            1       1         0            0          0       0        0  100.0 %",
+    ]
+    # Each survivor: file:line and operator, then its diff.
+    assert lines[3:] == [
+        "",
+        "Survivors of replay: 1",
+        "atari_game/replay.py:12  core/X",
+        *("    " + line for line in diff.splitlines()),
+        "",
+        "Survivors of pool: 0",
+    ]
+
+
+def test_mutation_records_are_made_from_cosmic_rays_work_items_and_results():
+    spec = types.SimpleNamespace(module_path=Path("atari_game/pool.py"), start_pos=(41, 8), operator_name="core/Y")
+    item = types.SimpleNamespace(job_id="abc", mutations=(spec,))
+    result = types.SimpleNamespace(
+        worker_outcome=types.SimpleNamespace(value="normal"),
+        test_outcome=types.SimpleNamespace(value="survived"),
+        output=None,
+        diff="d",
+    )
+    expected = {"job_id": "abc", "path": "atari_game/pool.py", "line": 41, "operator": "core/Y"}
+    assert mutation.as_record(item, None) == {**expected, "result": None}
+    outcome = {"worker_outcome": "normal", "test_outcome": "survived", "output": "", "diff": "d"}
+    assert mutation.as_record(item, result) == {**expected, "result": outcome}
+
+
+FUNCTIONS = """
+def free(x):
+    return x
+
+
+class Block:
+    def step(self):
+        return 1
+
+    @staticmethod
+    def play():
+        return 2
+"""
+
+
+def test_mutation_tests_the_lines_of_the_named_functions_only():
+    assert mutation.function_lines(FUNCTIONS, ["free"]) == {2, 3}
+    assert mutation.function_lines(FUNCTIONS, ["Block.step", "Block.play"]) == {7, 8, 10, 11, 12}  # the decorator too
+    message = "no function Block.run, step in the source; it defines Block.play, Block.step, free"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        mutation.function_lines(FUNCTIONS, ["Block.run", "step"])
+    lines = {"a/x.py": {7, 8}, "a/y.py": None}
+    assert [mutation.wanted(path, line, lines) for path, line in [("a/x.py", 7), ("a/x.py", 9), ("a/y.py", 1)]] == [
+        True,
+        False,
+        True,
+    ]
+    assert not mutation.wanted(Path("a/z.py"), 1, lines)  # a file outside the target
+
+
+def test_mutation_targets_name_functions_their_modules_define():
+    root = mutation.ROOT
+    lines = mutation.selected_lines(root, mutation.TARGETS["pool"])
+    assert lines["atari_game/pool_worker.py"] and lines["atari_game/pool.py"]
+    assert all(mutation.selected_lines(root, target) for target in mutation.TARGETS.values())
+    assert all((root / test).is_file() for target in mutation.TARGETS.values() for test in target.tests)
+
+
+def test_mutation_without_cosmic_ray_names_the_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cosmic_ray", None)  # an import of it fails
+    with pytest.raises(SystemExit, match=r"needs cosmic-ray: pip install -e '\.\[mutation\]'"):
+        mutation.cosmic_ray()
+    with pytest.raises(SystemExit):
+        mutation.build_parser().parse_args(["--jobs", "0"])
+    assert mutation.build_parser().parse_args(["--target", "pool", "replay"]).target == ["pool", "replay"]
+
+
+def test_mutation_keeps_each_operator_replaced_by_its_counterpart_only():
+    kept = [
+        "core/ReplaceBinaryOperator_Add_Sub",
+        "core/ReplaceComparisonOperator_Lt_LtE",
+        "core/ReplaceUnaryOperator_Delete_Not",
+        "core/NumberReplacer",
+        "core/ZeroIterationForLoop",
+    ]
+    dropped = [
+        "core/ReplaceBinaryOperator_Add_Pow",
+        "core/ReplaceComparisonOperator_Lt_Is",
+        "core/ReplaceUnaryOperator_USub_Not",
+    ]
+    assert [mutation.kept_operator(name) for name in kept + dropped] == [True] * len(kept) + [False] * len(dropped)
+
+
+def test_mutation_runs_each_targets_tests_to_the_first_failure_without_the_timing_and_deselected_ones():
+    root = mutation.ROOT
+    target = mutation.TARGETS["pool"]
+    command = shlex.split(mutation.test_command(Path("/copy"), "pool", select=False))
+    assert command[:9] == [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not timing"]
+    tests = ["tests/test_pool_values.py", "tests/test_pool.py"]
+    assert command[-3:] == ["--basetemp=/copy/.pytest-tmp", *tests]
+    # Each test left out still exists (a renamed one would silently come back in).
+    for test in target.deselect:
+        assert f"--deselect={test}" in command
+        path, name = test.split("::")
+        assert f"def {name}(" in (root / path).read_text()
+
 
 SOURCE = """import os
 
@@ -61,7 +214,7 @@ def job(tmp_path, monkeypatch):
     (tmp_path / "job0" / "atari_game").mkdir(parents=True)
     (tmp_path / "original" / name).write_text(SOURCE)
     lines = {"1": None, "3": None, "6": None, "7": [], "8": [], "9": [0, 2], "10": [0], "11": [1]}
-    tests = ["tests/test_game.py::test_a", "tests/test_game.py::test_b[x y]", "tests/test_mutants.py::test_c"]
+    tests = ["tests/test_game.py::test_a", "tests/test_game.py::test_b[x y]", "tests/test_reference.py::test_c"]
     seconds = [3.0, 1.0, 0.5]
     (tmp_path / "tests.json").write_text(json.dumps({"tests": tests, "seconds": seconds, "lines": {name: lines}}))
     monkeypatch.setattr(mutation, "ROOT", tmp_path / "job0")
@@ -76,7 +229,7 @@ def test_a_mutant_runs_the_tests_that_ran_its_lines_quickest_first(job, capsys):
     (command,) = job.ran
     base = mutation.runner_command(job.mutant.parent.parent, mutation.TARGETS["game"])
     # A hung test fails after 60 s: 5 times the longest selected test's 3 s is less.
-    assert command == [*base, "-o", "timeout=60", "tests/test_mutants.py::test_c", "tests/test_game.py::test_a"]
+    assert command == [*base, "-o", "timeout=60", "tests/test_reference.py::test_c", "tests/test_game.py::test_a"]
     assert capsys.readouterr().out == ""
 
 
@@ -85,7 +238,7 @@ def test_a_selected_test_hangs_after_five_times_the_longest_selected_tests_time(
     selection = json.loads((job.mutant.parent.parent.parent / "tests.json").read_text())
     (job.mutant.parent.parent.parent / "tests.json").write_text(json.dumps({**selection, "seconds": [30.0, 90.0, 0.5]}))
     mutation.main(["select", "game"])
-    assert job.ran[0][-4:] == ["-o", "timeout=150", "tests/test_mutants.py::test_c", "tests/test_game.py::test_a"]
+    assert job.ran[0][-4:] == ["-o", "timeout=150", "tests/test_reference.py::test_c", "tests/test_game.py::test_a"]
     # A mutant that runs every test file: the longest of them all.
     job.mutant.write_text(SOURCE.replace("LIMIT = 1", "LIMIT = 2"))
     mutation.main(["select", "game"])
@@ -114,7 +267,7 @@ def test_a_mutant_of_lines_no_test_ran_runs_nothing_and_says_it_is_not_covered(j
 
 
 def not_covered(line):
-    """A mutant the test command found no test for, as benchmarks/mutation.py records it from cosmic-ray."""
+    """A mutant the test command found no test for, as mutation.py records it from cosmic-ray."""
     result = {"worker_outcome": "normal", "test_outcome": "survived", "output": mutation.NOT_COVERED + "\n", "diff": ""}
     return {"job_id": "j", "path": "atari_game/game.py", "line": line, "operator": "core/X", "result": result}
 
@@ -242,24 +395,25 @@ def test_a_recheck_of_a_target_without_a_run_says_so_before_rechecking_any(tmp_p
         mutation.recheck([], mutation.build_parser().parse_args(arguments))
 
 
-def test_stopped_tests_leave_no_pool_memory_or_semaphore_behind(tmp_path):
-    # A test stopped with SIGKILL (Ctrl-C or SIGTERM of a run, a recheck's timeout) cannot close its pools: their
-    # shared memory and semaphore (named, in /dev/shm) would stay until the machine restarts.
-    script = tmp_path / "holds_a_pool.py"
+def test_stopped_tests_leave_no_shared_memory_or_semaphore_behind(tmp_path):
+    # A test stopped with SIGKILL (Ctrl-C or SIGTERM of a run, a recheck's timeout) cannot close what multiprocessing
+    # made for it: named shared memory and semaphores (in /dev/shm) would stay until the machine restarts, unless
+    # multiprocessing's resource tracker outlives it and deletes them. (Plain multiprocessing objects, not a pool's:
+    # what the pool names, if anything, is its own tests' business.)
+    script = tmp_path / "holds_shared_memory.py"
     script.write_text(
         "import multiprocessing, time\n"
-        "from atari_game import GameOptions\n"
-        "from atari_game.segment import create, layout\n"
+        "from multiprocessing import shared_memory\n"
         "if __name__ == '__main__':\n"
-        "    segment = create(layout(2, GameOptions('Breakout'), same_step=True), 2)  # a GamePool's\n"
-        "    tickets = multiprocessing.get_context('forkserver').Semaphore(0)  # and its named semaphore\n"
-        "    print(segment.name, tickets._semlock.name, flush=True)\n"
+        "    memory = shared_memory.SharedMemory(create=True, size=4096)  # named, in /dev/shm\n"
+        "    tickets = multiprocessing.get_context('forkserver').Semaphore(0)  # a named semaphore\n"
+        "    print(memory.name, tickets._semlock.name, flush=True)\n"
         "    time.sleep(60)\n"
     )
     test = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        segment, semaphore = test.stdout.readline().split()
-        left = [Path("/dev/shm", segment), Path("/dev/shm", "sem." + semaphore.lstrip("/"))]
+        memory, semaphore = test.stdout.readline().split()
+        left = [Path("/dev/shm", memory.lstrip("/")), Path("/dev/shm", "sem." + semaphore.lstrip("/"))]
         assert all(path.exists() for path in left)
     finally:
         mutation.stop([test])

@@ -1,8 +1,10 @@
 """Mutation testing of the hot paths: how many small deliberate bugs in them do their tests catch?
 
     pip install -e ".[mutation]"
-    python benchmarks/mutation.py [--target replay pool game] [--max-mutants N] [--jobs 2] [--seed 0] [--results F]
-                                  [--no-select] [--state DIR] [--resume | --recheck]
+    python tools/mutation/mutation.py [--target replay pool game] [--max-mutants N] [--jobs 2] [--seed 0]
+                                      [--results F] [--no-select] [--state DIR] [--resume | --recheck]
+
+A maintainer's tool, not part of the package nor of its test run: see tools/mutation/README.md.
 
 For each target it makes the mutants that cosmic-ray makes of the target's code (an operator, comparison, number,
 boolean, ``break``/``continue``, exception or decorator changed; an operator only to its counterpart, see
@@ -17,9 +19,9 @@ survived + not covered)``, then every survivor, those not covered too, with its 
   `GamePool` in ``atari_game/pool.py`` named in `POOL_FUNCTIONS`, with ``tests/test_pool_values.py`` and
   ``tests/test_pool.py``;
 - ``game``: ``atari_game/game.py``, with ``tests/test_game.py``, ``tests/test_game_properties.py`` and
-  ``tests/test_reference.py`` (Gymnasium's own wrappers, the reference);
+  ``tests/test_reference.py`` (Gymnasium's own wrappers, the reference).
 
-and each also with ``tests/test_mutants.py``, the tests written to kill the survivors of earlier runs.
+The tests written to kill the survivors of earlier runs live in those files, beside the tests of what they test.
 
 Tests marked ``timing`` are left out: a wall-clock bound missed on a busy machine is not a mutant caught. Every test
 command stops at its first failure (``-x``), so a killed mutant costs less than the whole test files.
@@ -35,7 +37,7 @@ ran the statement, or "every test" where it ran outside one (at import; a worker
 (`run_selected`): it finds the mutated lines by comparing the copy's files with the originals, and runs their tests
 quickest first, as the coverage run timed them, each file's together (pytest replaces it), or prints that none ran
 them: the mutant is "not covered" (it counts as survived). A test that never runs a line cannot see it changed, so
-the outcome is the whole files' (checked on samples: see the Contributing page), at a fraction of the cost. A
+the outcome is the whole files' (checked on samples: see README.md beside this script), at a fraction of the cost. A
 selected test that a mutant hangs fails after five times the longest selected test's time in the coverage run, at
 least 60 s (pytest-timeout), so that a hang costs a minute or two, not the run's timeout.
 
@@ -96,7 +98,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+# The checkout (or a job's copy of it): this file is tools/mutation/mutation.py in it.
+ROOT = Path(__file__).resolve().parents[2]
+# This script's folder, relative to ROOT: a job's copy runs it from there as the test command (``select``), and the
+# coverage run imports it from there as a plugin of pytest (``-p mutation``) and of coverage.py (``plugins``).
+HERE = Path("tools", "mutation")
 # What to install when cosmic-ray is missing.
 EXTRA = "mutation"
 # How often a run says how far it got.
@@ -148,14 +154,14 @@ POOL_FUNCTIONS = (
 TARGETS = {
     "replay": Target(
         {"atari_game/replay.py": None},
-        ("tests/test_replay.py", "tests/test_replay_codecs.py", "tests/test_sb3_replay.py", "tests/test_mutants.py"),
+        ("tests/test_replay.py", "tests/test_replay_codecs.py", "tests/test_sb3_replay.py"),
     ),
     "pool": Target(
         {
             "atari_game/pool_worker.py": ("GameBlock.run", "GameBlock.step", "GameBlock.play", "GameBlock.reset"),
             "atari_game/pool.py": POOL_FUNCTIONS,
         },
-        ("tests/test_pool_values.py", "tests/test_pool.py", "tests/test_mutants.py"),
+        ("tests/test_pool_values.py", "tests/test_pool.py"),
         # Ctrl-C at random moments of 20 steps: on unmutated code it once hung past pytest's 300 s with both cores
         # busy, which a run would count as a mutant killed (test_a_step_interrupted_by_ctrl_c_is_finished_by_the_next
         # still interrupts a step).
@@ -163,7 +169,7 @@ TARGETS = {
     ),
     "game": Target(
         {"atari_game/game.py": None},
-        ("tests/test_game.py", "tests/test_game_properties.py", "tests/test_reference.py", "tests/test_mutants.py"),
+        ("tests/test_game.py", "tests/test_game_properties.py", "tests/test_reference.py"),
     ),
 }
 # cosmic-ray replaces each binary operator by each of 11 others, each comparison by each of 7 (1,856 mutants of
@@ -259,7 +265,8 @@ def cosmic_ray() -> Any:
     try:
         from cosmic_ray import work_db
     except ImportError as error:
-        raise SystemExit(f"benchmarks/mutation.py needs cosmic-ray: pip install -e '.[{EXTRA}]' ({error})") from error
+        message = f"tools/mutation/mutation.py needs cosmic-ray: pip install -e '.[{EXTRA}]' ({error})"
+        raise SystemExit(message) from error
     return work_db
 
 
@@ -276,7 +283,7 @@ def test_command(directory: Path, name: str, select: bool) -> str:
     would, and runs it in a session of its own): the target's test files, or with `select` the tests that ran the
     mutated lines (`run_selected`)."""
     if select:
-        return shlex.join([sys.executable, str(directory / "benchmarks" / "mutation.py"), "select", name])
+        return shlex.join([sys.executable, str(directory / HERE / "mutation.py"), "select", name])
     return shlex.join([*runner_command(directory, TARGETS[name]), *TARGETS[name].tests])
 
 
@@ -452,7 +459,7 @@ def map_tests(name: str, copy: Path, env: dict[str, str]) -> float:
     (directory / "coverage").mkdir(exist_ok=True)
     for kept in ("order", "seconds"):
         (directory / kept).unlink(missing_ok=True)
-    env = dict(env, PYTHONPATH=os.pathsep.join([str(copy), str(copy / "benchmarks")]), **{TESTS_DIR: str(directory)})
+    env = dict(env, PYTHONPATH=os.pathsep.join([str(copy), str(copy / HERE)]), **{TESTS_DIR: str(directory)})
     command = [sys.executable, "-m", "coverage", "run", f"--rcfile={config}", *runner_command(copy, target)[1:]]
     started = time.perf_counter()
     # (Under coverage.py, at the lowest priority beside other work, a test can take several times its usual time:
@@ -630,9 +637,9 @@ def descendants(pid: int) -> list[int]:
 def stop(processes: Sequence[subprocess.Popen]) -> None:
     """End the job processes still running and every process below them, each with its process group.
 
-    A killed pool cannot delete its shared memory and semaphore: the resource tracker that multiprocessing started
-    for the tests does, once every process that holds its pipe is gone. So it is spared until then (up to
-    `TRACKER_SECONDS`), and ends with its group after."""
+    A killed test cannot delete the named shared memory and semaphores multiprocessing made for it: the resource
+    tracker that multiprocessing started for the tests does, once every process that holds its pipe is gone. So it
+    is spared until then (up to `TRACKER_SECONDS`), and ends with its group after."""
     for process in processes:
         if process.poll() is None:
             below = [process.pid, *descendants(process.pid)]
@@ -836,7 +843,7 @@ def recheck_target(name: str, files: Sequence[str], args: argparse.Namespace) ->
             result.update(worker_outcome="exception", output="the diff no longer applies: the file changed")
         else:
             target.write_text(mutant)
-            command = [sys.executable, str(copy / "benchmarks" / "mutation.py"), "select", name]
+            command = [sys.executable, str(copy / HERE / "mutation.py"), "select", name]
             test = subprocess.Popen(
                 command,
                 cwd=copy,
@@ -1020,7 +1027,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         write_results(args.results, results)
     print(report(results))
     if stopped:
-        sys.exit(f"stopped; to go on: python benchmarks/mutation.py --resume --state {args.state} and the same options")
+        again = f"python tools/mutation/mutation.py --resume --state {args.state}"
+        sys.exit(f"stopped; to go on: {again} and the same options")
 
 
 if __name__ == "__main__":
