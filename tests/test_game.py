@@ -1,6 +1,8 @@
 """What `Game` promises: observations, episode statistics, every option's semantics, names and bad input."""
 
+import dataclasses
 import math
+import re
 
 import ale_py
 import cv2
@@ -9,7 +11,7 @@ import pytest
 
 from atari_game import Game, GameOptions, action_meanings, game_difficulties, game_modes, list_games, resolve_game
 from atari_game import game as game_module
-from atari_game.game import FIXED_RESTART_GAMES
+from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW, FIXED_RESTART_GAMES
 
 NOOP, FIRE = 0, 1
 
@@ -61,8 +63,11 @@ def test_channels_last_and_size_options():
     for action in random_actions(first, 20):
         assert np.array_equal(last.step(action)[0], first.step(action)[0].transpose(1, 2, 0))
     assert last.observation_shape == (84, 84, 4)
+    # A size of another height than width is (height, width): cv2 takes (width, height), and given a square it
+    # would resize into an array of its own, leaving the observation's frames blank.
     game = Game("Pong", size=(100, 80), stack=2)
-    assert game.reset().shape == (2, 100, 80) == game.observation_shape
+    obs = game.reset()
+    assert obs.shape == (2, 100, 80) == game.observation_shape and obs[-1].any()
     assert game.step(0)[0].shape == (2, 100, 80)
 
 
@@ -179,6 +184,14 @@ def test_game_without_lives_ends_only_at_game_over():
     assert 21 in (rewards.count(-1.0), rewards.count(1.0))  # a game of Pong ends when a side has 21 points
 
 
+def test_a_game_has_no_lives_before_its_first_reset():
+    # No game has started, so none are left: not 1, nor -1.
+    game = Game("Breakout")
+    assert game.lives == 0
+    game.reset()
+    assert game.lives == 5
+
+
 def test_truncation_ends_the_episode_on_the_step_that_reaches_the_limit():
     game = Game("Pong", max_episode_frames=400)
     game.reset()
@@ -239,6 +252,9 @@ def test_noop_max_starts_each_game_after_a_random_number_of_noops():
     plain = Game("Breakout")
     plain.reset()
     assert plain.ale.getEpisodeFrameNumber() == 0
+    one = Game("Breakout", noop_max=1)  # the smallest noop start: one NOOP frame, not none
+    one.reset()
+    assert one.ale.getEpisodeFrameNumber() == 1
 
 
 def test_fire_reset_launches_the_ball_after_reset_and_after_each_life():
@@ -267,6 +283,17 @@ def test_sticky_actions_change_the_trajectory():
     assert not all(np.array_equal(a, b) for a, b in zip(plain_obs, sticky_obs, strict=True))
 
 
+def test_a_probability_option_takes_0_to_1_inclusive():
+    # A negative probability is refused; sticky actions that always repeat are taken.
+    with pytest.raises(ValueError, match=re.escape("sticky_actions must be a probability in [0, 1], got -0.1")):
+        Game("Breakout", sticky_actions=-0.1)
+    # Always repeated, the last action before any is ALE's NOOP: moving the paddle right does nothing.
+    right, still = Game("Breakout", sticky_actions=1.0), Game("Breakout", sticky_actions=1.0)
+    right.reset()
+    still.reset()
+    assert all(np.array_equal(right.step(2)[0], still.step(0)[0]) for _ in range(30))
+
+
 @pytest.mark.parametrize("options", [{}, {"noop_max": 30, "sticky_actions": 0.25, "life_loss": "terminal"}])
 def test_same_seed_same_trajectory_other_seed_other_trajectory(options):
     def trajectory(seed):
@@ -283,6 +310,16 @@ def test_same_seed_same_trajectory_other_seed_other_trajectory(options):
     if options:  # seeds only matter where something is random
         other = trajectory(12)
         assert not all(np.array_equal(a[0], b[0]) for a, b in zip(first[1:], other[1:], strict=True))
+
+
+def test_reset_takes_seed_0_as_a_new_game_seeded_0_and_refuses_a_negative_seed():
+    # 0 is the lowest seed, and the default one: refusing it, or taking -1, would be off by one either way.
+    game = Game("Breakout", seed=5, noop_max=30)
+    game.reset()
+    game.step(1)
+    assert np.array_equal(game.reset(seed=0), Game("Breakout", seed=0, noop_max=30).reset())
+    with pytest.raises(ValueError, match=re.escape("seed must be an integer >= 0, got -1")):
+        game.reset(seed=-1)
 
 
 def test_full_action_space():
@@ -312,9 +349,11 @@ def test_the_tutorials_game_seed_is_breakout_with_that_seed():
         Game(47, seed=3)  # a seed given twice: no guessing which one is meant
 
 
-def test_unknown_game_names_the_closest():
+def test_an_unknown_game_names_the_three_closest():
     with pytest.raises(ValueError, match=r"unknown game 'Breakot'.*closest: Breakout"):
         Game("Breakot")
+    with pytest.raises(ValueError, match=re.escape("(closest: SpaceWar, MsPacman, SpaceInvaders);")):
+        Game("Space")
 
 
 def test_every_listed_game_plays():
@@ -379,6 +418,7 @@ def test_integer_like_actions_are_accepted(action):
         ({"seed": -1}, ValueError, "seed must be an integer >= 0"),
         ({"game": 3.0}, TypeError, "game must be a string"),
         ({"frameskip": 4}, TypeError, "unknown game option 'frameskip': use frame_skip \\(emulator frames per agent"),
+        ({"noop_maxx": 3}, TypeError, r"unknown game option 'noop_maxx' \(did you mean 'noop_max'\?\)"),  # misspelt
         ({"obs_type": "color"}, ValueError, r"obs_type must be one of \('grayscale', 'rgb', 'ram'\), got 'color'"),
         ({"obs_type": None}, ValueError, r"obs_type must be one of \('grayscale', 'rgb', 'ram'\)"),
         ({"scale_obs": 1}, TypeError, "scale_obs must be True or False, got int 1"),
@@ -408,6 +448,19 @@ def test_bad_options_name_the_argument_and_the_valid_range(options, error, messa
         GameOptions.from_kwargs(**options)
 
 
+def test_a_game_is_seeded_with_0_and_truncated_at_108000_frames_unless_told():
+    # 108,000 emulator frames are 30 minutes at 60 Hz, the limit of Machado et al. and of Gymnasium's v5 ids.
+    for options in (Game("Breakout").options, GameOptions.from_kwargs(game="Breakout")):  # (a pool's are the latter)
+        assert options.seed == 0 and options.max_episode_frames == 108_000
+
+
+def test_game_options_cannot_be_changed_once_made():
+    # A Game's arrays were made for the options it was given: changed under it, they would no longer fit.
+    game = Game("Breakout")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        game.options.frame_skip = 2
+
+
 # --- observation types, scaling, modes, continuous actions, random starts -----------------------------
 
 
@@ -422,6 +475,7 @@ def test_observation_shape_and_dtype_of_every_obs_type(obs_type, shape, shape_la
     dtype = np.float32 if scale_obs else np.uint8
     assert game.observation_shape == game.options.observation_shape == (shape_last if channels_last else shape)
     assert game.options.observation_dtype == dtype
+    assert game.options.observation_high == (1.0 if scale_obs else 255)  # the largest value, not one below it
     for obs in [game.reset()] + [obs for obs, *_ in play(game, random_actions(game, 20))]:
         assert obs.shape == game.observation_shape and obs.dtype == dtype
         assert obs.min() >= 0 and obs.max() <= (1.0 if scale_obs else 255) and obs.any()
@@ -491,12 +545,45 @@ def test_modes_and_difficulties_are_listed_per_game():
     assert game_modes("Pong") == (0, 1) and game_difficulties("ALE/Pong-v5") == (0, 1, 2, 3)
 
 
+def test_a_roms_facts_are_read_once_per_game(monkeypatch):
+    # Loading a ROM takes ~0.1 s, and every option check and action list needs its facts (a GamePool checks its
+    # options in the parent and in each worker).
+    meanings = action_meanings("Pong")
+    monkeypatch.setattr(ale_py, "ALEInterface", lambda: pytest.fail("a ROM was loaded again for its facts"))
+    assert action_meanings("Pong") == meanings
+    assert game_modes("Pong") == (0, 1)
+
+
 def test_continuous_games_take_polar_actions_and_map_them_onto_all_18():
     game = Game("Breakout", continuous=True)
     assert game.n_actions is None and len(game.action_meanings) == 18
     game.reset()
     for action in ([1.0, 0.0, 1.0], np.array([0.5, -3.0, 0.0], dtype=np.float64), (0, 0, 0)):
         assert game.step(action)[0].shape == (4, 84, 84)
+
+
+@pytest.mark.parametrize(
+    ("action", "name"),
+    [
+        ((0.0, 0.0, 0.0), "NOOP"),
+        ((1.0, 0.0, 0.0), "RIGHT"),
+        ((1.0, np.pi, 0.0), "LEFT"),
+        ((1.0, np.pi / 2, 0.0), "UP"),
+        ((1.0, -np.pi / 2, 1.0), "DOWNFIRE"),
+        ((1.0, np.pi / 4, 0.0), "UPRIGHT"),
+        ((0.3, np.pi / 2, 0.2), "NOOP"),  # every component within the threshold, 0.5
+        ((0.0, 0.0, 0.9), "FIRE"),
+        ((0.5, np.pi / 2, 0.5), "NOOP"),  # y and fire at the threshold exactly: not beyond it
+        ((0.5, -np.pi / 2, 0.0), "NOOP"),
+        ((0.5, 0.0, 0.0), "NOOP"),  # x at the threshold exactly, right and left
+        ((0.5, np.pi, 0.0), "NOOP"),
+    ],
+)
+def test_a_continuous_action_is_the_joystick_position_and_fire_beyond_the_threshold(action, name):
+    # The expected names are worked out by hand from x = radius cos(angle), y = radius sin(angle) against the
+    # threshold 0.5: a direction or fire only beyond it, never at it (a centred stick is NOOP, not DOWN).
+    game = Game("Breakout", continuous=True)
+    assert game._ale_action(np.array(action, np.float32))[0] == ale_py.Action.__members__[name]
 
 
 @pytest.mark.parametrize(
@@ -510,6 +597,7 @@ def test_continuous_games_take_polar_actions_and_map_them_onto_all_18():
         ([1.0, 0.0], ValueError, r"of shape \(3,\), got shape \(2,\)"),
         ([1.0, 0.0, math.nan], ValueError, r"got nan at index \(2,\)"),
         ([1.5, 0.0, 0.0], ValueError, r"got 1.5 at index \(0,\)"),
+        ([1.5, 0.0, math.nan], ValueError, r"got 1.5 at index \(0,\)"),  # two bad entries: the first is named
         ([1.0, 4.0, 0.0], ValueError, r"got 4.0 at index \(1,\)"),
         ([-0.1, 0.0, 0.0], ValueError, r"at index \(0,\)"),
         (["1", "0", "0"], TypeError, "got dtype <U1"),
@@ -526,6 +614,19 @@ def test_bad_continuous_actions_are_refused_and_leave_the_game_usable(action, er
         game.step(action)
     assert game.ale.getEpisodeFrameNumber() == frames
     game.step([1.0, 0.0, 0.0])
+
+
+def test_a_fire_outside_0_to_1_is_refused_and_the_bounds_cannot_be_changed():
+    # The bounds are every Game's action space: writable, any caller could change them for all.
+    game = Game("Breakout", continuous=True)
+    game.reset()
+    with pytest.raises(ValueError, match=re.escape("fire in [0, 1]) as floats of shape (3,), got -0.5 at index (2,)")):
+        game.step([1.0, 0.0, -0.5])
+    with pytest.raises(ValueError, match=re.escape("fire in [0, 1]) as floats of shape (3,), got 1.5 at index (2,)")):
+        game.step([1.0, 0.0, 1.5])
+    for bounds in (CONTINUOUS_ACTION_LOW, CONTINUOUS_ACTION_HIGH):
+        with pytest.raises(ValueError, match="read-only"):
+            bounds[2] = 0.5
 
 
 def start_draws(seed, resets, random_starts, n_actions, noop_max=0):
@@ -776,6 +877,17 @@ def test_under_an_ale_py_release_not_checked_every_restart_is_emulated_and_one_w
         restarts += ours[2]
         assert reset_games[0] == calls + 2 * ours[2]  # both Games called ALE's reset at each restart: none restored
     assert restarts >= 3
+
+
+def test_a_frame_skip_of_1_shows_each_frame_as_it_is_without_max_pooling():
+    # With one frame a step there is no second screen to max-pool with. The expected frame is ALE's grayscale screen,
+    # area-resized as Gymnasium's AtariPreprocessing resizes it.
+    game = Game("Breakout", frame_skip=1, noop_max=0)
+    game.reset()
+    for action in [1] * 5 + [2] * 40:  # FIRE, then RIGHT: the paddle moves away from where it was
+        obs = game.step(action)[0]
+        expected = cv2.resize(game.ale.getScreenGrayscale(), (84, 84), interpolation=cv2.INTER_AREA)
+        assert np.array_equal(obs[-1], expected)
 
 
 def test_each_newest_frame_is_the_max_of_its_steps_last_two_screens_or_the_screen_an_episode_ended_on_mid_step():

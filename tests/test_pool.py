@@ -4,6 +4,8 @@ import gc
 import os
 import resource
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -16,9 +18,11 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 from atari_game import Game, resolve_game
+from atari_game import pool as pool_module
 from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW
 from atari_game.pool import GamePool, PoolError
-from atari_game.pool_worker import POOL_STEP_BYTES, POOL_STEP_TAGS, WATCH_SECONDS, CommandWatch
+from atari_game.pool_worker import POOL_STEP_BYTES, POOL_STEP_TAGS, WATCH_SECONDS, CommandWatch, GameBlock
+from atari_game.segment import layout
 
 OPTIONS = {"game": "Breakout", "fire_reset": True, "noop_max": 30}
 
@@ -152,6 +156,43 @@ def test_pool_plays_exactly_the_local_games(pool_factory, mode, games):
                 assert info["_final_info"][i] and info["final_info"]["episode"]["r"][i] == episode["reward"]
             episodes_seen += 1
     assert episodes_seen >= 10 and games_seen >= 1
+
+
+def test_episode_statistics_are_zero_for_the_envs_whose_episode_goes_on(pool_factory):
+    # As Gymnasium's vector statistics (RecordEpisodeStatistics) hold them, beside the mask: not a length of 1.
+    pool = pool_factory(4, seed=1, n_workers=2, game="Breakout")
+    pool.reset()
+    rng, partly = np.random.default_rng(0), 0
+    for _ in range(300):
+        *_, info = pool.step(rng.integers(4, size=4))
+        if "episode" in info and not info["_episode"].all():
+            mask, episode = info["_episode"], info["episode"]
+            assert not episode["r"][~mask].any() and not episode["l"][~mask].any()
+            assert (episode["l"][mask] > 0).all()
+            partly += 1
+            if partly == 3:  # steps where some envs' episodes ended and others' went on
+                return
+    pytest.fail(f"only {partly} of 300 steps ended some envs' episodes and not others'")
+
+
+def test_a_game_is_reported_only_for_the_envs_whose_game_ended_in_that_step(pool_factory):
+    # An env whose last episode ended its game keeps that game's end in the shared segment until its next episode
+    # ends: meanwhile, beside another env's episode end, it must not be reported again.
+    pool = pool_factory(4, seed=2, n_workers=2, game="Breakout", life_loss="terminal")
+    pool.reset()
+    # Breakout's game has 5 lives, an episode each here: every 5th episode of an env ends its game.
+    rng, episodes, stale = np.random.default_rng(1), np.zeros(4, int), 0
+    for _ in range(3000):
+        *_, info = pool.step(rng.integers(4, size=4))
+        if "episode" in info:
+            ended, game = info["_episode"], info.get("_game", np.zeros(4, bool))
+            game_over = episodes % 5 == 0  # (before this step's) the env's last episode ended its game
+            episodes += ended
+            assert game.tolist() == (ended & (episodes % 5 == 0)).tolist()
+            stale += int((game_over & (episodes > 0) & ~ended).any())
+            if stale == 3:  # steps where an env whose game had ended went on beside an episode that ended
+                return
+    pytest.fail(f"only {stale} steps of 3,000 had an env whose game had ended go on beside an episode that ended")
 
 
 def test_same_seed_same_observations_whatever_the_worker_count(pool_factory):
@@ -403,6 +444,18 @@ def test_a_worker_killed_while_the_parent_waits_in_recv_is_reported_within_two_s
     assert time.monotonic() - start < 2
 
 
+def test_a_whole_pool_step_with_a_worker_already_gone_reports_it_dead(pool_factory):
+    # The step's byte to a worker that is gone breaks on its closed pipe: that OSError must not escape step(), which
+    # leaves the death to the machinery that finds out why and reports it.
+    pool = pool_factory(4, n_workers=2, **OPTIONS)
+    pool.reset()
+    worker = pool._workers[0]
+    os.kill(worker.process.pid, signal.SIGKILL)
+    worker.process.join()  # gone, and its end of the pipe with it
+    with pytest.raises(PoolError, match=r"envs 0-1\) died"):
+        pool.step([0] * 4)
+
+
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_restart_workers_replaces_a_killed_worker_and_reports_its_envs_truncated(pool_factory, mode):
     pool = pool_factory(4, n_workers=2, restart_workers=True, autoreset_mode=mode, **OPTIONS)
@@ -473,14 +526,39 @@ def test_a_worker_killed_while_sending_a_traceback_is_reported_dead(pool_factory
     assert obs.shape == (4, 4, 84, 84) and list(info["worker_restarted"]) == [False, False, True, True]
 
 
-def test_a_worker_failing_in_a_step_is_reported_with_its_traceback_and_the_pool_goes_on(pool_factory, unchecked):
+@pytest.mark.parametrize("failing", [0, 1], ids=["the first worker", "the second worker"])
+def test_a_worker_failing_in_a_step_is_reported_with_its_traceback_and_the_pool_goes_on(
+    pool_factory, unchecked, failing
+):
+    # A failed answer is -1 - the worker's first env: the first worker's, -1, is the one that a check of the
+    # answers against -1 instead of 0 would take for an answer, its error unreported and its envs' results whatever
+    # the segment held.
     pool = pool_factory(4, n_workers=2, **OPTIONS)
     pool.reset()
     unchecked(pool)  # an action the parent would refuse reaches a worker: its Game fails on it
-    with pytest.raises(PoolError, match=r"(?s)pool worker \(pid \d+, envs 2-3\) failed on envs \[2, 3\].*IndexError"):
-        pool.step([0, 0, 0, 99])
+    first, last, pid = 2 * failing, 2 * failing + 1, worker_pids(pool)[failing]
+    expected = rf"(?s)pool worker \(pid {pid}, envs {first}-{last}\) failed on envs \[{first}, {last}\].*IndexError"
+    with pytest.raises(PoolError, match=expected):
+        pool.step([99 if env == last else 0 for env in range(4)])
     del pool._check_actions
     assert pool.step([0, 1, 2, 3])[0].shape == (4, 4, 84, 84)
+
+
+def test_a_failed_command_is_reported_for_its_own_worker_and_envs(pool_factory, unchecked):
+    # With an env a worker, a failed answer read as -id rather than -1 - id would name the next worker (or none);
+    # and with commands queued for a worker, its failure is the first one's, the one it answered, not the last's.
+    pool = pool_factory(2, n_workers=2, batch_size=1, game="Breakout")
+    pool.reset()
+    unchecked(pool)  # a bad action reaches the worker
+    with pytest.raises(PoolError, match=rf"\(pid {pool._workers[0].process.pid}, envs 0-0\) failed on envs \[0\]"):
+        pool.step([99, 0])
+    pool = pool_factory(2, n_workers=1, batch_size=1, game="Breakout")
+    pool.reset()
+    unchecked(pool)
+    pool.send([99], env_ids=[0])  # fails
+    pool.send([0], env_ids=[1])  # queued behind it, to the same worker
+    with pytest.raises(PoolError, match=r"failed on envs \[0\]"):
+        pool.recv()
 
 
 def test_a_worker_slower_than_the_liveness_check_is_waited_for(pool_factory, monkeypatch):
@@ -510,8 +588,8 @@ def test_a_worker_slower_than_the_liveness_check_is_waited_for(pool_factory, mon
         expected = [game.step(action) for game in games]
         assert all(np.array_equal(obs[i], step[0]) for i, step in enumerate(expected))
         assert list(rewards) == [step[1] for step in expected] and not terms.any() and not truncs.any()
-    # A check looks without waiting. (Mutant pool.py:444, ``timeout=0`` made 1: each waited up to a second for a
-    # worker to die, and an answer that came meanwhile with it.)
+    # A check looks without waiting: one that waited, even a second, for a worker to die would hold up an answer
+    # that came meanwhile.
     assert len(checks) >= 1 and max(checks) < 0.5
 
 
@@ -636,6 +714,177 @@ def test_late_and_false_wake_ups_leave_every_step_exact(pool_factory):
         expected = [game.step(action) for game in games]
         assert all(np.array_equal(obs[i], step[0]) for i, step in enumerate(expected))
         assert list(rewards) == [step[1] for step in expected]
+
+
+# --- how a whole-pool step is sent, answered and read -------------------------------------------------------
+# The tests below check the parent's reads and wake-ups on a pool's internals: a slip there plays the same values,
+# only slower, late or out of step with the next command.
+
+
+def test_each_workers_count_of_commands_is_raised_in_its_first_envs_row(pool_factory):
+    # A worker watching for its next command reads its first env's row, column 0, for one more command each time: a
+    # count raised elsewhere, by 2 or not at all, it would miss (and sleep until the command's byte woke it: the same
+    # values, slower; the watch's timing test sees it too) or take one command for two. A whole-pool step and any
+    # other command (here a send to the second worker only) raise it alike.
+    pool = pool_factory(6, n_workers=2, batch_size=3, game="Breakout")  # envs 0-2 and 3-5
+    commands = pool._shared["commands"]
+    before = commands.copy()
+    pool.reset()  # a command to each worker
+    for _ in range(5):
+        pool.step([0] * 6)
+    pool.send([0, 0, 0], env_ids=[3, 4, 5])  # a command to the second worker only
+    pool.recv()
+    raised = commands - before
+    assert raised[:, 0].tolist() == [6, 0, 0, 7, 0, 0] and not raised[:, 1:].any()
+
+
+def timed_steps(pool: GamePool, steps: int) -> list[float]:
+    """The seconds each of `steps` whole-pool steps of `pool` took (all envs play action 0)."""
+    seconds = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        pool.step([0] * pool.num_envs)
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+# The parent gives up waiting for a whole-pool step's wake-up after this long in the tests below (not the library's
+# 0.5 s), so that only a step slowed down for seconds by busy processes is read the general way.
+PATIENT = 5.0
+
+
+def test_a_whole_pool_step_whose_answers_all_came_is_not_read_again_the_general_way(pool_factory, monkeypatch):
+    # Every worker answered (the worker whose first env is 0 answers 0, an answer like any other), so the step is
+    # done: neither sent nor booked and read again the general way (`_step_each`, `_hand_over`, `_finish_in_flight`),
+    # which gives the same values at several times the parent's cost.
+    monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
+    pool = pool_factory(4, n_workers=2, game="Breakout")
+    pool.reset()
+    general = []
+    finish_in_flight = pool._finish_in_flight
+    monkeypatch.setattr(pool, "_finish_in_flight", lambda: (general.append(1), finish_in_flight()))
+    seconds = timed_steps(pool, 20)
+    assert general == [] or max(seconds) >= PATIENT
+
+
+def test_a_whole_pool_step_wakes_the_parent_once_and_leaves_no_wake_up_behind(pool_factory, monkeypatch):
+    # With a ticket for every worker but one, the worker that finds none left is the last and wakes the parent, once
+    # a step; with fewer tickets, two or more workers would wake it, and the next step would read a stale wake-up
+    # before its own. Each step's tag is new: a late wake-up of the step before, which the parent skips by its tag,
+    # is not taken for this step's (leaving this step's behind).
+    monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
+    pool = pool_factory(6, n_workers=3, game="Breakout")
+    pool.reset()
+    for t in range(30):
+        if t % 2:  # a late wake-up of the step before
+            os.write(pool._wake[1].fileno(), POOL_STEP_BYTES[pool._step_tag])
+        (seconds,) = timed_steps(pool, 1)
+        time.sleep(0.01)  # (another wake-up, sent as the parent woke, is in by now)
+        if seconds < PATIENT:  # woken, not given up on
+            with pytest.raises(BlockingIOError):
+                pool._wake[0].recv(64, socket.MSG_DONTWAIT)
+
+
+class WatchedAnswers:
+    """Put in place of the parent's end of `pool`'s answer socket: it counts the parent's reads; `late` (bytes:
+    answers) is sent on the socket just after the first read, as by a worker that answers while the parent reads."""
+
+    def __init__(self, pool: GamePool, late: bytes = b"") -> None:
+        self.end, self.child, self.late, self.reads = pool._answers[0], pool._answers[1], late, 0
+        pool._answers = (self, self.child)
+
+    def recv_into(self, *args: object) -> int:
+        try:
+            return self.end.recv_into(*args)
+        finally:
+            self.reads += 1
+            if self.reads == 1 and self.late:
+                os.write(self.child.fileno(), self.late)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.end, name)
+
+
+def answer(worker_first_env: int) -> bytes:
+    """A worker's answer as it writes it: the first env of its block."""
+    return struct.pack("=i", worker_first_env)
+
+
+@pytest.mark.parametrize("late", [True, False], ids=["an answer late", "every answer in"])
+def test_a_woken_parent_reads_every_answer_of_a_whole_pool_step_once(pool_factory, late):
+    # A worker takes its ticket before it answers, so the last one can wake the parent while another is between its
+    # ticket and its answer. The woken parent waits for that answer; reading only what was in, it would hand the
+    # whole step to the general way (booked as a command each, read again). With every answer in, it reads once:
+    # no second read (of nothing).
+    pool = pool_factory(4, n_workers=2, game="Breakout")  # envs 0-1 and 2-3
+    command = POOL_STEP_BYTES[1]
+    os.write(pool._answers[1].fileno(), answer(2) if late else answer(2) + answer(0))
+    os.write(pool._wake[1].fileno(), command)  # the last worker's wake-up
+    watched = WatchedAnswers(pool, late=answer(0) if late else b"")
+    answers = np.full(2, pool_module.NO_ANSWER, np.int32)
+    pool._read_pool_step(answers, command)
+    assert answers.tolist() == [2, 0]
+    assert watched.reads == (2 if late else 1)
+
+
+def test_a_parent_not_woken_takes_the_answers_that_came_and_waits_no_more(pool_factory, monkeypatch):
+    # A wait for the wake-up that gave up is not a wake-up: waiting again for the answers still missing would cost up
+    # to LIVENESS_CHECK_SECONDS more (a dead worker's never come) before the general way checks that the workers are
+    # alive. Not woken, the parent reads what came and leaves any later answer to the general way.
+    monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", 0.05)  # the wait for the wake-up that never comes
+    pool = pool_factory(4, n_workers=2, game="Breakout")
+    os.write(pool._answers[1].fileno(), answer(2))
+    WatchedAnswers(pool, late=answer(0))
+    answers = np.full(2, pool_module.NO_ANSWER, np.int32)
+    pool._read_pool_step(answers, POOL_STEP_BYTES[1])
+    assert answers.tolist() == [2, pool_module.NO_ANSWER]
+    assert pool._answers[0].recv(8, socket.MSG_DONTWAIT) == answer(0)  # left in the socket
+
+
+def test_a_reset_reads_every_workers_answer_at_once(pool_factory, monkeypatch):
+    # The commands in flight are collected with one read that waits for all of their answers: one at a time, the
+    # parent would sleep and wake once a worker instead of once.
+    monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
+    pool = pool_factory(6, n_workers=3, game="Breakout")
+    pool.reset()  # (the workers started: a slow start would pass for a read given up on)
+    watched = WatchedAnswers(pool)
+    start = time.perf_counter()
+    pool.reset()
+    assert watched.reads == 1 or time.perf_counter() - start >= PATIENT
+
+
+def test_recv_returns_the_first_envs_done_without_waiting_for_a_stopped_worker(pool_factory, monkeypatch):
+    # recv() waits for the first answer in flight, not for every one (nor two): waiting for all, it would return the
+    # same batch, late, up to the liveness timeout later.
+    monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
+    pool = pool_factory(4, n_workers=2, batch_size=2, game="Breakout")  # envs 0-1 and 2-3
+    pool.reset()
+    stopped = pool._workers[1].process.pid
+    os.kill(stopped, signal.SIGSTOP)
+    resume = threading.Timer(PATIENT, os.kill, (stopped, signal.SIGCONT))  # (a late recv gets its answer)
+    resume.start()
+    try:
+        pool.send([0, 0, 0, 0])
+        *_, info = pool.recv()
+        waited = not resume.is_alive()
+    finally:
+        resume.cancel()
+        os.kill(stopped, signal.SIGCONT)
+    assert sorted(info["env_id"].tolist()) == [0, 1] and not waited
+
+
+def test_a_game_block_step_says_whether_an_episode_ended():
+    # A RayGamePool actor sends its envs' episode statistics only after a step that ended an episode (the flag
+    # GameBlock.step returns): set from the start, it would send them after every step; never set, never. A reset
+    # is answered as one that ended none (else the same Ray reply, bigger).
+    options = {"game": "Breakout", "max_episode_frames": 40}  # truncated at the 10th step of 4 frames
+    shapes = layout(2, Game(**options).options, same_step=True)
+    arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in shapes.items()}
+    block = GameBlock([0, 1], [0, 1], False, [options, options], arrays)
+    assert block.run("reset", ({0: 0, 1: 1}, [])) == ("ok", [], False)
+    ended = [block.step([0, 1]) for _ in range(12)]
+    assert ended == [False] * 9 + [True] + [False] * 2
+    assert arrays["ended"].tolist() == [False, False] and block.step([1]) is False
 
 
 # --- no leaks ---------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ each with the frames stored as they are and compressed (`CODECS`)."""
 import dataclasses
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -178,6 +179,21 @@ def test_frames_of_several_channels_and_float_observations_are_exact(shape, stac
     assert len(buffer) == 60  # sliding observations share their frames: nothing evicted early
 
 
+@CODECS
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_float_observations_with_signed_zeros_and_nans_come_back_bit_for_bit(compression, dtype):
+    # Frames are compared by their bits, at every float width: compared by value, -0.0 == 0.0 would make a slot of
+    # zeros and one of negative zeros one frame, stored once (and NaN would never equal itself).
+    buffer = FrameReplay(4, 1, (2, 2, 2), dtype=dtype, compression=compression)
+    zeros = np.zeros((2, 2), dtype)
+    obs = np.stack([zeros, -zeros])[None]  # slot 0 holds 0.0, slot 1 -0.0: equal as floats, not as bits
+    next_obs = np.stack([-zeros, np.full((2, 2), np.nan, dtype)])[None]
+    buffer.add(obs, np.zeros(1, int), np.zeros(1), next_obs, np.zeros(1, bool), np.zeros(1, bool))
+    batch = buffer.get(buffer.indices())
+    assert batch.obs.tobytes() == obs.tobytes() and batch.next_obs.tobytes() == next_obs.tobytes()
+    assert np.signbit(batch.obs[0, :, 0, 0]).tolist() == [False, True]
+
+
 def test_frame_bytes_per_transition_stay_within_three_percent_of_one_frame():
     capacity, num_envs, shape = 1_000_000, 8, (4, 84, 84)
     buffer = FrameReplay(capacity, num_envs, shape)  # lazily allocated: nothing is resident yet
@@ -188,6 +204,36 @@ def test_frame_bytes_per_transition_stay_within_three_percent_of_one_frame():
     prioritized = FrameReplay(capacity, num_envs, shape, prioritized=True)
     trees = 2 * 2 * 2**20 * 8  # two trees over 2^20 leaves, float64
     assert prioritized.nbytes <= bound + trees
+
+
+@pytest.mark.parametrize(
+    ("capacity", "num_envs", "leaves"),
+    [(1, 1, 1), (8, 2, 8), (8, 1, 8), (9, 1, 16), (12, 3, 16)],
+)
+def test_the_priority_trees_have_a_leaf_per_transition_slot_rounded_up_to_a_power_of_two(capacity, num_envs, leaves):
+    # Two float64 trees of 2 * leaves nodes each: exactly a power of two of slots takes that many leaves, not twice
+    # as many (8 slots: 16 leaves), nor one more.
+    shape = (2, 2, 2)
+    extra = (
+        FrameReplay(capacity, num_envs, shape, prioritized=True).nbytes - FrameReplay(capacity, num_envs, shape).nbytes
+    )
+    assert extra == 2 * (2 * leaves) * 8
+
+
+def test_a_full_memory_of_episodes_of_200_steps_holds_its_capacity():
+    # Each episode's first observation takes 3 frames more than its transitions (its stack), so 1,000 transitions of
+    # 5-6 episodes need up to 1,018 frames: the frame slots' margin, FRAME_MARGIN of the slots (30 frames here),
+    # holds them, where a margin of 2 * stack (8) would evict the oldest transitions early.
+    buffer = FrameReplay(1000, 1, (4, 2, 2))
+    rng = np.random.default_rng(0)
+    for _ in range(7):
+        obs = rng.integers(0, 256, (1, 4, 2, 2), dtype=np.uint8)  # a new episode: a fresh stack
+        for step in range(200):
+            next_obs = np.concatenate([obs[:, 1:], rng.integers(0, 256, (1, 1, 2, 2), dtype=np.uint8)], 1)
+            ended = np.array([step == 199])
+            buffer.add(obs, np.zeros(1, int), np.zeros(1), next_obs, ended, np.zeros(1, bool))
+            obs = next_obs
+    assert len(buffer) == 1000
 
 
 # A child process that fills a zstd FrameReplay of 1M transitions with frames like a game's (a still background, a
@@ -274,11 +320,13 @@ def test_n_step_returns_match_a_brute_force_computation(compression):
 
 
 def slide(buffer: FrameReplay, rng: np.random.Generator, steps: int) -> None:
-    """`steps` adds of observations ``(2, 2, 2)`` sliding one random frame at a time, no episode end."""
-    obs = rng.integers(0, 255, (buffer.num_envs, 2, 2, 2), dtype=np.uint8)
+    """`steps` adds to every env of `buffer` (channels first), each obs sliding on by one random frame, no episode
+    end."""
+    shape = (buffer.num_envs, *buffer.observation_shape)
+    obs = rng.integers(0, 255, shape, dtype=np.uint8)
     nothing = np.zeros(buffer.num_envs, bool)
     for _ in range(steps):
-        next_obs = np.concatenate([obs[:, 1:], rng.integers(0, 255, (buffer.num_envs, 1, 2, 2), dtype=np.uint8)], 1)
+        next_obs = np.concatenate([obs[:, 1:], rng.integers(0, 255, (shape[0], 1, *shape[2:]), dtype=np.uint8)], 1)
         buffer.add(obs, np.zeros(buffer.num_envs, int), np.zeros(buffer.num_envs), next_obs, nothing, nothing)
         obs = next_obs
 
@@ -341,6 +389,33 @@ def test_update_priorities_changes_what_is_sampled_and_evicted_transitions_are_n
     np.testing.assert_allclose(buffer.get(new).weights, [1.0] + [ratio**-buffer.beta] * 7, rtol=1e-6)
 
 
+def test_prioritized_sampling_after_eviction_draws_the_transition_of_the_leaf_found():
+    # A leaf is a ring slot; the transition it holds is ``oldest + (ring - oldest) % slots``, which only an evicted
+    # transition (oldest > 0) tells apart from the slot itself. The buffer here holds 4 slots and got 7
+    # transitions: transitions 3, 4, 5 and 6 are held (3 evicted), in ring slots 3, 0, 1, 2.
+    buffer = FrameReplay(4, 1, (2, 2, 2), prioritized=True, alpha=1.0, seed=0)
+    slide(buffer, np.random.default_rng(0), 7)
+    assert buffer.indices().tolist() == [3, 4, 5, 6]
+    # Transition 5 (ring slot 1) takes all but 3e-12 of the priority: every draw finds its leaf.
+    buffer.update_priorities(np.array([3, 4, 5, 6]), np.array([0.0, 0.0, 1e6, 0.0]))
+    draws = np.concatenate([buffer.sample(4).indices for _ in range(8)])  # a batch is at most len(buffer)
+    assert draws.tolist() == [5] * 32
+
+
+def test_the_sum_tree_finds_the_leaf_whose_prefix_sums_hold_each_target():
+    # Each leaf holds the targets in [its first prefix sum, the next): a target equal to a leaf's first prefix sum
+    # is that leaf's, not the one before; a target at the total (rounding) stays out of an empty subtree, a slot with
+    # no transition.
+    buffer = FrameReplay(4, 1, (1, 2, 2), prioritized=True, seed=0)  # 4 leaves
+    buffer._set_leaves(np.array([0, 1]), np.array([1.0, 2.0]))  # prefix sums: leaf 0 [0, 1), leaf 1 [1, 3)
+    targets = np.array([0.0, 0.5, 1.0, 2.5, 3.0])
+    assert buffer._find(targets).tolist() == [0, 0, 1, 1, 1]
+
+
+def test_prioritized_sampling_takes_priorities_to_the_power_0_6_by_default():
+    assert FrameReplay(4, 1, (2, 2, 2), prioritized=True).alpha == 0.6  # the prioritized replay paper's alpha
+
+
 def test_n_step_transitions_not_yet_ready_have_no_priority():
     buffer = FrameReplay(20, 1, (1, 2, 2), n_step=3, prioritized=True, seed=0)
     obs = np.zeros((1, 1, 2, 2), np.uint8)
@@ -359,6 +434,15 @@ def test_the_same_seed_gives_the_same_batches(prioritized, compression):
     assert np.array_equal(batches[0].obs, batches[1].obs)
 
 
+def test_a_replay_batch_is_read_only():
+    # A batch's fields cannot be replaced after sampling (a learner's update cannot swap the rewards it was given).
+    buffer = FrameReplay(4, 1, (2, 2, 2))
+    slide(buffer, np.random.default_rng(0), 2)
+    batch = buffer.sample(2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        batch.rewards = np.ones(2)  # type: ignore[misc]
+
+
 BAD_CONSTRUCTORS = [
     ({"capacity": 0}, ValueError, "capacity must be an integer >= 1, got 0"),
     ({"capacity": 2.5}, TypeError, "capacity must be an integer >= 1, got float 2.5"),
@@ -368,6 +452,7 @@ BAD_CONSTRUCTORS = [
     ({"observation_shape": 84}, TypeError, "observation_shape must be a tuple of positive integers, got 84"),
     ({"stack": 3}, ValueError, "stack must divide"),
     ({"dtype": "U3"}, TypeError, "dtype must be a boolean, integer or float dtype, got <U3"),
+    ({"dtype": "eight bits"}, TypeError, r"dtype must be a numpy dtype such as np\.uint8 or np\.float32, got"),
     ({"n_step": 0}, ValueError, "n_step must be an integer >= 1, got 0"),
     ({"gamma": 1.5}, ValueError, r"gamma must be a number in \[0.0, 1.0\], got 1.5"),
     ({"gamma": float("nan")}, ValueError, r"gamma must be a number in \[0.0, 1.0\], got nan"),
@@ -385,6 +470,21 @@ def test_bad_constructor_arguments_are_refused_by_name(change, error, message):
     arguments = {"capacity": 100, "num_envs": 2, "observation_shape": (4, 84, 84), **change}
     with pytest.raises(error, match=message):
         FrameReplay(**arguments)
+
+
+@pytest.mark.parametrize(
+    ("name", "bad", "message", "lowest"),
+    [
+        ("gamma", -0.5, "gamma must be a number in [0.0, 1.0], got -0.5", 0.0),
+        ("priority_epsilon", -0.5, "priority_epsilon must be a number in [0.0, inf], got -0.5", 0.0),
+        ("stack", 0, "stack must be an integer >= 1, got 0", 1),  # a stack of no frames
+        ("beta", -0.5, "beta must be a number in [0.0, 1.0]", 0.0),  # weights that would grow with the priority
+    ],
+)
+def test_a_setting_below_its_lowest_is_refused_and_the_lowest_taken(name, bad, message, lowest):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        FrameReplay(4, 1, (2, 2, 2), prioritized=True, **{name: bad})
+    assert getattr(FrameReplay(4, 1, (2, 2, 2), prioritized=True, **{name: lowest}), name) == lowest
 
 
 def good_step(num_envs=2, shape=(2, 3, 3)):
@@ -429,6 +529,36 @@ def test_bad_adds_are_refused_by_name_and_leave_the_buffer_as_it_was(name, value
     assert len(buffer) == 4  # still usable
 
 
+@pytest.mark.parametrize(
+    ("dtype", "wrong"),
+    [(np.uint8, np.uint16), (np.uint8, np.uint32), (np.float32, np.float64), (np.float32, np.float16)],
+)
+@pytest.mark.parametrize("name", ["obs", "next_obs"])
+def test_observations_of_the_right_kind_but_another_dtype_are_refused(dtype, wrong, name):
+    # Each observation's dtype is compared with the buffer's, not only its kind: a uint16 array passes the kind check
+    # ("u") and would be stored as uint8, its values cut to 8 bits.
+    buffer = FrameReplay(4, 1, (2, 2, 2), dtype=dtype)
+    obs = np.zeros((1, 2, 2, 2), dtype)
+    step = {"obs": obs, "next_obs": obs.copy()} | {name: np.full((1, 2, 2, 2), 300, wrong)}
+    expected = f"{name} must be {np.dtype(dtype)} observations (stored exactly, never converted), got dtype"
+    with pytest.raises(TypeError, match=re.escape(expected)):
+        buffer.add(**step, actions=np.zeros(1, int), rewards=np.zeros(1), terminations=[False], truncations=[False])
+    assert len(buffer) == 0
+
+
+def test_actions_at_the_int32_bounds_are_stored_and_one_past_them_refused():
+    buffer = FrameReplay(4, 1, (2, 2, 2))
+    obs = np.zeros((1, 2, 2, 2), np.uint8)
+    step = {"obs": obs, "next_obs": obs + 1, "rewards": np.zeros(1), "terminations": [False], "truncations": [False]}
+    for action in (2**31 - 1, -(2**31)):
+        buffer.add(**step, actions=np.array([action]))
+        step = step | {"obs": step["next_obs"], "next_obs": step["next_obs"] + 1}
+    assert buffer.get(buffer.indices()).actions.tolist() == [2**31 - 1, -(2**31)]
+    for action in (2**31, -(2**31) - 1):
+        with pytest.raises(ValueError, match="actions must fit in int32"):
+            buffer.add(**step, actions=np.array([action]))
+
+
 def test_bad_samples_and_priorities_are_refused_by_name_and_leave_the_buffer_usable():
     empty = FrameReplay(10, 2, (2, 3, 3))
     with pytest.raises(ValueError, match="add transitions before sampling"):
@@ -438,8 +568,13 @@ def test_bad_samples_and_priorities_are_refused_by_name_and_leave_the_buffer_usa
         buffer.sample(9)
     with pytest.raises(TypeError, match="batch_size"):
         buffer.sample(2.0)
+    with pytest.raises(ValueError, match=re.escape("batch_size must be an integer >= 1, got 0")):
+        buffer.sample(0)  # not an empty batch
     with pytest.raises(ValueError, match="beta"):
         buffer.sample(2, beta=-0.1)
+    with pytest.raises(ValueError, match=re.escape("beta must be a number in [0.0, 1.0], got 1.5")):
+        buffer.sample(2, beta=1.5)  # weights that over-correct the sampling
+    assert buffer.sample(2, beta=1.0).weights.max() == 1.0  # taken (equal priorities: every weight 1)
     ids = buffer.indices()
     buffer.update_priorities(ids, np.arange(1.0, 9.0))
     weights = buffer.get(ids).weights

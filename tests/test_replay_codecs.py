@@ -2,13 +2,15 @@
 
 import dataclasses
 import io
+import json
 import os
+import re
 import sys
 import zipfile
 
 import numpy as np
 import pytest
-from test_replay import PlainReplay, check_exact, play
+from test_replay import PlainReplay, check_exact, play, slide
 
 from atari_game import FrameReplay, GamePool, replay
 from atari_game.replay import ReplayBatch
@@ -52,6 +54,17 @@ def test_frames_too_small_to_train_a_dictionary_are_compressed_with_plain_zstd(m
     assert [buffer.get(np.array([t])).next_obs.tolist() for t in range(4)] == [[[[t + 1] * 2] * 2] for t in range(4)]
 
 
+def test_the_zstd_dictionary_is_trained_when_the_memory_has_written_its_4096th_frame():
+    # 4,096 frames, as documented, counted from the first one written: not one early, nor one late. The first add
+    # writes 4 + 1 frames (a fresh stack and next_obs's new frame), each sliding add after it 1.
+    buffer = FrameReplay(4096, 1, (4, 2, 2), compression="zstd")
+    slide(buffer, np.random.default_rng(0), 4096 - 4)
+    assert buffer._frames.compressor is not None  # 4,096 frames written: trained
+    buffer = FrameReplay(4096, 1, (4, 2, 2), compression="zstd")
+    slide(buffer, np.random.default_rng(0), 4096 - 5)
+    assert buffer._frames.compressor is None  # 4,095: held as they are
+
+
 # --- save and load ------------------------------------------------------------------------------------------
 
 
@@ -90,6 +103,10 @@ def test_a_loaded_memory_samples_exactly_what_the_saved_one_would(tmp_path, monk
     path = tmp_path / "replay.npz"
     buffer.save(path)
     assert os.listdir(tmp_path) == ["replay.npz"]  # the temporary file was renamed over it
+    # Format version 1: a file of another version would be refused by the releases that read version 1, and theirs
+    # by this one.
+    with np.load(path) as arrays:
+        assert json.loads(arrays["header"].tobytes())["version"] == 1
     loaded = FrameReplay.load(path)
     assert repr(loaded) == repr(buffer) and loaded.nbytes == buffer.nbytes
     assert np.array_equal(loaded.indices(), buffer.indices())
@@ -111,6 +128,7 @@ def test_a_memory_saved_before_its_dictionary_is_trained_trains_the_same_one_aft
 
 
 def saved_file(tmp_path) -> bytes:
+    """A memory of 40 transitions (20 slots per env) holding 2, saved: most of its frame slots empty (length -1)."""
     buffer = FrameReplay(40, 2, (2, 3, 3), compression="zstd", seed=0)
     obs = np.arange(36, dtype=np.uint8).reshape(2, 2, 3, 3)
     buffer.add(obs, [0, 1], [0.0, 1.0], obs + 1, np.zeros(2, bool), np.zeros(2, bool))
@@ -134,27 +152,54 @@ def rewritten(data: bytes, change) -> bytes:
     return out.getvalue()
 
 
+def empty_slots_at_minus_two(arrays: dict) -> dict:
+    """A saved memory's `arrays` with its empty frame slots (length -1) at length -2: the bytes still add up."""
+    lengths = arrays["frames.lengths"].copy()
+    lengths[lengths == -1] = -2
+    return {**arrays, "frames.lengths": lengths}
+
+
+# Each damage, and why the file is refused: the library's own words, or None where they are numpy's or zipfile's.
 BAD_FILES = {
-    "truncated": lambda data: data[: len(data) // 2],
-    "a frame's byte flipped": lambda data: flipped(data, "frames.blobs.npy"),
-    "empty": lambda data: b"",
-    "foreign text": lambda data: b"frames,actions\n1,2\n",
-    "foreign npz": lambda data: rewritten(data, lambda arrays: {"weights": np.ones(3)}),
-    "another format": lambda data: rewritten(
-        data, lambda arrays: {**arrays, "header": np.frombuffer(b'{"format": "other"}', np.uint8)}
+    "truncated": (lambda data: data[: len(data) // 2], None),
+    "a frame's byte flipped": (lambda data: flipped(data, "frames.blobs.npy"), None),
+    "empty": (lambda data: b"", None),
+    "foreign text": (lambda data: b"frames,actions\n1,2\n", None),
+    "foreign npz": (lambda data: rewritten(data, lambda arrays: {"weights": np.ones(3)}), "it has no array 'header'"),
+    # A header of the right shape and version: only its format tells it apart, and it is refused for that, not
+    # later for a key it lacks.
+    "another format": (
+        lambda data: rewritten(
+            data, lambda arrays: {**arrays, "header": np.frombuffer(b'{"format": "other", "version": 1}', np.uint8)}
+        ),
+        "its header names no atari_game.FrameReplay file",
     ),
-    "an array missing": lambda data: rewritten(data, lambda arrays: {k: v for k, v in arrays.items() if k != "_gap"}),
-    "frames that do not add up": lambda data: rewritten(
-        data, lambda arrays: {**arrays, "frames.blobs": arrays["frames.blobs"][:-1]}
+    "an array missing": (
+        lambda data: rewritten(data, lambda arrays: {k: v for k, v in arrays.items() if k != "_gap"}),
+        "it has no array '_gap'",
+    ),
+    "an array of its dtype in another shape": (  # not broadcast into the memory
+        lambda data: rewritten(data, lambda arrays: {**arrays, "_rewards": arrays["_rewards"][:, :1]}),
+        "its array '_rewards' is float32 (2, 1), not float32 (2, 20)",
+    ),
+    "frames that do not add up": (
+        lambda data: rewritten(data, lambda arrays: {**arrays, "frames.blobs": arrays["frames.blobs"][:-1]}),
+        "the frames' lengths do not add up to the bytes stored",
+    ),
+    "a frame's length below -1": (  # not loaded as an empty slot
+        lambda data: rewritten(data, empty_slots_at_minus_two),
+        "the frames' lengths do not add up to the bytes stored",
     ),
 }
 
 
 @pytest.mark.parametrize("damage", BAD_FILES)
 def test_a_corrupt_truncated_or_foreign_file_is_refused_naming_it(tmp_path, damage):
+    change, reason = BAD_FILES[damage]
     path = tmp_path / "replay.npz"
-    path.write_bytes(BAD_FILES[damage](saved_file(tmp_path)))
-    with pytest.raises(ValueError, match=f"^{path}: not a whole FrameReplay file"):
+    path.write_bytes(change(saved_file(tmp_path)))
+    message = f"{path}: not a whole FrameReplay file (atari_game.FrameReplay version 1): {reason or ''}"
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
         FrameReplay.load(path)
 
 
