@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from atari_game import GamePool, Worker
-from atari_game.cli import count
-from atari_game.cli import game_name as known_game
+from atari_game.arguments import count
+from atari_game.arguments import game_name as known_game
 from atari_game.game import action_meanings, display_name, resolve_game, rom_path
 from atari_game.worker import available_cores
 
@@ -78,7 +78,7 @@ def game_options_json(text: str) -> dict[str, Any]:
 
 def game_name(name: str) -> str:
     """`--game`'s value as Gymnasium names the game ("ms_pacman" -> "MsPacman"); an unknown name is refused with
-    the closest games (see `atari_game.cli.game_name`)."""
+    the closest games (see `atari_game.arguments.game_name`)."""
     return display_name(resolve_game(known_game(name)))
 
 
@@ -387,7 +387,7 @@ def parent_grid(game: str, workers: list[int], envs: list[int], steps: int, json
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """`atari-game bench`'s command line (also benchmarks/throughput.py's and benchmarks/ray_pool.py's)."""
+    """`atari-game bench`'s command line."""
     parser = argparse.ArgumentParser(prog="atari-game bench", description=__doc__.splitlines()[0])
     unmeasured = ", ".join(repr(name) for name in SYSTEMS if name not in DEFAULT_SYSTEMS)
     parser.add_argument(

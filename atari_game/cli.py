@@ -13,89 +13,23 @@ atari-game report runs/*/ --out report                  # IQM, median, mean of H
 from __future__ import annotations
 
 import argparse
-import decimal
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from atari_game.game import Game, action_meanings, list_games, resolve_game
-from atari_game.play import check_video_path, play_game
-from atari_game.protocols import get_protocol
+from atari_game import benchmark
+from atari_game.arguments import checkpoint_file, count, game_name, mp4_file, protocol_name, seed
+from atari_game.evaluation import evaluate_checkpoint
+from atari_game.game import Game, action_meanings, list_games
+from atari_game.play import play_game
+from atari_game.report import format_summary, write_report
 
 TRAINERS = ("ppo", "dqn")  # atari_game.ppo and atari_game.dqn
 TRAIN_EXTRA = 'pip install torch==2.13.0 && pip install "atari_game[train]"'
-# Counts are written in every way Python and papers write them.
-INTEGER_EXAMPLES = "1000000, 1_000_000 or 1e6"
-
-
-def integer(text: str) -> int:
-    """An argparse type: an exact integer, written as one (``10000000``, ``10_000_000``, ``-1``) or as a number
-    whose value is whole (``1e7``, ``2.5e6``, ``1000.0``); ``0.5``, ``1e6.5`` and ``nan`` are usage errors."""
-    try:
-        # Decimal, not float: 2.5e6 is exact, and so is an integer of more digits than a float holds.
-        value = decimal.Decimal(text)
-    except decimal.InvalidOperation:
-        raise argparse.ArgumentTypeError(f"expected an integer ({INTEGER_EXAMPLES}), got {text!r}") from None
-    if not value.is_finite() or value != value.to_integral_value():
-        raise argparse.ArgumentTypeError(f"expected a whole number ({INTEGER_EXAMPLES}), got {text!r}")
-    if value.adjusted() > 18:  # 1e999999999 would take int() minutes to build
-        raise argparse.ArgumentTypeError(f"{text!r} is too large: at most 1e18")
-    return int(value)
-
-
-def count(text: str) -> int:
-    """An argparse type: an `integer` >= 1 (a number of envs, steps, rounds, games)."""
-    value = integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
-
-
-def seed(text: str) -> int:
-    """An argparse type: a game seed, an `integer` >= 0."""
-    value = integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"the seed must be an integer >= 0, got {text!r}")
-    return value
-
-
-def game_name(name: str) -> str:
-    """An argparse type: a bundled game, returned as given, or a usage error naming the closest games and the
-    command that lists them all."""
-    try:
-        resolve_game(name)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error).replace("atari_game.list_games()", "`atari-game games`")) from None
-    return name
-
-
-def protocol_name(name: str) -> str:
-    """An argparse type: a protocol of `atari_game.protocols` by name, or ``none`` (returned as "")."""
-    if name == "none":
-        return ""
-    try:
-        return get_protocol(name).name
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{error}, or none") from None
-
-
-def checkpoint_file(text: str) -> Path:
-    """An argparse type: a file that exists (a checkpoint.pt)."""
-    if not Path(text).is_file():
-        raise argparse.ArgumentTypeError(f"no such checkpoint file: {text}")
-    return Path(text)
-
-
-def mp4_file(text: str) -> Path:
-    """An argparse type: the path of an .mp4 video."""
-    try:
-        check_video_path(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return Path(text)
 
 
 def missing_extra(command: str, error: ImportError, install: str) -> None:
@@ -134,12 +68,6 @@ def play(args: argparse.Namespace) -> None:
     print(f"{game.name}, {agent}: one game scored {score:g} in {length} steps{recorded}")
 
 
-def bench(arguments: list[str]) -> None:
-    from atari_game.benchmark import main as run_benchmark
-
-    run_benchmark(arguments)
-
-
 def trainer_parser() -> argparse.ArgumentParser:
     """`atari-game train`'s own flag, --algo; every other flag is the chosen trainer's (its `Config`'s fields)."""
     usage = f"atari-game train [--algo {{{','.join(TRAINERS)}}}] [the trainer's flags, below with --help]"
@@ -162,13 +90,11 @@ def train(arguments: list[str]) -> None:
 
 
 def evaluate(args: argparse.Namespace) -> None:
-    try:
-        from atari_game.evaluation import evaluate_checkpoint
-    except ImportError as error:
-        missing_extra("evaluate", error, TRAIN_EXTRA)
     for checkpoint in args.checkpoints:
         try:
             result, note = evaluate_checkpoint(checkpoint, args.protocol or None, args.episodes, args.seed, args.envs)
+        except ImportError as error:  # torch, which it imports to load the checkpoint
+            missing_extra("evaluate", error, TRAIN_EXTRA)
         except ValueError as error:
             args.command_parser.error(str(error))
         if note:
@@ -181,8 +107,6 @@ def evaluate(args: argparse.Namespace) -> None:
 
 
 def report(args: argparse.Namespace) -> None:
-    from atari_game.report import format_summary, write_report
-
     try:
         summary = write_report(args.inputs, args.out, resamples=args.resamples, seed=args.seed)
     except ImportError as error:
@@ -194,7 +118,10 @@ def report(args: argparse.Namespace) -> None:
 
 
 # These commands have their own options (and --help): everything after the command name goes to them.
-FORWARDED = {"bench": (bench, "the throughput benchmark"), "train": (train, "train the PPO (default) or DQN example")}
+FORWARDED: dict[str, tuple[Callable[[list[str]], None], str]] = {
+    "bench": (benchmark.main, "the throughput benchmark"),
+    "train": (train, "train the PPO (default) or DQN example"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

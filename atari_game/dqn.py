@@ -41,53 +41,42 @@ import torch
 from torch import nn
 
 from atari_game.game import action_meanings
-from atari_game.pool import GamePool, PoolError
+from atari_game.pool import GamePool
 from atari_game.protocols import get_protocol
 from atari_game.replay import FrameReplay
 from atari_game.training import (
     NatureCNN,
+    RunConfig,
     RunLog,
-    at_least,
-    between,
-    broken_rule,
     choose_precision,
     env_placement,
     full_action_space,
-    interrupted,
     make_pools,
     on_device,
-    outputs,
     pick_device,
     plot_learning_curve,
     progress_bar,
     record_game,
     restore_torch_generators,
     run_directory,
+    run_trainer,
     save_checkpoint,
     torch_generators,
 )
 from atari_game.training import parse_config as parse_config_of
+from atari_game.validation import POSITIVE, at_least, between, broken_rule
 from atari_game.worker import available_cores
 
 
 @dataclasses.dataclass
-class Config:
-    """All hyperparameters and settings of a run: the defaults are CleanRL's dqn_atari.py ones, but for the Rainbow-lite
-    switches (``double``, ``n_step``, ``prioritized``; ``cleanrl`` turns them off). Each field is a flag
-    of ``atari-game train --algo dqn`` and ``examples/dqn.py`` (``n_envs``: ``--n-envs``; a boolean ``double``:
+class Config(RunConfig):
+    """All hyperparameters and settings of a run: `RunConfig`'s, which every run has (the game, the envs, where it
+    runs and writes), and DQN's own below, whose defaults are CleanRL's dqn_atari.py ones but for the Rainbow-lite
+    switches (``double``, ``n_step``, ``prioritized``; ``cleanrl`` turns them off). Each field is a flag of
+    ``atari-game train --algo dqn`` and ``examples/dqn.py`` (``n_envs``: ``--n-envs``; a boolean ``double``:
     ``--double`` / ``--no-double``), and the first paragraph of its docstring is the flag's ``--help``. A
     transition is one agent step of one env: 4 emulator frames."""
 
-    game: str = "Breakout"
-    """The game, in any usual spelling (``atari-game games`` lists them)."""
-    seed: int = 1
-    """Seeds the network's initialisation, exploration, the replay memory's sampling and the envs (env k: seed +
-    k)."""
-    total_frames: int = 10_000_000
-    """Emulator frames to train for, all envs together (4 per transition), rounded down to whole steps of every
-    env."""
-    n_envs: int = 8
-    """Games played at once, each in its own env of a GamePool."""
     learning_rate: float = 1e-4
     """Adam's learning rate."""
     buffer_size: int = 1_000_000
@@ -131,23 +120,6 @@ class Config:
     """
     save_memory: bool = True
     """Save the replay memory beside each checkpoint (replay.npz), so that --resume goes on with it."""
-    # The environment, as DeepMind and CleanRL train: an episode ends with a lost life (the game goes on),
-    # rewards are clipped to their sign, 1..30 NOOPs and FIRE start each game. Reported returns are unclipped
-    # whole games.
-    life_loss: str = "terminal"
-    """What a lost life does: terminal ends the episode and the game goes on (DeepMind's); reset restarts the
-    game; ignore goes on (an episode is a whole game)."""
-    clip_rewards: bool = True
-    """Learn from rewards clipped to their sign (-1, 0, 1); returns are reported unclipped."""
-    noop_max: int = 30
-    """Each game starts with 1..noop_max NOOP frames, drawn at random (0: none)."""
-    fire_reset: bool = True
-    """Press FIRE to start each game and each life, in the games that have FIRE."""
-    protocol: str = ""
-    """A named protocol that fixes how the games are played, as papers train: machado (sticky actions, all 18
-    actions, no life-loss signal) or nature (DQN's: 30 no-ops, a lost life terminal); none: the flags as given. Its
-    settings of life_loss, noop_max and fire_reset replace their defaults, and one given otherwise is refused. The
-    run's config and checkpoint record it; atari-game evaluate scores the agent under it (docs/guides/evaluate.md)."""
     torch_threads: int = 0
     """Torch's threads, for inference and learning alike; 0: one per available core.
 
@@ -155,38 +127,12 @@ class Config:
     (measured on a quiet 2-core machine: 1.47x the learning-phase speed of one thread). On a machine busy with
     other work, 1: OpenMP threads that lose their core to another process spin-wait for it (9x the CPU per
     gradient step, measured)."""
-    ray: str = ""
-    """Run the envs on a Ray cluster's actors (a RayGamePool), the learner where the command runs: auto (the cluster
-    `ray start` runs on this machine, or RAY_ADDRESS), HOST:PORT or ray://HOST:PORT (a cluster elsewhere), local (a
-    new Ray on this machine, listening on 127.0.0.1 only); none: this machine's worker processes (a GamePool). Needs
-    the ray extra and atari_game on every node (docs/guides/ray.md); the same seed gives the same run."""
-    device: str = "auto"
-    """Where the networks run: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
-    names."""
-    precision: str = "auto"
-    """What the networks compute in: auto (bf16 where this machine has it natively and a start-up probe finds it
-    faster: CPUs with AVX512-BF16 or AMX, CUDA devices with bf16; else fp32), fp32, or bf16 (bfloat16 autocast for the
-    convolutions and the dense layer; weights, optimizer, losses and targets stay fp32). bf16 is 1.4-1.5x as fast
-    where the CPU has it, and DQN learned Breakout as well with it over its first 1M frames (see the Results page). A
-    run repeats bit for bit in its precision on the same machine; auto's choice depends on the machine, so name fp32
-    where runs must repeat on any. The checkpoint records the choice, and --resume keeps it."""
-    run_dir: str = ""
-    """The directory the run writes into; none: runs/<game>-<seed>-dqn."""
     log_every: int = 40_000
     """Emulator frames between rows of progress.csv."""
     checkpoint_every: int = 1_000_000
     """Emulator frames between checkpoints (each also saved at the end)."""
-    resume: bool = False
-    """Continue the run in --run-dir from its checkpoint (weights, target network, optimizer, exploration schedule,
-    random generators, frame count) and its replay memory (replay.npz; where there is none, the memory refills for
-    --learning-starts transitions)."""
-    eval: str = ""
-    """A checkpoint.pt: play and record one game with its agent (eval.mp4 beside it) instead of training; none:
-    train."""
     eval_epsilon: float = 0.01
     """Epsilon of the recorded games (agent.mp4 and --eval), in [0, 1]: a greedy agent can get stuck forever."""
-    video: bool = True
-    """At the end, record one whole game of the trained agent as agent.mp4."""
 
     def __post_init__(self) -> None:
         if self.cleanrl:  # CleanRL's algorithm: the Rainbow-lite switches off
@@ -202,6 +148,9 @@ class Config:
 COMPRESSIONS = {"zstd": "zstd", "none": None}
 
 RULES = {
+    "learning_rate": POSITIVE,
+    "gamma": between(0, 1),
+    "checkpoint_every": at_least(1),
     "batch_size": at_least(1),
     "alpha": at_least(0),
     "beta": between(0, 1),
@@ -633,17 +582,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """The command line (`python examples/dqn.py`, `atari-game train --algo dqn`): `evaluate` with ``--eval``,
     else `train` and print where the run's files are. `argv` defaults to ``sys.argv[1:]``, `prog` names the
     command."""
-    config = parse_config(argv, prog)
-    if config.eval:
-        evaluate(config)
-        return
-    try:
-        run_dir = train(config)
-    except KeyboardInterrupt:  # Ctrl-C stops the run at once; its last checkpoint stays for --resume
-        raise SystemExit(interrupted(config, "dqn")) from None
-    except PoolError as error:  # the envs cannot go on (a node lost, no CPUs to restart its actors): the same
-        raise SystemExit(interrupted(config, "dqn", str(error))) from None
-    print(outputs(run_dir, config))
+    run_trainer(parse_config(argv, prog), "dqn", train, evaluate)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import numpy as np
 from ale_py import roms
 
 from atari_game.protocols import get_protocol, protocol_conflict
+from atari_game.validation import check_bool, check_int, check_number
 
 # ALE prints a banner for every emulator it builds unless told, before the first one, to log errors only.
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
@@ -210,23 +211,8 @@ def check_continuous_actions(actions: Any, shape: tuple[int, ...], name: str = "
     return floats
 
 
-def _check_int(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= {low}, got {type(value).__name__} {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value}")
-
-
-def _check_bool(name: str, value: Any) -> None:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-
-
-def _check_unit_interval(name: str, value: Any, what: str) -> None:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be {what} in [0, 1], got {type(value).__name__} {value!r}")
-    if not 0.0 <= value <= 1.0:  # also refuses NaN
-        raise ValueError(f"{name} must be {what} in [0, 1], got {value}")
+# pool.py's name for check_int, until it imports it from atari_game.validation.
+_check_int = check_int
 
 
 # Options as Gymnasium's AtariPreprocessing, ale-py and EnvPool name them, and what to write here instead.
@@ -354,27 +340,27 @@ class GameOptions:
         normalise = functools.partial(object.__setattr__, self)
         normalise("game", resolve_game(self.game))
         if self.seed is not None:
-            _check_int("seed", self.seed, low=0)
-        _check_int("frame_skip", self.frame_skip, low=1)
-        _check_int("stack", self.stack, low=1)
+            check_int("seed", self.seed, low=0)
+        check_int("frame_skip", self.frame_skip, low=1)
+        check_int("stack", self.stack, low=1)
         size = (self.size, self.size) if not isinstance(self.size, (tuple, list)) else tuple(self.size)
         if len(size) != 2:
             raise ValueError(f"size must be an integer or a (height, width) pair, got {self.size!r}")
         for side in size:
-            _check_int("size", side, low=1)
+            check_int("size", side, low=1)
         normalise("size", (int(size[0]), int(size[1])))
         for name in ("channels_last", "fire_reset", "clip_rewards", "full_action_space", "scale_obs", "continuous"):
-            _check_bool(name, getattr(self, name))
+            check_bool(name, getattr(self, name))
         if self.life_loss not in LIFE_LOSS_MODES:
             raise ValueError(f"life_loss must be one of {LIFE_LOSS_MODES}, got {self.life_loss!r}")
-        _check_int("noop_max", self.noop_max, low=0)
-        _check_int("random_starts", self.random_starts, low=0)
-        _check_unit_interval("sticky_actions", self.sticky_actions, "a probability")
+        check_int("noop_max", self.noop_max, low=0)
+        check_int("random_starts", self.random_starts, low=0)
+        check_number("sticky_actions", self.sticky_actions, 0, 1, "a probability")
         if self.max_episode_frames is not None:
-            _check_int("max_episode_frames", self.max_episode_frames, low=1)
+            check_int("max_episode_frames", self.max_episode_frames, low=1)
         if self.obs_type not in OBS_TYPES:
             raise ValueError(f"obs_type must be one of {OBS_TYPES}, got {self.obs_type!r}")
-        _check_unit_interval("continuous_action_threshold", self.continuous_action_threshold, "a number")
+        check_number("continuous_action_threshold", self.continuous_action_threshold, 0, 1)
         if not self.continuous and self.continuous_action_threshold != 0.5:
             raise ValueError(
                 f"continuous_action_threshold={self.continuous_action_threshold} needs continuous=True "
@@ -585,7 +571,7 @@ class Game:
         With a `seed`, first re-seed the game exactly as a new ``Game(seed=seed)`` would be.
         """
         if seed is not None:
-            _check_int("seed", seed, low=0)
+            check_int("seed", seed, low=0)
             self._seed(seed)
         elif self._next_episode_due:
             # Unseeded, the restart depends on the game it starts from (and draws from the NOOP generator): start

@@ -24,51 +24,40 @@ import torch
 from torch import nn
 
 from atari_game.game import action_meanings
-from atari_game.pool import GamePool, PoolError
+from atari_game.pool import GamePool
 from atari_game.protocols import get_protocol
 from atari_game.training import (
-    POSITIVE,
     NatureCNN,
+    RunConfig,
     RunLog,
-    at_least,
-    between,
-    broken_rule,
     choose_precision,
     env_placement,
     full_action_space,
-    interrupted,
     make_pools,
     on_device,
-    outputs,
     pick_device,
     plot_learning_curve,
     progress_bar,
     record_game,
     restore_torch_generators,
     run_directory,
+    run_trainer,
     save_checkpoint,
     torch_generators,
 )
 from atari_game.training import parse_config as parse_config_of
+from atari_game.validation import POSITIVE, at_least, between, broken_rule
 from atari_game.worker import available_cores
 
 
 @dataclasses.dataclass
-class Config:
-    """All hyperparameters and settings of a run: the defaults are the well-known Atari PPO ones (CleanRL's
-    ppo_atari.py). Each field is a flag of ``atari-game train`` and ``examples/ppo.py`` (``n_envs``:
-    ``--n-envs``; a boolean ``anneal_lr``: ``--anneal-lr`` / ``--no-anneal-lr``), and the first paragraph of its
-    docstring is the flag's ``--help``. Emulator frames are 4 per agent step; a batch is ``n_envs * n_steps`` agent
-    steps."""
+class Config(RunConfig):
+    """All hyperparameters and settings of a run: `RunConfig`'s, which every run has (the game, the envs, where it
+    runs and writes), and PPO's own below, whose defaults are the well-known Atari PPO ones (CleanRL's
+    ppo_atari.py). Each field is a flag of ``atari-game train`` and ``examples/ppo.py`` (``n_envs``: ``--n-envs``;
+    a boolean ``anneal_lr``: ``--anneal-lr`` / ``--no-anneal-lr``), and the first paragraph of its docstring is the
+    flag's ``--help``. Emulator frames are 4 per agent step; a batch is ``n_envs * n_steps`` agent steps."""
 
-    game: str = "Breakout"
-    """The game, in any usual spelling (``atari-game games`` lists them)."""
-    seed: int = 1
-    """Seeds the network's initialisation, the policy's sampling and the envs (env k: seed + k)."""
-    total_frames: int = 10_000_000
-    """Emulator frames to train for, all envs together (4 per agent step), rounded down to whole updates."""
-    n_envs: int = 8
-    """Games played at once, each in its own env of a GamePool."""
     n_steps: int = 128
     """Agent steps per env per update (the rollout's length)."""
     n_epochs: int = 4
@@ -93,54 +82,11 @@ class Config:
     """The value loss's weight in the loss, >= 0."""
     max_grad_norm: float = 0.5
     """The gradient's L2 norm is clipped to this, > 0."""
-    # The environment, as DeepMind and CleanRL train: an episode ends with a lost life (the game goes on),
-    # rewards are clipped to their sign, 1..30 NOOPs and FIRE start each game. Reported returns are unclipped
-    # whole games.
-    life_loss: str = "terminal"
-    """What a lost life does: terminal ends the episode and the game goes on (DeepMind's); reset restarts the
-    game; ignore goes on (an episode is a whole game)."""
-    clip_rewards: bool = True
-    """Learn from rewards clipped to their sign (-1, 0, 1); returns are reported unclipped."""
-    noop_max: int = 30
-    """Each game starts with 1..noop_max NOOP frames, drawn at random (0: none)."""
-    fire_reset: bool = True
-    """Press FIRE to start each game and each life, in the games that have FIRE."""
-    protocol: str = ""
-    """A named protocol that fixes how the games are played, as papers train: machado (sticky actions, all 18
-    actions, no life-loss signal) or nature (DQN's: 30 no-ops, a lost life terminal); none: the flags as given. Its
-    settings of life_loss, noop_max and fire_reset replace their defaults, and one given otherwise is refused. The
-    run's config and checkpoint record it; atari-game evaluate scores the agent under it (docs/guides/evaluate.md)."""
     async_envs: bool = True
     """Overlap env stepping with inference: two halves of the envs take turns (the pool's send/recv); needs an even
     n_envs."""
-    ray: str = ""
-    """Run the envs on a Ray cluster's actors (a RayGamePool), the learner where the command runs: auto (the cluster
-    `ray start` runs on this machine, or RAY_ADDRESS), HOST:PORT or ray://HOST:PORT (a cluster elsewhere), local (a
-    new Ray on this machine, listening on 127.0.0.1 only); none: this machine's worker processes (a GamePool). Needs
-    the ray extra and atari_game on every node (docs/guides/ray.md); the same seed gives the same run."""
-    device: str = "auto"
-    """Where the network runs: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
-    names."""
-    precision: str = "auto"
-    """What the network computes in: auto (bf16 where this machine has it natively and a start-up probe finds it
-    faster: CPUs with AVX512-BF16 or AMX, CUDA devices with bf16; else fp32), fp32, or bf16 (bfloat16 autocast for the
-    convolutions and the dense layer; weights, optimizer, losses and targets stay fp32). bf16 is 1.4-1.5x as fast
-    where the CPU has it, and PPO learned Breakout as well with it over its first 1M frames (10 seeds; see the Results
-    page). A run repeats bit for bit in its precision on the same machine; auto's choice depends on the machine, so
-    name fp32 where runs must repeat on any. The checkpoint records the choice, and --resume keeps it."""
-    run_dir: str = ""
-    """The directory the run writes into; none: runs/<game>-<seed>."""
     checkpoint_every: int = 50
     """Updates between checkpoints (each also saved at the end)."""
-    resume: bool = False
-    """Continue the run in --run-dir from its checkpoint (weights, optimizer, learning-rate schedule, generator, frame
-    count; the games in progress are not saved, so it starts new ones); given again, flags may change only how long,
-    where and on what it runs."""
-    eval: str = ""
-    """A checkpoint.pt: play and record one game with its agent (eval.mp4 beside it) instead of training; none:
-    train."""
-    video: bool = True
-    """At the end, record one whole game of the trained agent as agent.mp4."""
 
     @property
     def batch_size(self) -> int:
@@ -154,6 +100,9 @@ def parse_config(argv: list[str] | None = None, prog: str | None = None) -> Conf
 
 
 RULES = {
+    "learning_rate": POSITIVE,
+    "gamma": between(0, 1),
+    "checkpoint_every": at_least(1),
     "n_steps": at_least(1),
     "n_epochs": at_least(1),
     "n_minibatches": at_least(1),
@@ -522,17 +471,7 @@ def evaluate(config: Config) -> None:
 def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """The command line (`python examples/ppo.py`, `atari-game train`): `evaluate` with ``--eval``, else `train`
     and print where the run's files are. `argv` defaults to ``sys.argv[1:]``, `prog` names the command."""
-    config = parse_config(argv, prog)
-    if config.eval:
-        evaluate(config)
-        return
-    try:
-        run_dir = train(config)
-    except KeyboardInterrupt:  # Ctrl-C stops the run at once; its last checkpoint stays for --resume
-        raise SystemExit(interrupted(config, "ppo")) from None
-    except PoolError as error:  # the envs cannot go on (a node lost, no CPUs to restart its actors): the same
-        raise SystemExit(interrupted(config, "ppo", str(error))) from None
-    print(outputs(run_dir, config))
+    run_trainer(parse_config(argv, prog), "ppo", train, evaluate)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from atari_game.game import _check_bool, _check_int
+from atari_game.validation import check_array, check_bool, check_int, check_number
 
 # Extra frame slots per env, as a share of its transition slots: they hold the frames of segment starts.
 FRAME_MARGIN = 0.03
@@ -97,33 +97,6 @@ class ReplayBatch:
     discounts: np.ndarray
     weights: np.ndarray
     indices: np.ndarray
-
-
-# --- argument checks: each names the argument and what is valid --------------------------------------------
-
-
-def _integer(name: str, value: Any, low: int) -> int:
-    """`value` as an int, checked as the Game checks its options (TypeError or ValueError naming `name`)."""
-    _check_int(name, value, low)
-    return int(value)
-
-
-def _check_float(name: str, value: Any, low: float, high: float) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number in [{low}, {high}], got {type(value).__name__} {value!r}")
-    if not low <= value <= high:  # also refuses NaN
-        raise ValueError(f"{name} must be a number in [{low}, {high}], got {value}")
-    return float(value)
-
-
-def _check_array(name: str, value: Any, shape: tuple[int, ...], kinds: str, what: str) -> np.ndarray:
-    """`value` as an array of `shape` whose dtype kind is one of `kinds` (numpy's letters), else an error."""
-    array = np.asarray(value)
-    if array.shape != shape:
-        raise ValueError(f"{name} must have shape {shape} ({what}), got shape {array.shape}")
-    if array.dtype.kind not in kinds:
-        raise TypeError(f"{name} must be {what}, got dtype {array.dtype}")
-    return array
 
 
 def _bits(array: np.ndarray) -> np.ndarray:
@@ -333,20 +306,19 @@ class FrameReplay:
         compression: str | None = None,
     ) -> None:
         # Validate everything before allocating anything.
-        self.num_envs = _integer("num_envs", num_envs, 1)
-        self.capacity = _integer("capacity", capacity, 1)
+        self.num_envs = check_int("num_envs", num_envs, 1)
+        self.capacity = check_int("capacity", capacity, 1)
         if self.capacity < self.num_envs:
             raise ValueError(f"capacity must be at least num_envs ({self.num_envs}): one slot per env, got {capacity}")
         if not isinstance(observation_shape, (tuple, list)) or not observation_shape:
             raise TypeError(f"observation_shape must be a tuple of positive integers, got {observation_shape!r}")
         # Each side checked on its own: the message names the entry.
         self.observation_shape = tuple(
-            _integer(f"observation_shape[{k}]", side, 1) for k, side in enumerate(observation_shape)
+            check_int(f"observation_shape[{k}]", side, 1) for k, side in enumerate(observation_shape)
         )
-        _check_bool("channels_last", channels_last)
-        self.channels_last = bool(channels_last)
+        self.channels_last = check_bool("channels_last", channels_last)
         depth = self.observation_shape[-1 if channels_last else 0]  # the stack axis's length
-        self.stack = depth if stack is None else _integer("stack", stack, 1)
+        self.stack = depth if stack is None else check_int("stack", stack, 1)
         if depth % self.stack:
             raise ValueError(
                 f"stack must divide the stack axis of observation_shape {self.observation_shape} (length {depth}), "
@@ -358,15 +330,14 @@ class FrameReplay:
             raise TypeError(f"dtype must be a numpy dtype such as np.uint8 or np.float32, got {dtype!r}") from error
         if self.dtype.kind not in "biuf":
             raise TypeError(f"dtype must be a boolean, integer or float dtype, got {self.dtype}")
-        self.n_step = _integer("n_step", n_step, 1)
-        self.gamma = _check_float("gamma", gamma, 0.0, 1.0)
-        _check_bool("prioritized", prioritized)
-        self.prioritized = bool(prioritized)
-        self.alpha = _check_float("alpha", alpha, 0.0, math.inf)
-        self.beta = _check_float("beta", beta, 0.0, 1.0)
-        self.priority_epsilon = _check_float("priority_epsilon", priority_epsilon, 0.0, math.inf)
+        self.n_step = check_int("n_step", n_step, 1)
+        self.gamma = check_number("gamma", gamma, 0.0, 1.0)
+        self.prioritized = check_bool("prioritized", prioritized)
+        self.alpha = check_number("alpha", alpha, 0.0, math.inf)
+        self.beta = check_number("beta", beta, 0.0, 1.0)
+        self.priority_epsilon = check_number("priority_epsilon", priority_epsilon, 0.0, math.inf)
         if seed is not None:
-            _check_int("seed", seed, 0)
+            check_int("seed", seed, 0)
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
         self.compression = compression
@@ -466,23 +437,23 @@ class FrameReplay:
         """
         count, shape = self.num_envs, (self.num_envs, *self.observation_shape)
         what = f"{self.dtype} observations (stored exactly, never converted)"
-        obs = _check_array("obs", obs, shape, self.dtype.kind, what)
-        next_obs = _check_array("next_obs", next_obs, shape, self.dtype.kind, what)
+        obs = check_array("obs", obs, shape, self.dtype.kind, what)
+        next_obs = check_array("next_obs", next_obs, shape, self.dtype.kind, what)
         for name, array in (("obs", obs), ("next_obs", next_obs)):
             if array.dtype != self.dtype:
                 raise TypeError(f"{name} must be {what}, got dtype {array.dtype}")
-        actions = _check_array("actions", actions, (count,), "iu", "integer actions, one per env")
+        actions = check_array("actions", actions, (count,), "iu", "integer actions, one per env")
         if actions.size and (actions.min() < np.iinfo(np.int32).min or actions.max() > np.iinfo(np.int32).max):
             raise ValueError(f"actions must fit in int32, got values in [{actions.min()}, {actions.max()}]")
-        rewards = _check_array("rewards", rewards, (count,), "biuf", "numbers, one per env")
+        rewards = check_array("rewards", rewards, (count,), "biuf", "numbers, one per env")
         if not np.isfinite(rewards).all():
             raise ValueError(f"rewards must be finite, got {rewards}")
-        terminations = _check_array("terminations", terminations, (count,), "b", "bools, one per env")
-        truncations = _check_array("truncations", truncations, (count,), "b", "bools, one per env")
+        terminations = check_array("terminations", terminations, (count,), "b", "bools, one per env")
+        truncations = check_array("truncations", truncations, (count,), "b", "bools, one per env")
         if valid is None:
             envs = np.arange(count)
         else:
-            envs = np.flatnonzero(_check_array("valid", valid, (count,), "b", "bools, one per env"))
+            envs = np.flatnonzero(check_array("valid", valid, (count,), "b", "bools, one per env"))
             obs, next_obs = obs[envs], next_obs[envs]
         if not envs.size:
             return
@@ -610,13 +581,13 @@ class FrameReplay:
         `beta` overrides the constructor's importance-sampling exponent for this batch (prioritized only).
         Raises ValueError when `batch_size` is not in ``[1, len(self)]`` (an empty buffer cannot be sampled).
         """
-        batch_size = _integer("batch_size", batch_size, 1)
+        batch_size = check_int("batch_size", batch_size, 1)
         if batch_size > len(self):
             raise ValueError(
                 f"batch_size must be at most the {len(self)} transitions that can be sampled now, got {batch_size}"
                 + (" (add transitions before sampling)" if not len(self) else "")
             )
-        beta = self.beta if beta is None else _check_float("beta", beta, 0.0, 1.0)
+        beta = self.beta if beta is None else check_number("beta", beta, 0.0, 1.0)
         if self.prioritized:
             # Stratified, as in Schaul et al.: one draw in each of batch_size equal parts of the total priority.
             total = self._sum_tree[1]
@@ -722,7 +693,7 @@ class FrameReplay:
                 f"indices: transition id {indices[first]} (entry {first}) was never sampleable here: pass the "
                 "ReplayBatch.indices of a batch of this buffer"
             )
-        priorities = _check_array("priorities", priorities, held.shape, "iuf", "numbers, one per index")
+        priorities = check_array("priorities", priorities, held.shape, "iuf", "numbers, one per index")
         if not (np.isfinite(priorities) & (priorities >= 0)).all():
             raise ValueError(f"priorities must be finite and >= 0 (pass abs(td_errors)), got {priorities}")
         priorities = priorities[held].astype(np.float64) + self.priority_epsilon

@@ -23,9 +23,9 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from atari_game.game import _check_int
 from atari_game.pool import GamePool
 from atari_game.replay import FrameReplay
+from atari_game.validation import check_int
 
 try:
     from stable_baselines3.common.buffers import BaseBuffer, ReplayBuffer
@@ -114,7 +114,7 @@ class GamePoolVecEnv(VecEnv):
     def seed(self, seed: int | None = None) -> Sequence[int | None]:
         """SB3's: the seeds of the next reset (env ``i`` gets ``seed + i``), checked here, not at that reset."""
         if seed is not None:
-            _check_int("seed", seed, low=0)
+            check_int("seed", seed, low=0)
         return super().seed(seed)
 
     def reset(self) -> np.ndarray:

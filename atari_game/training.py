@@ -1,8 +1,19 @@
-"""What the trainers (atari_game/ppo.py, atari_game/dqn.py) share: the Nature-DQN CNN, flags from a config
-dataclass, the run log, the device, checkpoints, the learning curve and the video of one game.
+"""What the trainers (atari_game/ppo.py, atari_game/dqn.py) share: the Nature-DQN CNN, the settings every run has
+(`RunConfig`, which each trainer's ``Config`` extends) and the command line made from them, the run log, the device,
+checkpoints, the learning curve and the video of one game.
 
 Each trainer keeps its algorithm to itself; this module holds only the furniture around it, so that a run of
 either writes the same files (progress.csv, checkpoint.pt, learning_curve.png, agent.mp4) the same way.
+
+The command line is our own ~70 lines of argparse (`config_parser`, `parse_config`), not tyro (CleanRL's choice,
+which reads the same field docstrings). tyro 1.0 would need more glue than that to do what the trainers' flags do:
+its ints are ``int()`` (``1e6`` is refused: each count field would need an annotated constructor); it keeps no
+record of which flags were given, which --resume needs (a flag given with its default value must still be checked
+against the run's); ``none`` for an empty string, and the first paragraph of a docstring as the help, need their
+own constructors and formatting; its errors are its own boxed text, not argparse's ``usage: ... error: ...``
+with exit status 2 that the other commands and the tests share, and the usage errors found after parsing (a
+protocol's conflicts, a missing checkpoint) would still need an argparse-like ``error``; and the CLI reference
+(sphinx-argparse) needs an `argparse.ArgumentParser`, which tyro 1.0 builds only through a deprecated call.
 """
 
 from __future__ import annotations
@@ -30,12 +41,13 @@ from gymnasium.vector import AutoresetMode
 from torch import nn
 from tqdm import tqdm
 
-from atari_game.cli import game_name, integer, protocol_name
+from atari_game.arguments import game_name, integer, protocol_name
 from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, resolve_game
 from atari_game.play import play_game
-from atari_game.pool import GamePool
+from atari_game.pool import GamePool, PoolError
 from atari_game.protocols import get_protocol
 from atari_game.ray_pool import RayGamePool, check_address, free_cpus
+from atari_game.validation import at_least, broken_rule
 from atari_game.worker import available_cores
 
 # --- the network ----------------------------------------------------------------------------------------
@@ -154,8 +166,78 @@ def choose_precision(name: str, trunk: NatureCNN, device: torch.device, resumed:
     return chosen, f"precision {chosen}" + (f" ({why})" if why else "")
 
 
-# --- the command line -----------------------------------------------------------------------------------
+# --- the run's config, and the command line made from it ------------------------------------------------
 
+
+@dataclasses.dataclass
+class RunConfig:
+    """The settings every run has, whichever trainer runs it: the game and how it is played, the envs, where the
+    run computes, writes and resumes. Each trainer's ``Config`` (`atari_game.ppo.Config`, `atari_game.dqn.Config`)
+    is a `RunConfig` with its algorithm's hyperparameters added. Each field is a flag of ``atari-game train``
+    (``n_envs``: ``--n-envs``; a boolean ``video``: ``--video`` / ``--no-video``), and the first paragraph of its
+    docstring is the flag's ``--help``."""
+
+    game: str = "Breakout"
+    """The game, in any usual spelling (``atari-game games`` lists them)."""
+    seed: int = 1
+    """Seeds all of the run's randomness: the network's initialisation, the agent's random actions and minibatches,
+    and the envs (env k: seed + k)."""
+    total_frames: int = 10_000_000
+    """Emulator frames to train for, all envs together (4 per agent step), rounded down to whole updates (PPO) or
+    whole steps of every env (DQN)."""
+    n_envs: int = 8
+    """Games played at once, each in its own env of a GamePool."""
+    # The environment, as DeepMind and CleanRL train: an episode ends with a lost life (the game goes on),
+    # rewards are clipped to their sign, 1..30 NOOPs and FIRE start each game. Reported returns are unclipped
+    # whole games.
+    life_loss: str = "terminal"
+    """What a lost life does: terminal ends the episode and the game goes on (DeepMind's); reset restarts the
+    game; ignore goes on (an episode is a whole game)."""
+    clip_rewards: bool = True
+    """Learn from rewards clipped to their sign (-1, 0, 1); returns are reported unclipped."""
+    noop_max: int = 30
+    """Each game starts with 1..noop_max NOOP frames, drawn at random (0: none)."""
+    fire_reset: bool = True
+    """Press FIRE to start each game and each life, in the games that have FIRE."""
+    protocol: str = ""
+    """A named protocol that fixes how the games are played, as papers train: machado (sticky actions, all 18
+    actions, no life-loss signal) or nature (DQN's: 30 no-ops, a lost life terminal); none: the flags as given. Its
+    settings of life_loss, noop_max and fire_reset replace their defaults, and one given otherwise is refused. The
+    run's config and checkpoint record it; atari-game evaluate scores the agent under it (docs/guides/evaluate.md)."""
+    # Where the run computes.
+    ray: str = ""
+    """Run the envs on a Ray cluster's actors (a RayGamePool), the learner where the command runs: auto (the cluster
+    `ray start` runs on this machine, or RAY_ADDRESS), HOST:PORT or ray://HOST:PORT (a cluster elsewhere), local (a
+    new Ray on this machine, listening on 127.0.0.1 only); none: this machine's worker processes (a GamePool). Needs
+    the ray extra and atari_game on every node (docs/guides/ray.md); the same seed gives the same run."""
+    device: str = "auto"
+    """Where the networks run: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
+    names."""
+    precision: str = "auto"
+    """What the networks compute in: auto (bf16 where this machine has it natively and a start-up probe finds it
+    faster: CPUs with AVX512-BF16 or AMX, CUDA devices with bf16; else fp32), fp32, or bf16 (bfloat16 autocast for the
+    convolutions and the dense layer; weights, optimizer, losses and targets stay fp32). bf16 is 1.4-1.5x as fast
+    where the CPU has it, and both PPO (10 seeds) and DQN learned Breakout as well with it over their first 1M frames
+    (see the Results page). A run repeats bit for bit in its precision on the same machine; auto's choice depends on
+    the machine, so name fp32 where runs must repeat on any. The checkpoint records the choice, and --resume keeps
+    it."""
+    # Where the run writes, and what it does instead of starting anew.
+    run_dir: str = ""
+    """The directory the run writes into; none: runs/<game>-<seed> (PPO) or runs/<game>-<seed>-dqn (DQN)."""
+    resume: bool = False
+    """Continue the run in --run-dir from its checkpoint: its networks, optimizer, schedules, random generators and
+    frame count, and DQN's replay memory (replay.npz; without it, the memory refills for --learning-starts
+    transitions); the games in progress are not saved, so it starts new ones. Given again, flags may change only how
+    long, where and on what it runs."""
+    eval: str = ""
+    """A checkpoint.pt: play and record one game with its agent (eval.mp4 beside it) instead of training; none:
+    train."""
+    video: bool = True
+    """At the end, record one whole game of the trained agent as agent.mp4."""
+
+
+#: A trainer's config: `RunConfig` or a subclass (`parse_config` returns the class it is given).
+ConfigT = TypeVar("ConfigT", bound=RunConfig)
 
 # How a flag's value is read: by its field's name, else by its field's type. Counts take 1e6 and 10_000_000 too.
 FLAG_TYPES: dict[str, Callable[[str], Any]] = {
@@ -166,23 +248,27 @@ FLAG_CHOICES = {"life_loss": LIFE_LOSS_MODES, "precision": PRECISIONS}
 
 
 def field_docs(config_class: type) -> dict[str, str]:
-    """The docstring of each field of the dataclass `config_class` (the string literal right below the field in
-    the class body, as CleanRL's tyro reads it), by field name.
+    """The docstring of each field of the dataclass `config_class` and of its dataclass bases (the string literal
+    right below the field in the class body, as CleanRL's tyro reads it), by field name; a subclass's docstring of a
+    field replaces its base's.
 
     A trainer flag is documented there once: its ``--help`` is the docstring's first paragraph, and Sphinx's
     autodoc shows the whole docstring in the API reference. (A ``field(metadata={"help": ...})`` would be a second
     text that the API reference does not show, and would bury each default in a call.)
     """
-    class_def = ast.parse(textwrap.dedent(inspect.getsource(config_class))).body[0]
-    return {
-        field.target.id: inspect.cleandoc(doc.value.value)
-        for field, doc in itertools.pairwise(cast(ast.ClassDef, class_def).body)
-        if isinstance(field, ast.AnnAssign)
-        and isinstance(field.target, ast.Name)
-        and isinstance(doc, ast.Expr)
-        and isinstance(doc.value, ast.Constant)
-        and isinstance(doc.value.value, str)
-    }
+    docs: dict[str, str] = {}
+    for cls in reversed([cls for cls in config_class.__mro__ if dataclasses.is_dataclass(cls)]):
+        class_def = cast(ast.ClassDef, ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0])
+        docs |= {
+            field.target.id: inspect.cleandoc(doc.value.value)
+            for field, doc in itertools.pairwise(class_def.body)
+            if isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(doc, ast.Expr)
+            and isinstance(doc.value, ast.Constant)
+            and isinstance(doc.value.value, str)
+        }
+    return docs
 
 
 def shown_default(value: Any) -> str:
@@ -224,13 +310,17 @@ def config_parser(config_class: type, doc: str, prog: str | None = None) -> argp
 
 
 def parse_config(
-    config_class: type, argv: list[str] | None, doc: str, check: Callable[[Any], str], prog: str | None = None
-) -> Any:
-    """An instance of the dataclass `config_class` from the command line `argv` (see `config_parser`). With
-    ``--resume`` the run's own config comes from its checkpoint (see `resumed_config`). `check(config)` returns
-    what is wrong with a config ("" if nothing is), reported as a usage error (exit status 2), as are values out
-    of `COMMON_RULES`, a bad env option, a checkpoint that is missing or another trainer's, and a new run over an
-    old one."""
+    config_class: type[ConfigT],
+    argv: list[str] | None,
+    doc: str,
+    check: Callable[[ConfigT], str],
+    prog: str | None = None,
+) -> ConfigT:
+    """An instance of the trainer's config class `config_class` from the command line `argv` (see
+    `config_parser`). With ``--resume`` the run's own config comes from its checkpoint (see `resumed_config`).
+    `check(config)` returns what is wrong with a config ("" if nothing is), reported as a usage error (exit status
+    2), as are values out of `RUN_RULES`, a bad env option, a checkpoint that is missing or another trainer's, and a
+    new run over an old one."""
     parser = config_parser(config_class, doc, prog)
     given = vars(parser.parse_args(argv))
     config = config_class(**given)
@@ -254,12 +344,13 @@ def parse_config(
     elif config.resume:
         saved, problem = trainer_checkpoint(run_dir / "checkpoint.pt", "--resume", algo)
         if not problem:
-            config, problem = resumed_config(config_class, given, saved["config"], run_dir)
+            resumed, problem = resumed_config(config_class, given, saved["config"], run_dir)
+            config = resumed or config
     else:
         problem = overwrite_problem(run_dir)
     if problem:
         parser.error(problem)
-    problem = broken_rule(config, COMMON_RULES) or device_problem(config.device) or ray_problem(config.ray)
+    problem = broken_rule(config, RUN_RULES) or device_problem(config.device) or ray_problem(config.ray)
     problem = problem or check(config)
     try:  # a misspelt game or a bad env option is a usage error too, found before the run directory is made
         GameOptions.from_kwargs(**game_options(config))
@@ -277,7 +368,7 @@ RUN_FIELDS = (
 )  # fmt: skip
 
 
-def resumed_config(config_class: type, given: dict, saved: dict, run_dir: Path) -> tuple[Any, str]:
+def resumed_config(config_class: type[ConfigT], given: dict, saved: dict, run_dir: Path) -> tuple[ConfigT | None, str]:
     """The config a resumed run goes on with: the checkpoint's (`saved`), with the `RUN_FIELDS` given on the command
     line, and a problem ("" if none) when another given flag differs from the run's (a resumed run continues
     exactly)."""
@@ -297,36 +388,8 @@ def resumed_config(config_class: type, given: dict, saved: dict, run_dir: Path) 
     return config_class(**{**saved, **given}), ""
 
 
-# Rules a flag's value must keep: (test, what the valid values are). NaN fails every test.
-def at_least(low: float) -> tuple[Callable[[Any], bool], str]:
-    """A rule for `broken_rule`: a value >= `low`, and how to say so."""
-    return (lambda value: value >= low), f"at least {low}"
-
-
-def between(low: float, high: float) -> tuple[Callable[[Any], bool], str]:
-    """A rule for `broken_rule`: a value in [`low`, `high`], and how to say so."""
-    return (lambda value: low <= value <= high), f"in [{low}, {high}]"
-
-
-POSITIVE = ((lambda value: 0 < value < float("inf")), "a number > 0")
-# The fields both trainers have.
-COMMON_RULES = {
-    "seed": at_least(0),
-    "total_frames": at_least(1),
-    "n_envs": at_least(1),
-    "learning_rate": POSITIVE,
-    "gamma": between(0, 1),
-    "checkpoint_every": at_least(1),
-}
-
-
-def broken_rule(config: Any, rules: dict[str, tuple[Callable[[Any], bool], str]]) -> str:
-    """What is wrong with the first field of `config` that breaks its rule in `rules` ("" if none does)."""
-    for name, (valid, what) in rules.items():
-        value = getattr(config, name)
-        if not valid(value):
-            return f"--{name.replace('_', '-')} must be {what}, got {value}"
-    return ""
+# The rules of `RunConfig`'s fields (see `atari_game.validation`); each trainer checks its own fields' rules.
+RUN_RULES = {"seed": at_least(0), "total_frames": at_least(1), "n_envs": at_least(1)}
 
 
 def device_problem(name: str) -> str:
@@ -355,7 +418,7 @@ def ray_problem(address: str) -> str:
     return ""
 
 
-def run_directory(config: Any, algo: str) -> Path:
+def run_directory(config: RunConfig, algo: str) -> Path:
     """Where a run writes: ``--run-dir``, else ``runs/<game>-<seed>`` (PPO) or ``runs/<game>-<seed>-dqn``."""
     return Path(config.run_dir or f"runs/{config.game}-{config.seed}{'' if algo == 'ppo' else '-' + algo}")
 
@@ -388,13 +451,13 @@ def trainer_checkpoint(checkpoint: Path, flag: str, algo: str) -> tuple[dict, st
     return saved, ""
 
 
-def outputs(run_dir: Path, config: Any) -> str:
+def outputs(run_dir: Path, config: RunConfig) -> str:
     """The line a finished run prints: the files it wrote."""
     video = ", agent.mp4" if config.video else ""
     return f"done: {run_dir}/progress.csv, learning_curve.png{video}, checkpoint.pt"
 
 
-def interrupted(config: Any, algo: str, why: str = "Ctrl-C") -> str:
+def interrupted(config: RunConfig, algo: str, why: str = "Ctrl-C") -> str:
     """What a run of the trainer `algo` stopped by Ctrl-C (or by what `why` says: a pool that cannot go on) says:
     where its last checkpoint is, and how to go on."""
     run_dir = run_directory(config, algo)
@@ -405,7 +468,24 @@ def interrupted(config: Any, algo: str, why: str = "Ctrl-C") -> str:
     return f"stopped ({why}): {checkpoint} holds the run at {frames:,} frames; --resume --run-dir {run_dir} goes on"
 
 
-def game_options(config: Any) -> dict:
+def run_trainer(
+    config: ConfigT, algo: str, train: Callable[[ConfigT], Path], evaluate: Callable[[ConfigT], None]
+) -> None:
+    """What the command of the trainer `algo` does with its `config`: `evaluate` with ``--eval``, else `train` and
+    print where the run's files are. Ctrl-C, or envs that cannot go on, stop the run with what `interrupted` says."""
+    if config.eval:
+        evaluate(config)
+        return
+    try:
+        run_dir = train(config)
+    except KeyboardInterrupt:  # Ctrl-C stops the run at once; its last checkpoint stays for --resume
+        raise SystemExit(interrupted(config, algo)) from None
+    except PoolError as error:  # the envs cannot go on (a node lost, no CPUs to restart its actors): the same
+        raise SystemExit(interrupted(config, algo, str(error))) from None
+    print(outputs(run_dir, config))
+
+
+def game_options(config: RunConfig) -> dict:
     """The `Game` options of a trainer's config (its fields game, life_loss, clip_rewards, noop_max, fire_reset,
     protocol, which fixes more: `full_action_space`)."""
     # FIRE only for games that have it (Breakout waits for it; Freeway has no FIRE button).
@@ -419,12 +499,12 @@ def game_options(config: Any) -> dict:
     }
 
 
-def full_action_space(config: Any) -> bool:
+def full_action_space(config: RunConfig) -> bool:
     """Whether a trainer's network chooses among all 18 actions (its protocol says so) or the game's minimal set."""
     return bool(config.protocol) and bool(get_protocol(config.protocol).train.get("full_action_space"))
 
 
-def make_pools(config: Any, n_pools: int = 1) -> list[GamePool]:
+def make_pools(config: RunConfig, n_pools: int = 1) -> list[GamePool]:
     """The envs of a trainer's `config` in `n_pools` pools of ``n_envs / n_pools`` envs (pool k's env i: seed
     ``seed + k * n_envs / n_pools + i``, as one pool of all the envs would seed it), with same-step autoreset, so
     that a truncated episode's final observation is there to bootstrap from: `GamePool`s sharing this machine's
@@ -598,7 +678,7 @@ def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, title: 
     plt.close(figure)
 
 
-def record_game(policy: Callable[[np.ndarray], int], config: Any, path: Path) -> float:
+def record_game(policy: Callable[[np.ndarray], int], config: RunConfig, path: Path) -> float:
     """Play one whole game with `policy` (the game options of `config`, seeded ``config.seed + 10_000``, a game
     not trained on), write it as a colour .mp4 at `path`, and return its (unclipped) score."""
     torch.set_num_threads(available_cores())

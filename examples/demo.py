@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from atari_game import Worker, action_meanings, list_games
-from atari_game.cli import count, game_name, seed
+from atari_game.arguments import count, game_name, seed
 
 
 def build_parser() -> argparse.ArgumentParser:

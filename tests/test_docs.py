@@ -30,7 +30,7 @@ DOCS = ROOT / "docs"
 # The modules the API reference documents, and why the others are not in it.
 PUBLIC_MODULES = (
     "game", "protocols", "worker", "pool", "ray_pool", "env", "spaces", "replay", "sb3", "evaluation", "scores",
-    "report", "ppo", "dqn", "training",
+    "report", "ppo", "dqn", "training", "arguments",
 )  # fmt: skip
 INTERNAL_MODULES = {
     "__main__": "`python -m atari_game`, the command line",
@@ -39,6 +39,7 @@ INTERNAL_MODULES = {
     "play": "`atari-game play`'s loop",
     "pool_worker": "the pool's worker side",
     "segment": "the pool's shared-memory layout",
+    "validation": "the checks behind the API's argument errors, which the functions that raise them document",
 }
 
 # Each block may use this much CPU time per process (a trainer's block trains for seconds, not minutes).

@@ -11,7 +11,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from atari_game import Game, GamePool, benchmark, cli, dqn, ppo
+from atari_game import Game, GamePool, arguments, benchmark, cli, dqn, ppo
 from atari_game.game import FOREIGN_OPTIONS, GameOptions
 from atari_game.training import config_parser, field_docs
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).parent.parent
 
 def script_parsers() -> dict[str, argparse.ArgumentParser]:
     """The parser of every script of examples/ and benchmarks/ that has a command line of its own, by its path."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import each other
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import their common module
     parsers = {}
     for path in sorted([*ROOT.glob("examples/*.py"), *ROOT.glob("benchmarks/*.py")]):
         if "argparse" not in path.read_text():
@@ -62,7 +62,7 @@ def shown_as(value) -> list[str]:
 def test_every_flag_has_a_description_its_default_and_its_choices():
     parsers = all_parsers()
     # The scripts with a command line of their own: a walk that found none would check nothing.
-    assert {"examples/demo.py", "benchmarks/dqn_speed.py", "benchmarks/step_instructions.py"} <= set(parsers)
+    assert {"examples/demo.py", "benchmarks/trainers.py", "benchmarks/step_instructions.py"} <= set(parsers)
     flags = 0
     for name, parser in parsers.items():
         whole_help = " ".join(parser.format_help().split())  # also fails on a help with a stray %
@@ -101,7 +101,7 @@ def test_a_trainer_flag_is_documented_once_in_its_config_field():
             assert helps[field.name].startswith(first_paragraph.replace("%", "%%") + " (default: ")
     # The default as the flag takes it; choices from the game's own list; the docstring's second paragraph stays out.
     ppo_help = " ".join(config_parser(ppo.Config, ppo.__doc__).format_help().split())
-    assert "rounded down to whole updates. (default: 10_000_000)" in ppo_help
+    assert "rounded down to whole updates (PPO) or whole steps of every env (DQN). (default: 10_000_000)" in ppo_help
     assert "--life-loss {reset,terminal,ignore}" in ppo_help and "(default: terminal)" in ppo_help
     dqn_help = " ".join(config_parser(dqn.Config, dqn.__doc__).format_help().split())
     assert (
@@ -117,7 +117,7 @@ def test_a_trainer_flag_is_documented_once_in_its_config_field():
      ("-1", -1), ("123456789012345678", 123456789012345678)],
 )  # fmt: skip
 def test_an_integer_is_read_exactly_however_it_is_written(text, value):
-    assert cli.integer(text) == value and type(cli.integer(text)) is int
+    assert arguments.integer(text) == value and type(arguments.integer(text)) is int
 
 
 @pytest.mark.parametrize(
@@ -133,15 +133,15 @@ def test_an_integer_is_read_exactly_however_it_is_written(text, value):
 )
 def test_a_count_that_is_no_whole_number_is_refused(text, message):
     with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
-        cli.integer(text)
+        arguments.integer(text)
 
 
 def test_counts_and_seeds_have_their_lower_bounds():
-    assert cli.count("1") == 1 and cli.seed("0") == 0 and cli.seed("1e3") == 1000
+    assert arguments.count("1") == 1 and arguments.seed("0") == 0 and arguments.seed("1e3") == 1000
     with pytest.raises(argparse.ArgumentTypeError, match="must be at least 1, got '0'"):
-        cli.count("0")
+        arguments.count("0")
     with pytest.raises(argparse.ArgumentTypeError, match="the seed must be an integer >= 0, got '-1'"):
-        cli.seed("-1")
+        arguments.seed("-1")
 
 
 def test_every_trainer_count_takes_1e6():

@@ -916,7 +916,7 @@ def tested(work_db: Any, session: Path) -> int:
 def build_parser() -> argparse.ArgumentParser:
     # Imported here, not at the top: coverage.py imports this module as its plugin in every process it measures,
     # before it measures anything, and the package's modules must be imported (at import, measured) by the tests.
-    from atari_game.cli import count, seed
+    from atari_game.arguments import count, seed
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(

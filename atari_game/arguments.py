@@ -1,0 +1,87 @@
+"""The argparse types of every command line: ``atari-game`` and its commands, the trainers' flags, the scripts of
+examples/ and benchmarks/. Each reads one value as the user writes it (counts as ``1e6`` or ``10_000_000``, games
+in any usual spelling) and refuses a bad one with a usage error that says what to write.
+
+It imports none of the modules whose command lines use it (`atari_game.cli`, `atari_game.training`,
+`atari_game.benchmark`), so that each of them imports it at its top, without an import cycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import decimal
+from pathlib import Path
+
+from atari_game.game import resolve_game
+from atari_game.play import check_video_path
+from atari_game.protocols import get_protocol
+
+# Counts are written in every way Python and papers write them.
+INTEGER_EXAMPLES = "1000000, 1_000_000 or 1e6"
+
+
+def integer(text: str) -> int:
+    """An argparse type: an exact integer, written as one (``10000000``, ``10_000_000``, ``-1``) or as a number
+    whose value is whole (``1e7``, ``2.5e6``, ``1000.0``); ``0.5``, ``1e6.5`` and ``nan`` are usage errors."""
+    try:
+        # Decimal, not float: 2.5e6 is exact, and so is an integer of more digits than a float holds.
+        value = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        raise argparse.ArgumentTypeError(f"expected an integer ({INTEGER_EXAMPLES}), got {text!r}") from None
+    if not value.is_finite() or value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"expected a whole number ({INTEGER_EXAMPLES}), got {text!r}")
+    if value.adjusted() > 18:  # 1e999999999 would take int() minutes to build
+        raise argparse.ArgumentTypeError(f"{text!r} is too large: at most 1e18")
+    return int(value)
+
+
+def count(text: str) -> int:
+    """An argparse type: an `integer` >= 1 (a number of envs, steps, rounds, games)."""
+    value = integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
+
+
+def seed(text: str) -> int:
+    """An argparse type: a game seed, an `integer` >= 0."""
+    value = integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"the seed must be an integer >= 0, got {text!r}")
+    return value
+
+
+def game_name(name: str) -> str:
+    """An argparse type: a bundled game, returned as given, or a usage error naming the closest games and the
+    command that lists them all."""
+    try:
+        resolve_game(name)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).replace("atari_game.list_games()", "`atari-game games`")) from None
+    return name
+
+
+def protocol_name(name: str) -> str:
+    """An argparse type: a protocol of `atari_game.protocols` by name, or ``none`` (returned as "")."""
+    if name == "none":
+        return ""
+    try:
+        return get_protocol(name).name
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error}, or none") from None
+
+
+def checkpoint_file(text: str) -> Path:
+    """An argparse type: a file that exists (a checkpoint.pt)."""
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no such checkpoint file: {text}")
+    return Path(text)
+
+
+def mp4_file(text: str) -> Path:
+    """An argparse type: the path of an .mp4 video."""
+    try:
+        check_video_path(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return Path(text)

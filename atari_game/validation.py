@@ -1,0 +1,91 @@
+"""The checks of arguments and settings, each written once: a check names what it checks and says what is valid.
+
+The first are for the API's arguments (`Game`'s options, `GamePool`'s counts, `FrameReplay`'s settings and
+arrays): each raises `TypeError` for a value of the wrong type and `ValueError` for one out of range, and returns
+the value as the caller keeps it. The last are the rules of a trainer's config fields, which its command line
+reports as usage errors (`broken_rule`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+# --- the API's arguments: TypeError or ValueError -------------------------------------------------------
+
+
+def check_int(name: str, value: Any, low: int) -> int:
+    """`value` as an int: an integer (Python's or numpy's, not a bool) >= `low`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer >= {low}, got {type(value).__name__} {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value}")
+    return int(value)
+
+
+def check_count(name: str, value: Any, low: int, high: int) -> int:
+    """`value` as an int: an integer (not a bool) in [`low`, `high`]; a `ValueError` for any other value, of any
+    type."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+    return int(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """`value` as a bool: Python's or numpy's."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def check_number(name: str, value: Any, low: float, high: float, what: str = "a number") -> float:
+    """`value` as a float: a real number (not a bool) in [`low`, `high`], NaN refused; `what` says what it is in
+    the message ("a probability")."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be {what} in [{low}, {high}], got {type(value).__name__} {value!r}")
+    if not low <= value <= high:  # also refuses NaN
+        raise ValueError(f"{name} must be {what} in [{low}, {high}], got {value}")
+    return float(value)
+
+
+def check_array(name: str, value: Any, shape: tuple[int, ...], kinds: str, what: str) -> np.ndarray:
+    """`value` as an array of `shape` whose dtype kind is one of `kinds` (numpy's letters); `what` says what is
+    valid in the message ("bools, one per env")."""
+    array = np.asarray(value)
+    if array.shape != shape:
+        raise ValueError(f"{name} must have shape {shape} ({what}), got shape {array.shape}")
+    if array.dtype.kind not in kinds:
+        raise TypeError(f"{name} must be {what}, got dtype {array.dtype}")
+    return array
+
+
+# --- a trainer's config: the rules of its fields, reported as usage errors ------------------------------
+
+#: A rule of a config field: (test, what the valid values are). NaN fails every test.
+Rule = tuple[Callable[[Any], bool], str]
+
+
+def at_least(low: float) -> Rule:
+    """A rule for `broken_rule`: a value >= `low`, and how to say so."""
+    return (lambda value: value >= low), f"at least {low}"
+
+
+def between(low: float, high: float) -> Rule:
+    """A rule for `broken_rule`: a value in [`low`, `high`], and how to say so."""
+    return (lambda value: low <= value <= high), f"in [{low}, {high}]"
+
+
+#: A rule for `broken_rule`: a finite number > 0.
+POSITIVE: Rule = ((lambda value: 0 < value < float("inf")), "a number > 0")
+
+
+def broken_rule(config: Any, rules: dict[str, Rule]) -> str:
+    """What is wrong with the first field of `config` that breaks its rule in `rules` ("" if none does), as its
+    flag's usage error says it."""
+    for name, (valid, what) in rules.items():
+        value = getattr(config, name)
+        if not valid(value):
+            return f"--{name.replace('_', '-')} must be {what}, got {value}"
+    return ""
