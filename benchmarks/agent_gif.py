@@ -6,7 +6,7 @@ Plays one game (seeded ``--seed``) with the checkpoint's agent (either trainer's
 --checkpoint`` does) and writes the emulator's colour screen at every `--every`-th agent step of the first
 `--seconds` seconds as a looping GIF at the game's speed. Atari screens hold few colours, so the GIF keeps them
 exact and stays small, and browsers play it everywhere (an .mp4 of OpenCV's mp4v codec plays in few). Prints the
-GIF's length and size.
+GIF's length and size, and writes them as common.py says.
 """
 
 from __future__ import annotations
@@ -14,26 +14,28 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import common
 import torch
 from PIL import Image
 
-from atari_game.cli import count, seed
+from atari_game.arguments import count, seed
 from atari_game.game import Game
 from atari_game.training import load_checkpoint, trained_policy
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint", type=Path, help="a checkpoint.pt of atari-game train (PPO or DQN)")
-    parser.add_argument("gif", type=Path, help="the GIF to write")
-    parser.add_argument("--seconds", type=float, default=30.0, help="game time to show (default: %(default)s)")
-    parser.add_argument("--every", type=count, default=2, help="keep every N-th agent step (default: %(default)s)")
-    parser.add_argument("--seed", type=seed, default=10_001, help="the game's seed (default: %(default)s)")
+    parser = common.parser(__doc__)
+    add = parser.add_argument
+    add("checkpoint", type=Path, help="a checkpoint.pt of atari-game train (PPO or DQN)")
+    add("gif", type=Path, help="the GIF to write")
+    add("--seconds", type=float, default=30.0, help="game time to show (default: %(default)s)")
+    add("--every", type=count, default=2, help="keep every N-th agent step (default: %(default)s)")
+    add("--seed", type=seed, default=10_001, help="the game's seed (default: %(default)s)")
     return parser
 
 
-def main() -> None:
-    args = build_parser().parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
 
     game_name = load_checkpoint(args.checkpoint)["config"]["game"]
     policy, options = trained_policy(args.checkpoint, game_name)
@@ -50,8 +52,9 @@ def main() -> None:
             break
     duration_ms = round(1000 * args.every * game.options.frame_skip / 60)  # GIFs count in milliseconds
     frames[0].save(args.gif, save_all=True, append_images=frames[1:], duration=duration_ms, loop=0, optimize=True)
-    seconds = len(frames) * duration_ms / 1000
-    print(f"{args.gif}: {len(frames)} frames ({seconds:.0f} s), {args.gif.stat().st_size / 1e6:.2f} MB")
+    seconds, size = len(frames) * duration_ms / 1000, args.gif.stat().st_size
+    print(f"{args.gif}: {len(frames)} frames ({seconds:.0f} s), {size / 1e6:.2f} MB")
+    common.save(__file__, args, {"frames": len(frames), "seconds": seconds, "bytes": size}, argv)
 
 
 if __name__ == "__main__":

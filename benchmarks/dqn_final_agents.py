@@ -3,21 +3,14 @@
     python benchmarks/dqn_final_agents.py --ours runs/ours-1/checkpoint.pt runs/ours-2/checkpoint.pt \\
         --cleanrl runs/cleanrl-1/runs/<run name>/dqn_atari.cleanrl_model --games 50
 
-A run's last 20 training games (dqn_learning.py's measure, the issue's) are few, played while epsilon-greedy and
-while the policy still changes: one seed's figure moves by several points. Here every run's final network
-(our checkpoint.pt, or the file CleanRL's dqn_atari.py writes with --save-model: the same Nature-CNN layers in
-the same order) plays `--games` whole games with epsilon `--epsilon` (0.01: the end of training's), unclipped
-returns across lives. Every network plays the same games (the same seeds), in two environments:
-
-- atari_game's `Game` with the DQN trainer's settings (a life loss ends an episode, 1-30 NOOPs, FIRE at each
-  life's start), in a `GamePool` of `--games` envs, one game each;
-- CleanRL's own wrapper stack (its make_env: NOOP reset, max-and-skip, episodic life, FIRE reset, resize and
-  grayscale, frame stack), one env after the other, run by `--cleanrl-python` (CleanRL's venv; see dqn_speed.py).
-
-A network scored alike in both says the two environments pose the same game to an agent, so a gap between the
-trainers' results is in the learning, not in the environment. The script prints each network's mean with its
-standard error, each side's mean over its runs, and the difference of the sides (Welch's standard error, over
-runs: the seed-to-seed spread is what a difference of two trainers has to beat).
+A run's last 20 training games are few, played epsilon-greedy while the policy still changes. Here every run's final
+network (our checkpoint.pt, or the file CleanRL's dqn_atari.py writes with --save-model: the same Nature-CNN layers
+in the same order) plays `--games` whole games with epsilon `--epsilon`, unclipped returns across lives, the same
+games (the same seeds) in two environments: atari_game's `Game` with the DQN trainer's settings, in a `GamePool`, one
+game per env; and CleanRL's own wrapper stack (its make_env), one env after the other, run by CleanRL's python (see
+trainers.py). A network scored alike in both says the envs pose the same game, so a gap between the trainers is in
+the learning. It prints each network's mean with its standard error, each side's mean over its runs, and the sides'
+difference (Welch's standard error, over runs), and writes them as common.py says.
 """
 
 from __future__ import annotations
@@ -28,20 +21,18 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import common
 import numpy as np
 import torch
-from dqn_learning import difference
-from dqn_speed import add_cleanrl_arguments
 from gymnasium.vector import AutoresetMode
 
 from atari_game import GamePool
-from atari_game.cli import count, seed
+from atari_game.arguments import count, seed
 from atari_game.dqn import Config, QNetwork, build_q_network, choose_actions, load_q_network
 from atari_game.training import game_options
 
-# Played by CleanRL's python, set up as dqn_speed.py launches CleanRL: its make_env (from dqn_atari.py, imported
-# without running it), its QNetwork loaded from a list of tensors, `games` whole games one after the other; the
-# returns printed as JSON.
+# Played by CleanRL's python, set up as trainers.py launches CleanRL: its make_env and QNetwork (from dqn_atari.py,
+# imported without running it) play `games` whole games one after the other; the returns printed as JSON.
 CLEANRL_GAMES = """
 import importlib.util, json, os, sys, types
 import ale_py  # registers the Atari ids
@@ -121,44 +112,30 @@ def play_cleanrl(network: QNetwork, games: int, epsilon: float, seed: int, pytho
     return json.loads(child.stdout.splitlines()[-1])
 
 
-def describe(returns: list[float]) -> str:
-    return f"{np.mean(returns):5.1f} (standard error {np.std(returns, ddof=1) / np.sqrt(len(returns)):.1f})"
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--ours", type=Path, nargs="*", default=[], help="our runs' checkpoint.pt files (default: none)"
-    )
-    parser.add_argument(
-        "--cleanrl", type=Path, nargs="*", default=[], help="CleanRL's .cleanrl_model files (default: none)"
-    )
-    parser.add_argument(
-        "--games", type=count, default=50, help="whole games per network and env (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--epsilon", type=float, default=0.01, help="the probability of a random action (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--seed",
-        type=seed,
-        default=10_000,
-        help="game g's seed is seed + g; not a training seed (default: %(default)s)",
-    )
-    add_cleanrl_arguments(parser, ", whose make_env and QNetwork are used")
-    parser.add_argument("--skip-cleanrl-env", action="store_true", help="play in atari_game's env only (default: off)")
+    parser = common.parser(__doc__)
+    add = parser.add_argument
+    add("--ours", type=Path, nargs="*", default=[], help="our runs' checkpoint.pt files (default: none)")
+    add("--cleanrl", type=Path, nargs="*", default=[], help="CleanRL's .cleanrl_model files (default: none)")
+    add("--games", type=count, default=50, help="whole games per network and env (default: %(default)s)")
+    add("--epsilon", type=float, default=0.01, help="the probability of a random action (default: %(default)s)")
+    add("--seed", type=seed, default=10_000, help="game g's seed is seed + g, no training's (default: %(default)s)")
+    common.add_cleanrl_arguments(parser)
+    add("--skip-cleanrl-env", action="store_true", help="play in atari_game's env only (default: off)")
     return parser
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not args.ours and not args.cleanrl:
         parser.error("give --ours checkpoints, --cleanrl model files, or both")
+    cleanrl = None if args.skip_cleanrl_env else common.cleanrl_paths(parser, args, "dqn")
     torch.set_num_threads(1)  # the pool's workers take the other cores
 
     envs = ["atari_game"] + ([] if args.skip_cleanrl_env else ["CleanRL"])
     means: dict[tuple[str, str], list[float]] = {}  # (trainer, env) -> each run's mean
+    figures: dict = {"runs": [], "differences": {}}
     for trainer, paths in (("atari_game", args.ours), ("CleanRL", args.cleanrl)):
         for path in paths:
             network = load_network(path)
@@ -166,11 +143,12 @@ def main() -> None:
                 if env == "atari_game":
                     returns = play_atari_game(network, args.games, args.epsilon, args.seed)
                 else:
-                    returns = play_cleanrl(
-                        network, args.games, args.epsilon, args.seed, args.cleanrl_python, args.cleanrl_script
-                    )
-                means.setdefault((trainer, env), []).append(float(np.mean(returns)))
-                print(f"{trainer} run {path}, in {env}'s env: {describe(returns)} over {args.games} games", flush=True)
+                    returns = play_cleanrl(network, args.games, args.epsilon, args.seed, *cleanrl)
+                mean, error = float(np.mean(returns)), float(np.std(returns, ddof=1) / np.sqrt(len(returns)))
+                means.setdefault((trainer, env), []).append(mean)
+                figures["runs"].append({"trainer": trainer, "run": str(path), "env": env, "mean": mean, "error": error})
+                print(f"{trainer} run {path}, in {env}'s env: {mean:5.1f} (standard error {error:.1f}) over "
+                      f"{args.games} games", flush=True)  # fmt: skip
 
     for env in envs:
         sides = {trainer: means.get((trainer, env), []) for trainer in ("atari_game", "CleanRL")}
@@ -179,7 +157,9 @@ def main() -> None:
                 each = " / ".join(f"{m:.1f}" for m in runs)
                 print(f"in {env}'s env, {trainer}, mean of {len(runs)}: {np.mean(runs):.1f} ({each})")
         if len(sides["atari_game"]) > 1 and len(sides["CleanRL"]) > 1:
-            print(f"in {env}'s env, {difference(sides['atari_game'], sides['CleanRL'])}")
+            line, figures["differences"][env] = common.difference(*sides.values(), names=tuple(sides))
+            print(f"in {env}'s env, {line}")
+    common.save(__file__, args, figures, argv)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ gradient clipping, Adam) and a DQN gradient step (32 observations through the Q-
 network: forward, backward, Adam), each under: fp32 with PyTorch's default Adam (PPO's), fp32 with fused Adam
 (DQN's), fp32 under ``torch.compile``, fp32 on one torch thread, and bf16 autocast (what ``--precision auto``
 picks where the CPU has bfloat16 natively). Prints the median ms of `--repeats` steps after warm-up, with the ratio
-to the first line. The losses are stand-ins with the real ones' shapes of work; what is timed is the network.
+to the first line, and writes them as common.py says. The losses are stand-ins with the real ones' shapes of work;
+what is timed is the network.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import argparse
 import time
 from collections.abc import Callable
 
+import common
 import numpy as np
 import torch
 
 from atari_game import dqn, ppo
-from atari_game.cli import count
-from atari_game.worker import available_cores
+from atari_game.arguments import count
 
 CPU = torch.device("cpu")
 
@@ -78,14 +79,14 @@ def median_ms(step: Callable[[], None], repeats: int) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--repeats", type=count, default=30, help="timed steps per option (default: %(default)s)")
     return parser
 
 
-def main() -> None:
-    args = build_parser().parse_args()
-    cores = available_cores()
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    cores = common.machine()["cores"]
     # (name, fused Adam, torch.compile, bf16, threads)
     options = [
         ("fp32, default Adam", False, False, False, cores),
@@ -95,14 +96,15 @@ def main() -> None:
         ("bf16 autocast", False, False, True, cores),
         ("bf16 autocast, fused Adam", True, False, True, cores),
     ]
+    figures: dict[str, dict[str, float]] = {}
     for name, build in (("PPO minibatch of 256", ppo_step), ("DQN gradient step, batch 32", dqn_step)):
-        print(f"\n{name}, ms (median of {args.repeats}), {cores} cores:")
-        baseline = None
+        print(f"\n{name}, ms (median of {args.repeats}), {common.describe_machine()}:")
+        figures[name] = {}
         for option, fused, compiled, bf16, threads in options:
             torch.set_num_threads(threads)
-            ms = median_ms(build(fused, compiled, bf16), args.repeats)
-            baseline = baseline or ms
-            print(f"  {option:32} {ms:7.1f}   {baseline / ms:4.2f}x")
+            ms = figures[name][option] = median_ms(build(fused, compiled, bf16), args.repeats)
+            print(f"  {option:32} {ms:7.1f}   {next(iter(figures[name].values())) / ms:4.2f}x")
+    common.save(__file__, args, figures, argv)
 
 
 if __name__ == "__main__":

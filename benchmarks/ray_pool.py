@@ -1,24 +1,15 @@
 """The Ray backend's cost: RayGamePool on a two-node Ray cluster against the local GamePool, and where a step goes.
 
     pip install -e ".[ray,train]" && python benchmarks/ray_pool.py            # all three parts, ~5 min on 2 cores
-    python benchmarks/ray_pool.py --parts calls --node-cpus 1                  # one part
     python benchmarks/ray_pool.py --parts pools --node-cpus 2                  # actors per worker against per node
 
-One machine stands for a cluster: two Ray nodes (ray.cluster_utils, `--node-cpus` CPUs each) on it. The parts:
-
-- calls: the round trip of one Ray actor call returning B bytes (0 and 1, 4, 16, 64 observations of 28,224 bytes),
-  the actor on the driver's node and on the other one (a + b * B fitted to each), and the driver's CPU per call
-  when it calls k actors at once returning e observations each and waits for all (what a pool step of k actors
-  costs the learner's process).
-- pools: agent steps/s of random-action steps, and the learner's CPU per pool step (the driver process's own,
-  threads included: what is left of a core for learning): GamePool (one worker process per core) against
-  RayGamePool on the two nodes with one actor per CPU (``actors="worker"``) and with one actor per node hosting a
-  GamePool of a worker process per CPU (``actors="node"``), N envs, in rounds taking turns; the Ray calls and the
-  bytes each pool step brings back.
-- ppo: agent steps/s of a short PPO run (ppo.train, --envs[0] envs, 3 updates of 128 steps per env) on each: the
-  whole run, and its rollouts alone (env steps and inference: what the envs' placement changes).
-
-Every figure is written to --json.
+One machine stands for a cluster: two Ray nodes (ray.cluster_utils, `--node-cpus` CPUs each). The parts: ``calls``,
+the round trip of a Ray actor call returning B bytes (0 to 64 observations of 28,224 bytes) on the driver's node and on
+the other (a + b * B fitted to each), and the driver's CPU per call with k actors called at once; ``pools``, agent
+steps/s of random actions and the learner's CPU per pool step (the driver's own, threads included) of GamePool against
+RayGamePool with an actor per CPU (``actors="worker"``) and per node (``actors="node"``), in rounds taking turns, with
+the Ray calls and bytes per step; ``ppo``, agent steps/s of a short PPO run (3 updates, --envs[0] envs) on each, whole
+and its rollouts alone. It writes every figure as common.py says.
 """
 
 from __future__ import annotations
@@ -27,16 +18,15 @@ import argparse
 import csv
 import functools
 import itertools
-import json
 import tempfile
 import time
 from pathlib import Path
 
+import common
 import numpy as np
 
-from atari_game.benchmark import MACHINE, our_game
+from atari_game.benchmark import our_game
 from atari_game.pool import GamePool
-from atari_game.worker import available_cores
 
 OBS_BYTES = 4 * 84 * 84  # one env's observation: uint8, 4 frames of 84 x 84
 PARTS = ("calls", "pools", "ppo")
@@ -85,10 +75,11 @@ def measure_calls(ray, nodes: list[str], calls: int) -> dict:
     for k, envs in itertools.product((1, 2, 4, 8), (1, 16)):
         actors = [echo.options(scheduling_strategy="SPREAD").remote() for _ in range(k)]
         ray.get([actor.get.remote(0) for actor in actors])
-        cpu, start = time.process_time(), time.perf_counter()
+        clock = common.Stopwatch()
         for _ in range(calls):
             ray.get([actor.get.remote(envs * OBS_BYTES) for actor in actors])
-        wall, cpu = (time.perf_counter() - start) / calls, (time.process_time() - cpu) / calls / k
+        spent = clock.read()
+        wall, cpu = spent["wall"] / calls, spent["cpu"] / calls / k
         found["parallel"].append({"actors": k, "envs": envs, "step_seconds": wall, "driver_cpu_seconds_per_call": cpu})
         print(f"{k} actors at once, {envs} obs each: {wall * 1e3:.2f} ms a step, driver CPU {cpu * 1e3:.2f} ms a call")
         for actor in actors:
@@ -102,12 +93,12 @@ def timed_steps(pool: GamePool, seconds: float, rng: np.random.Generator) -> dic
     n = pool.num_envs
     for _ in range(10):
         pool.step(rng.integers(4, size=n))
-    steps, cpu, start = 0, time.process_time(), time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    steps, clock = 0, common.Stopwatch()
+    while time.perf_counter() - clock.wall < seconds:
         pool.step(rng.integers(4, size=n))
         steps += 1
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-    return {"steps_per_s": steps * n / elapsed, "learner_cpu_ms_per_step": 1e3 * cpu / steps}
+    spent = clock.read()
+    return {"steps_per_s": steps * n / spent["wall"], "learner_cpu_ms_per_step": 1e3 * spent["cpu"] / steps}
 
 
 def step_bytes(pool: GamePool) -> int:
@@ -127,7 +118,7 @@ def measure_pools(address: str, envs: list[int], node_cpus: int, rounds: int, se
     for n in envs:
         # One pool at a time: the two Ray pools each take every CPU of the cluster.
         makers = {
-            "GamePool": functools.partial(GamePool, n, n_workers=min(n, available_cores()), **game),
+            "GamePool": functools.partial(GamePool, n, n_workers=min(n, common.machine()["cores"]), **game),
             "actors per worker": functools.partial(RayGamePool, n, n_workers=min(n, 2 * node_cpus), address=address),
             "actors per node": functools.partial(RayGamePool, n, actors="node", address=address),
         }
@@ -135,7 +126,7 @@ def measure_pools(address: str, envs: list[int], node_cpus: int, rounds: int, se
         shape: dict[str, dict[str, int]] = {}
         names = list(makers)
         for round_number in range(rounds):  # each round in another order
-            for name in names[round_number % 3 :] + names[: round_number % 3]:
+            for name in common.turns(names, round_number):
                 with makers[name](**game) as pool:
                     pool.reset(seed=0)
                     # (GamePool's workers are local processes, told by a byte each way: no Ray call)
@@ -176,19 +167,14 @@ def measure_ppo(address: str, n_envs: int) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure (default: all)")
-    parser.add_argument("--envs", type=int, nargs="+", default=[8, 32], help="numbers of envs N (default: 8 32)")
-    parser.add_argument("--node-cpus", type=int, default=1, help="CPUs of each of the 2 Ray nodes (default: 1)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of the pools part (default: %(default)s)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per pool per round (default: %(default)s)")
-    parser.add_argument("--calls", type=int, default=200, help="calls per round-trip figure (default: 200)")
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=Path("benchmarks/ray_pool.json"),
-        help="the JSON file the figures go into (default: %(default)s)",
-    )
+    parser = common.parser(__doc__)
+    add = parser.add_argument
+    add("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure (default: all)")
+    add("--envs", type=int, nargs="+", default=[8, 32], help="numbers of envs N (default: 8 32)")
+    add("--node-cpus", type=int, default=1, help="CPUs of each of the 2 Ray nodes (default: 1)")
+    add("--rounds", type=int, default=3, help="rounds of the pools part (default: %(default)s)")
+    add("--seconds", type=float, default=5.0, help="seconds per pool per round (default: %(default)s)")
+    add("--calls", type=int, default=200, help="calls per round-trip figure (default: 200)")
     return parser
 
 
@@ -202,7 +188,8 @@ def main(argv: list[str] | None = None) -> None:
     cluster.add_node(**node)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
-    results = {"machine": MACHINE, "node_cpus": args.node_cpus, "cores": available_cores()}
+    print(f"{common.describe_machine()}; 2 Ray nodes of {args.node_cpus} CPUs each", flush=True)
+    results: dict = {"node_cpus": args.node_cpus}
     try:
         driver_node = ray.get_runtime_context().get_node_id()
         other = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != driver_node]
@@ -215,9 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         ray.shutdown()
         cluster.shutdown()
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results, indent=1))
-    print(f"all measurements: {args.json}")
+    common.save(__file__, args, results, argv)
 
 
 if __name__ == "__main__":

@@ -1,30 +1,26 @@
-"""FrameReplay against Stable-Baselines3's ReplayBuffer: bytes per transition per game and compression, the time
-of sample and add, a filled memory's resident size, saving and loading it.
+"""FrameReplay against Stable-Baselines3's ReplayBuffer and sb3-extra-buffers' compressed ones: bytes per transition
+per game and compression, the time of sample and add, a filled memory's resident size, saving and loading it.
 
-pip install -e ".[sb3,zstd]" && python benchmarks/replay_memory.py --recordings /tmp/recordings [--fill 1000000]
+    pip install -e ".[sb3,zstd]" && python benchmarks/replay_memory.py --recordings /tmp/recordings [--fill 1000000]
 
-1. Bytes per transition of ``(4, 84, 84)`` uint8 observations of 8 envs, ``nbytes / len``: FrameReplay with its
-   frames as they are and with ``compression="zstd"``, each filled with ``--record-steps`` pool steps of real play
-   (Breakout, Pong, Seaquest, MsPacman with random actions; Breakout played by the PPO agent of ``--checkpoint``);
-   SB3's ReplayBuffer with and without ``optimize_memory_usage`` from its arrays (its bytes do not depend on the
-   frames).
-2. ``sample(32)`` (obs and next_obs) on the first game's transitions, in alternating rounds, timed in CPU time
-   (``time.process_time``): FrameReplay's numpy batch and the same turned into torch tensors (what a learner does),
-   with each compression; SB3's ``sample`` with ``optimize_memory_usage=True`` (as CleanRL's ``dqn_atari.py`` uses
-   it), which returns torch tensors; and SB3's own numpy indexing alone. Ratios are SB3's time over each one's.
-   Torch runs on one thread (``--torch-threads``): with two, its copy of a batch into a tensor busy-waits for a
-   second thread, which on a loaded machine costs SB3's sample ~8 ms of CPU for a 0.9 MB copy.
-3. ``add`` of one pool step against the pool step: a GamePool of 8 envs playing Breakout; per step, its wall time
-   and the CPU time of adding it to a FrameReplay with each compression (alternating which goes first).
-4. ``--fill N``: a ``compression="zstd"`` FrameReplay of N transitions filled to the brim by live play of
-   ``--fill-game`` (random actions): its ``nbytes``, the process's resident memory before and after (the
-   difference is the memory's) and its peak RSS; then ``save`` (time, file size) and ``load`` (time; the loaded
-   memory samples what the filled one does).
+The parts (``--only``), on ``(4, 84, 84)`` uint8 observations of ``--envs`` envs of real play (Breakout, Pong,
+Seaquest, MsPacman with random actions; Breakout by the PPO agent of ``--checkpoint``), recorded for ``--record-steps``
+pool steps (kept in ``--recordings``) and replayed cyclically where a part needs more (the cycle written into one
+pixel of each new frame, so that every frame is new):
 
-``--recordings DIR`` keeps the recorded play there (one .npz per game), for the next run and for
-``benchmarks/replay_peers.py``. The speed test's transitions are the recording replayed cyclically when it is too
-short: each env's frames go on from where its stack stands, with the cycle number written into one pixel of every
-new frame, so that every frame is new and episodes start and end where the real ones did.
+- ``bytes``: FrameReplay's ``nbytes / len`` with each compression; SB3's ReplayBuffer's, with and without
+  ``optimize_memory_usage``;
+- ``sample``: ``sample(32)`` on ``--transitions``: ours as numpy and as torch tensors, SB3's (torch), in CPU time,
+  alternating rounds; torch on ``--torch-threads`` (1: with two, SB3's copy into a tensor busy-waits for the second);
+- ``add``: CPU time of adding a pool step of live Breakout in each compression, against the pool step's wall time;
+- ``peers``: sb3-extra-buffers' every method, with and without ``optimize_memory_usage``, and ours, on
+  ``--peer-transitions``: bytes (theirs as their example counts them, ``sys.getsizeof`` of every compressed
+  observation) and ``sample(32)``. It needs the package: ``python -m venv --system-site-packages sb3x &&
+  sb3x/bin/pip install "sb3-extra-buffers[fast]" && sb3x/bin/python benchmarks/replay_memory.py --only peers``;
+- ``--fill N``: a zstd FrameReplay of N transitions filled by live play of ``--fill-game``: its ``nbytes``, the
+  process's resident memory before and after, its peak RSS; then ``save`` and ``load`` (time, file size).
+
+Times are medians, ratios to SB3's plain ``ReplayBuffer.sample``; it writes the figures as common.py says.
 """
 
 from __future__ import annotations
@@ -33,74 +29,78 @@ import argparse
 import os
 import resource
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import common
 import gymnasium
 import numpy as np
 import torch
 from stable_baselines3.common.buffers import ReplayBuffer
 
 from atari_game import FrameReplay, GamePool
-from atari_game.cli import count, integer
+from atari_game.arguments import count, integer
 from atari_game.game import action_meanings
 from atari_game.replay import COMPRESSIONS
 from atari_game.training import trained_policy
 
 SHAPE = (4, 84, 84)
 # The recordings: name -> (game, played by the trained agent).
-PLAYS = {
-    "Breakout": ("Breakout", False),
-    "Pong": ("Pong", False),
-    "Seaquest": ("Seaquest", False),
-    "MsPacman": ("MsPacman", False),
-    "Breakout-trained": ("Breakout", True),
+PLAYS = {name: (name, False) for name in ("Breakout", "Pong", "Seaquest", "MsPacman")} | {
+    "Breakout-trained": ("Breakout", True)
 }
+SB3 = "SB3 ReplayBuffer"  # whose sample time every other is compared with
+Buffer = FrameReplay | ReplayBuffer
+
+
+def live_play(
+    envs: int, steps: int, game: str, policy: Callable | None = None, options: dict | None = None
+) -> Iterator:
+    """`steps` steps of a pool of `envs` envs of `game` (same-step autoreset; DeepMind's episodes unless `options`),
+    random actions or `policy`'s (one observation in, one action out): per step ``(obs, actions, rewards, next_obs,
+    terminations, truncations)`` (next_obs: where each transition ended, the true final observation where an episode
+    did), the next step's obs, and the step's wall seconds."""
+    options = options or {"life_loss": "terminal", "noop_max": 30, "fire_reset": "FIRE" in action_meanings(game)}
+    rng = np.random.default_rng(0)
+    with GamePool(envs, game, seed=0, autoreset_mode="SameStep", **options) as pool:
+        obs, _ = pool.reset()
+        for _ in range(steps):
+            actions = rng.integers(0, pool.single_action_space.n, envs)
+            if policy is not None:
+                actions = np.array([policy(observation) for observation in obs])
+            start = time.perf_counter()
+            next_obs, rewards, terminations, truncations, info = pool.step(actions)
+            wall, final = time.perf_counter() - start, next_obs.copy()
+            for env in np.flatnonzero(terminations | truncations):
+                final[env] = info["final_obs"][env]
+            yield (obs, actions, rewards, final, terminations, truncations), next_obs, wall
+            obs = next_obs
 
 
 class RecordedPlay:
-    """Real pool steps, kept as each env's new frame per step and, where an episode ended, its next first frame.
-
-    `policy` (one observation in, one action out, as `atari_game.training.trained_policy` gives) plays every env;
-    None: random actions. `options`: the pool's game options (default: DeepMind's life-loss episodes, 30 NOOPs, FIRE
-    where the game has it).
-    """
-
-    def __init__(
-        self,
-        envs: int,
-        steps: int,
-        seed: int = 0,
-        game: str = "Breakout",
-        policy: Callable[[np.ndarray], int] | None = None,
-        options: dict | None = None,
-    ) -> None:
-        fire = "FIRE" in action_meanings(game)
-        options = options or {"life_loss": "terminal", "noop_max": 30, "fire_reset": fire}
-        with GamePool(envs, game, seed=seed, autoreset_mode="SameStep", **options) as pool:
-            obs, _ = pool.reset()
-            self.start = obs.copy()
-            self.frames = np.zeros((steps, envs, *SHAPE[1:]), np.uint8)
-            self.firsts = np.zeros((steps, envs, *SHAPE[1:]), np.uint8)
-            self.terminations = np.zeros((steps, envs), bool)
-            self.truncations = np.zeros((steps, envs), bool)
-            self.rewards = np.zeros((steps, envs))
-            self.actions = np.random.default_rng(seed).integers(0, pool.single_action_space.n, (steps, envs))
-            for step in range(steps):
-                if policy is not None:
-                    self.actions[step] = [policy(observation) for observation in obs]
-                obs, self.rewards[step], terms, truncs, info = pool.step(self.actions[step])
-                self.terminations[step], self.truncations[step] = terms, truncs
-                self.frames[step] = obs[:, -1]
-                for env in np.flatnonzero(terms | truncs):
-                    self.frames[step, env] = info["final_obs"][env][-1]  # the true final observation's frame
-                    self.firsts[step, env] = obs[env, -1]  # the next episode's first frame, in every slot
-        self.envs, self.steps = envs, steps
+    """Real pool steps (`live_play`'s), kept as each env's new frame per step and, where an episode ended, its next
+    first frame."""
 
     ARRAYS = ("start", "frames", "firsts", "terminations", "truncations", "rewards", "actions")
+
+    def __init__(
+        self, envs: int, steps: int, game: str = "Breakout", policy: Callable | None = None, **options
+    ) -> None:
+        self.frames, self.firsts = (np.zeros((steps, envs, *SHAPE[1:]), np.uint8) for _ in range(2))
+        self.terminations, self.truncations = np.zeros((steps, envs), bool), np.zeros((steps, envs), bool)
+        self.rewards, self.actions = np.zeros((steps, envs)), np.zeros((steps, envs), np.int64)
+        for step, (transition, next_obs, _) in enumerate(live_play(envs, steps, game, policy, options or None)):
+            obs, self.actions[step], self.rewards[step], final, terminations, truncations = transition
+            self.start = obs.copy() if step == 0 else self.start
+            self.terminations[step], self.truncations[step] = terminations, truncations
+            self.frames[step] = final[:, -1]
+            ended = terminations | truncations
+            self.firsts[step, ended] = next_obs[ended, -1]  # the next episode's first frame, in every slot
+        self.envs, self.steps = envs, steps
 
     def save(self, path: Path) -> None:
         np.savez(path, **{name: getattr(self, name) for name in self.ARRAYS})
@@ -114,7 +114,7 @@ class RecordedPlay:
         record.steps, record.envs = record.frames.shape[:2]
         return record
 
-    def transitions(self, count: int):
+    def transitions(self, count: int) -> Iterator:
         """`count` pool steps as ``(obs, actions, rewards, next_obs, terminations, truncations)``, cyclically."""
         obs = self.start.copy()
         for step in range(count):
@@ -130,150 +130,144 @@ class RecordedPlay:
             obs[ended] = firsts[:, None]  # the next episode's first observation: its first frame in every slot
 
 
-def cpu_times(systems: dict[str, Callable[[], object]], rounds: int, batches: int) -> dict[str, list[float]]:
-    """Each system's CPU µs per call, one figure per round: `batches` calls each, the systems alternating in every
-    round, so that drift on a shared machine hits all alike."""
-    times: dict[str, list[float]] = {name: [] for name in systems}
-    for _ in range(rounds):
-        for name, call in systems.items():
-            start = time.process_time()
-            for _ in range(batches):
-                call()
-            times[name].append((time.process_time() - start) / batches * 1e6)
-    return times
-
-
-def record(name: str, envs: int, steps: int, checkpoint: str, directory: str) -> RecordedPlay:
-    """The recording `name` of `PLAYS`: loaded from `directory` where it is there with as many steps, else played
+def record(name: str, args: argparse.Namespace) -> RecordedPlay:
+    """The recording `name` of `PLAYS`: loaded from --recordings where it is there with as many steps, else played
     (and kept there)."""
-    path = Path(directory) / f"{name}-{envs}x{steps}.npz" if directory else None
+    path = Path(args.recordings) / f"{name}-{args.envs}x{args.record_steps}.npz" if args.recordings else None
     if path is not None and path.exists():
         return RecordedPlay.load(path)
     game, trained = PLAYS[name]
     if trained:
-        policy, options = trained_policy(checkpoint, game)
+        policy, options = trained_policy(args.checkpoint, game)
         options.pop("game", None)
-        play = RecordedPlay(envs, steps, game=game, policy=policy, options=options)
+        play = RecordedPlay(args.envs, args.record_steps, game, policy, **options)
     else:
-        play = RecordedPlay(envs, steps, game=game)
+        play = RecordedPlay(args.envs, args.record_steps, game)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         play.save(path)
     return play
 
 
-def filled(play: RecordedPlay, compression: str | None, transitions: int | None = None) -> FrameReplay:
-    """A FrameReplay holding `transitions` (default: the whole recording's) of `play`'s transitions."""
-    steps = (transitions or play.steps * play.envs) // play.envs
-    buffer = FrameReplay(steps * play.envs, play.envs, SHAPE, seed=0, compression=compression)
-    for step in play.transitions(steps):
-        buffer.add(*step)
+def sb3_buffer(capacity: int, envs: int, optimize: bool, method: str = "") -> ReplayBuffer:
+    """SB3's ReplayBuffer for `SHAPE` uint8 observations; with `method`, sb3-extra-buffers' CompressedReplayBuffer."""
+    space, options, buffer_class = gymnasium.spaces.Box(0, 255, SHAPE, np.uint8), {}, ReplayBuffer
+    if method:
+        from sb3_extra_buffers.compressed import CompressedReplayBuffer, find_buffer_dtypes
+
+        buffer_class = CompressedReplayBuffer
+        options = {"dtypes": find_buffer_dtypes(SHAPE, compression_method=method), "compression_method": method}
+    kinds = {"optimize_memory_usage": optimize, "handle_timeout_termination": not optimize}  # SB3 refuses both
+    return buffer_class(capacity, space, gymnasium.spaces.Discrete(4), "cpu", envs, **kinds, **options)
+
+
+def filled(buffer: Buffer, play: RecordedPlay, transitions: int) -> Buffer:
+    """`buffer` with `transitions` of `play`'s transitions added."""
+    for obs, actions, rewards, next_obs, terminations, truncations in play.transitions(transitions // play.envs):
+        if isinstance(buffer, FrameReplay):
+            buffer.add(obs, actions, rewards, next_obs, terminations, truncations)
+        else:
+            infos = [{"TimeLimit.truncated": bool(truncated)} for truncated in truncations]
+            buffer.add(obs, next_obs, actions, rewards, terminations | truncations, infos)
     return buffer
 
 
-def sb3_buffer(
-    capacity: int, envs: int, optimize: bool, buffer_class: type[ReplayBuffer] = ReplayBuffer, **options: Any
-) -> ReplayBuffer:
-    """SB3's `buffer_class` (its ReplayBuffer, or a subclass taking `options` more) for `SHAPE` uint8 observations."""
-    space = gymnasium.spaces.Box(0, 255, SHAPE, np.uint8)
-    return buffer_class(
-        capacity,
-        space,
-        gymnasium.spaces.Discrete(4),
-        "cpu",
-        envs,
-        optimize_memory_usage=optimize,
-        handle_timeout_termination=not optimize,  # SB3 refuses both at once
-        **options,
-    )
+def ours(play: RecordedPlay, compression: str | None, transitions: int | None = None) -> FrameReplay:
+    """A FrameReplay holding `transitions` (default: the whole recording's) of `play`'s transitions."""
+    transitions = transitions or play.steps * play.envs
+    return filled(FrameReplay(transitions, play.envs, SHAPE, seed=0, compression=compression), play, transitions)
 
 
-def sb3_bytes(buffer: ReplayBuffer) -> int:
-    return sum(value.nbytes for value in vars(buffer).values() if isinstance(value, np.ndarray))
+def per_transition(buffer: Buffer) -> float:
+    """Bytes per transition held: FrameReplay's nbytes; an SB3 buffer's arrays, with every object in its object
+    arrays (compressed observations), per transition of its capacity."""
+    if isinstance(buffer, FrameReplay):
+        return buffer.nbytes / len(buffer)
+    held = 0
+    for value in vars(buffer).values():
+        if isinstance(value, np.ndarray) and value.dtype == object:
+            held += sys.getsizeof(value) + sum(sys.getsizeof(blob) for blob in value.flat if blob is not None)
+        elif isinstance(value, np.ndarray):
+            held += value.nbytes
+    return held / (buffer.buffer_size * buffer.n_envs)
 
 
-def memory_table(plays: dict[str, RecordedPlay]) -> None:
-    envs = next(iter(plays.values())).envs
-    print(f"Bytes per transition (nbytes / transitions held), (4, 84, 84) uint8, {envs} envs:")
-    print(f"  {'':24s}" + "".join(f"{name:>18s}" for name in plays))
-    for compression in COMPRESSIONS:
-        sizes = []
-        for play in plays.values():
-            buffer = filled(play, compression)
-            sizes.append(f"{buffer.nbytes / len(buffer):18,.0f}")
-        print(f"  {f'FrameReplay {compression}':24s}" + "".join(sizes))
-    for optimize in (True, False):
-        per_transition = sb3_bytes(sb3_buffer(80_000, envs, optimize)) / 80_000
-        print(f"  SB3 ReplayBuffer optimize_memory_usage={optimize}: {per_transition:,.0f}")
-    transitions = sum(len(filled(play, None)) for play in plays.values())
-    print(f"  ({transitions:,} transitions in all, each game's whole recording)")
+def as_torch(batch: Any) -> tuple[torch.Tensor, ...]:
+    return torch.as_tensor(batch.obs), torch.as_tensor(batch.next_obs), torch.as_tensor(batch.actions)
 
 
-def speed_table(play: RecordedPlay, transitions: int, rounds: int, batches: int) -> None:
-    ours = {compression: filled(play, compression, transitions) for compression in COMPRESSIONS}
-    envs = play.envs
-    sb3 = sb3_buffer(transitions, envs, optimize=True)
-    for obs, actions, rewards, next_obs, terminations, _ in play.transitions(transitions // envs + 1):
-        sb3.add(obs, next_obs, actions, rewards, terminations, [{} for _ in range(envs)])
+def sample_times(buffers: dict[str, Buffer], rounds: int, batches: int) -> dict[str, float]:
+    """Print and return each buffer's median CPU µs per ``sample(32)``, as torch tensors (numpy too for ours), the
+    buffers alternating in `rounds` rounds of `batches` calls, so that drift on a shared machine hits all alike."""
+    calls: dict[str, Callable[[], object]] = {}
+    for name, buffer in buffers.items():
+        if isinstance(buffer, FrameReplay):
+            calls[f"{name} (numpy)"] = lambda b=buffer: b.sample(32)
+            calls[f"{name} + torch.as_tensor"] = lambda b=buffer: as_torch(b.sample(32))
+        else:
+            calls[name] = lambda b=buffer: b.sample(32)
+    times: dict[str, list[float]] = {name: [] for name in calls}
     np.random.seed(0)  # SB3 samples with numpy's global generator
-
-    def as_torch(batch):
-        return torch.as_tensor(batch.obs), torch.as_tensor(batch.next_obs), torch.as_tensor(batch.actions)
-
-    def sb3_numpy():  # SB3's indexing in sample(), without its conversion to torch
-        rows = (np.random.randint(1, sb3.buffer_size, size=32) + sb3.pos) % sb3.buffer_size
-        env = np.random.randint(0, envs, size=32)
-        return sb3.observations[rows, env], sb3.observations[(rows + 1) % sb3.buffer_size, env], sb3.actions[rows, env]
-
-    systems: dict[str, Callable[[], object]] = {}
-    for compression, buffer in ours.items():
-        systems[f"FrameReplay {compression} (numpy)"] = lambda buffer=buffer: buffer.sample(32)
-        systems[f"FrameReplay {compression} + torch.as_tensor"] = lambda buffer=buffer: as_torch(buffer.sample(32))
-    systems["SB3 ReplayBuffer.sample (torch)"] = lambda: sb3.sample(32)
-    systems["SB3's indexing alone (numpy)"] = sb3_numpy
-    times = cpu_times(systems, rounds, batches)
-    sb3_time = statistics.median(times["SB3 ReplayBuffer.sample (torch)"])
-    print(
-        f"\nsample(32), {len(ours[None]):,} transitions of real frames, {envs} envs; CPU µs per batch, "
-        f"median of {rounds} alternating rounds of {batches}:"
-    )
-    for name, values in times.items():
-        median = statistics.median(values)
-        print(f"  {name:40s} {median:8.0f} µs   SB3 sample / this: {sb3_time / median:6.2f}x")
+    for _ in range(rounds):
+        for name, call in calls.items():
+            clock = common.Stopwatch()
+            for _ in range(batches):
+                call()
+            times[name].append(clock.read()["cpu"] / batches * 1e6)
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    print(f"\nsample(32), CPU µs per batch, median of {rounds} alternating rounds of {batches}:")
+    for name, median in sorted(medians.items(), key=lambda item: item[1]):
+        print(f"  {name:56s} {median:9,.0f} µs   {median / medians[SB3]:6.2f}x SB3's")
+    return medians
 
 
-def add_table(envs: int, steps: int) -> None:
-    """The wall time of a pool step of `envs` envs against the CPU time of adding it, with each compression."""
-    buffers = {
-        compression: FrameReplay(steps * envs, envs, SHAPE, compression=compression) for compression in COMPRESSIONS
-    }
+def bytes_table(plays: dict[str, RecordedPlay], buffers: Callable[[RecordedPlay], dict[str, Buffer]]) -> dict:
+    """Print and return bytes per transition of each of `buffers(play)` for each recording."""
+    table: dict[str, dict[str, float]] = {}
+    for game, play in plays.items():
+        for name, buffer in buffers(play).items():
+            table.setdefault(name, {})[game] = per_transition(buffer)
+    print(f"\nBytes per transition held, (4, 84, 84) uint8, {next(iter(plays.values())).envs} envs:")
+    print(f"  {'':52s}" + "".join(f"{game:>17s}" for game in plays))
+    for name, sizes in table.items():
+        print(f"  {name:52s}" + "".join(f"{sizes[game]:17,.0f}" for game in plays))
+    return table
+
+
+def their_buffers(play: RecordedPlay, transitions: int) -> dict[str, Buffer]:
+    """sb3-extra-buffers' buffers, every method with and without optimize_memory_usage, and ours, filled alike."""
+    from sb3_extra_buffers.compressed.compression_methods import COMPRESSION_METHOD_MAP
+
+    made: dict[str, Buffer] = {f"FrameReplay {c}": ours(play, c, transitions) for c in COMPRESSIONS}
+    made[SB3] = filled(sb3_buffer(transitions, play.envs, False), play, transitions)
+    for method in COMPRESSION_METHOD_MAP:
+        for optimize in (True, False):
+            buffer = sb3_buffer(transitions, play.envs, optimize, method)
+            made[f"sb3-extra-buffers {method} optimize={optimize}"] = filled(buffer, play, transitions)
+    return made
+
+
+def add_table(envs: int, steps: int) -> dict:
+    """Print and return the CPU time of adding a pool step of live Breakout, with each compression, against the pool
+    step's wall time (medians; the mean counts the zstd dictionary's training)."""
+    buffers = {c: FrameReplay(steps * envs, envs, SHAPE, compression=c) for c in COMPRESSIONS}
     step_times, add_times = [], {compression: [] for compression in COMPRESSIONS}
-    rng = np.random.default_rng(0)
-    with GamePool(envs, "Breakout", seed=0, autoreset_mode="SameStep", life_loss="terminal") as pool:
-        obs, _ = pool.reset()
-        for step in range(steps):
-            actions = rng.integers(0, pool.single_action_space.n, envs)
-            start = time.perf_counter()
-            next_obs, rewards, terminations, truncations, info = pool.step(actions)
-            step_times.append(time.perf_counter() - start)
-            real_next_obs = next_obs.copy()
-            for env in np.flatnonzero(terminations | truncations):
-                real_next_obs[env] = info["final_obs"][env]
-            order = COMPRESSIONS if step % 2 else COMPRESSIONS[::-1]
-            for compression in order:
-                start = time.process_time()
-                buffers[compression].add(obs, actions, rewards, real_next_obs, terminations, truncations)
-                add_times[compression].append(time.process_time() - start)
-            obs = next_obs
-    step_time = statistics.median(step_times)
+    for step, (transition, _, wall) in enumerate(live_play(envs, steps, "Breakout")):
+        step_times.append(wall)
+        for compression in COMPRESSIONS if step % 2 else COMPRESSIONS[::-1]:
+            clock = common.Stopwatch()
+            buffers[compression].add(*transition)
+            add_times[compression].append(clock.read()["cpu"])
+    step_time, figures = statistics.median(step_times), {"pool_step_us": 1e6 * statistics.median(step_times)}
     print(f"\nadd of one pool step of {envs} envs (Breakout), {steps} steps; a pool step: {step_time * 1e6:,.0f} µs")
-    print("  (medians: the pool step's wall time, add's CPU time; the mean counts the zstd dictionary's training)")
     for compression, values in add_times.items():
         median, mean = statistics.median(values), statistics.mean(values)
+        figures[f"add_us {compression}"] = {"median": 1e6 * median, "mean": 1e6 * mean, "longest": 1e6 * max(values)}
         print(
             f"  FrameReplay {compression!s:5s} add: {median * 1e6:6.0f} µs = {median / step_time:6.1%} of a pool "
             f"step; mean {mean * 1e6:6.0f} µs = {mean / step_time:6.1%}, longest {max(values) * 1e3:.0f} ms"
         )
+    return figures
 
 
 def resident_bytes() -> int:
@@ -282,129 +276,92 @@ def resident_bytes() -> int:
         return int(statm.read().split()[1]) * resource.getpagesize()
 
 
-def fill(transitions: int, envs: int, game: str) -> None:
+def fill(transitions: int, envs: int, game: str) -> dict:
     """Live play of `game` into a zstd FrameReplay of `transitions`: its resident memory, then save and load."""
     before = resident_bytes()
     buffer = FrameReplay(transitions, envs, SHAPE, seed=0, compression="zstd")
-    rng = np.random.default_rng(0)
     start, adding = time.perf_counter(), 0.0
-    fire = "FIRE" in action_meanings(game)
-    with GamePool(
-        envs, game, seed=0, autoreset_mode="SameStep", life_loss="terminal", noop_max=30, fire_reset=fire
-    ) as pool:
-        obs, _ = pool.reset()
-        for _ in range(transitions // envs):
-            actions = rng.integers(0, pool.single_action_space.n, envs)
-            next_obs, rewards, terminations, truncations, info = pool.step(actions)
-            real_next_obs = next_obs.copy()
-            for env in np.flatnonzero(terminations | truncations):
-                real_next_obs[env] = info["final_obs"][env]
-            clock = time.process_time()
-            buffer.add(obs, actions, rewards, real_next_obs, terminations, truncations)
-            adding += time.process_time() - clock
-            obs = next_obs
+    for transition, _, _ in live_play(envs, transitions // envs, game):
+        clock = common.Stopwatch()
+        buffer.add(*transition)
+        adding += clock.read()["cpu"]
     seconds = time.perf_counter() - start
     after, peak = resident_bytes(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(
-        f"\n--fill {transitions:,} ({game}, live, random actions, {seconds:.0f} s): {len(buffer):,} transitions held, "
-        f"nbytes {buffer.nbytes / 1e9:.3f} GB ({buffer.nbytes / len(buffer):,.0f} B per transition held); resident "
-        f"memory {before / 1e9:.3f} GB before the memory, {after / 1e9:.3f} GB filled (+{(after - before) / 1e9:.3f} "
-        f"GB, {(after - before) / len(buffer):,.0f} B per transition), peak RSS {peak / 1e9:.3f} GB; adding "
-        f"{adding / (transitions // envs) * 1e6:,.0f} µs CPU per pool step"
-    )
+    figures = {"held": len(buffer), "nbytes": buffer.nbytes, "resident_before": before, "resident_after": after,
+               "peak_rss": peak, "add_us": adding / (transitions // envs) * 1e6}  # fmt: skip
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "replay.npz"
-        start = time.perf_counter()
+        clock = common.Stopwatch()
         buffer.save(path)
-        saving = time.perf_counter() - start
-        start = time.perf_counter()
+        figures["save_seconds"], figures["file_bytes"] = clock.read()["wall"], os.path.getsize(path)
+        clock.restart()
         loaded = FrameReplay.load(path)
-        loading = time.perf_counter() - start
-        print(
-            f"  save: {saving:.1f} s, {os.path.getsize(path) / 1e9:.3f} GB ({os.path.getsize(path) / len(buffer):,.0f} "
-            f"B per transition); load: {loading:.1f} s"
-        )
+        figures["load_seconds"] = clock.read()["wall"]
     a, b = buffer.sample(32), loaded.sample(32)
     assert a.obs.tobytes() == b.obs.tobytes() and a.next_obs.tobytes() == b.next_obs.tobytes()
+    held, grown = len(buffer), after - before
+    print(
+        f"\n--fill {transitions:,} ({game}, live, random actions, {seconds:.0f} s): {held:,} held, nbytes "
+        f"{buffer.nbytes / held:,.0f} B a transition; resident memory +{grown / 1e9:.3f} GB ({grown / held:,.0f} B a "
+        f"transition), peak RSS {peak / 1e9:.3f} GB; add {figures['add_us']:,.0f} µs CPU a pool step; save "
+        f"{figures['save_seconds']:.1f} s, {figures['file_bytes'] / 1e9:.3f} GB; load {figures['load_seconds']:.1f} s"
+    )
+    return figures
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--envs", type=count, default=8, help="envs of the pools and the buffers (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--record-steps",
-        type=count,
-        default=12_500,
-        help="pool steps of each game's recording (default: %(default)s: 100,000 transitions of 8 envs)",
-    )
-    parser.add_argument(
-        "--games",
-        nargs="+",
-        choices=list(PLAYS),
-        default=list(PLAYS),
-        help="the recordings of the bytes table; the first also feeds the speed test (default: all)",
-    )
-    parser.add_argument(
-        "--checkpoint",
-        default="runs/Breakout-1/checkpoint.pt",
-        help="the checkpoint whose agent plays Breakout-trained (default: %(default)s)",
-    )
-    parser.add_argument("--recordings", default="", help="a directory to keep the recordings in (default: none)")
-    parser.add_argument(
-        "--transitions",
-        type=count,
-        default=40_000,
-        help="transitions the speed test's buffers hold (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--rounds", type=count, default=5, help="alternating rounds of the speed test (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--batches", type=count, default=200, help="sample(32) calls per buffer per round (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--add-steps", type=count, default=2000, help="pool steps of the add test (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--fill",
-        type=integer,
-        default=0,
-        help="also fill a zstd FrameReplay of this many transitions (default: 0: none)",
-    )
-    parser.add_argument("--fill-game", default="MsPacman", help="the game --fill plays (default: %(default)s)")
-    parser.add_argument(
+    parser = common.parser(__doc__)
+    add = parser.add_argument
+    parts = ["bytes", "sample", "add", "peers"]
+    add(
         "--only",
         nargs="*",
-        choices=["bytes", "sample", "add"],
-        default=["bytes", "sample", "add"],
-        help="which of the tables to print; none (--only alone): only --fill's (default: all)",
+        choices=parts,
+        default=parts[:3],
+        help="the parts, none: --fill (default: bytes sample add)",
     )
-    parser.add_argument(
-        "--torch-threads",
-        type=count,
-        default=1,
-        help="torch's intra-op threads (see the docstring) (default: %(default)s)",
-    )
+    add("--envs", type=count, default=8, help="envs of the pools and buffers (default: %(default)s)")
+    add("--games", nargs="+", choices=list(PLAYS), default=list(PLAYS), help="the recordings, in order (default: all)")
+    add("--record-steps", type=count, default=12_500, help="pool steps of each recording (default: %(default)s)")
+    add("--checkpoint", default="runs/Breakout-1/checkpoint.pt", help="Breakout-trained's (default: %(default)s)")
+    add("--recordings", default="", help="a directory to keep the recordings in (default: none)")
+    add("--transitions", type=count, default=40_000, help="transitions of the sample part (default: %(default)s)")
+    add("--peer-transitions", type=count, default=10_000, help="transitions of the peers part (default: %(default)s)")
+    add("--rounds", type=count, default=5, help="alternating rounds of sample (default: %(default)s)")
+    add("--batches", type=count, default=200, help="sample(32) calls per round (default: %(default)s)")
+    add("--add-steps", type=count, default=2000, help="pool steps of the add part (default: %(default)s)")
+    add("--fill", type=integer, default=0, help="transitions to fill (default: 0: no --fill)")
+    add("--fill-game", default="MsPacman", help="the game --fill plays (default: %(default)s)")
+    add("--torch-threads", type=count, default=1, help="torch's intra-op threads (default: 1)")
     return parser
 
 
-def main() -> None:
-    args = build_parser().parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(args.torch_threads)
-    if "bytes" in args.only or "sample" in args.only:
-        plays = {
-            name: record(name, args.envs, args.record_steps, args.checkpoint, args.recordings) for name in args.games
-        }
+    print(common.describe_machine())
+    figures: dict[str, Any] = {}
+    plays = {name: record(name, args) for name in args.games} if {"bytes", "sample", "peers"} & set(args.only) else {}
     if "bytes" in args.only:
-        memory_table(plays)
+        sb3 = {f"SB3 ReplayBuffer optimize_memory_usage={o}": sb3_buffer(80_000, args.envs, o) for o in (True, False)}
+        figures["bytes"] = bytes_table(
+            plays, lambda play: {**{f"FrameReplay {c}": ours(play, c) for c in COMPRESSIONS}, **sb3}
+        )
     if "sample" in args.only:
-        speed_table(next(iter(plays.values())), args.transitions, args.rounds, args.batches)
+        play, transitions = next(iter(plays.values())), args.transitions
+        buffers: dict[str, Buffer] = {f"FrameReplay {c}": ours(play, c, transitions) for c in COMPRESSIONS}
+        for optimize, name in ((False, SB3), (True, f"{SB3} (optimize_memory_usage=True)")):
+            buffers[name] = filled(sb3_buffer(transitions, args.envs, optimize), play, transitions)
+        figures["sample"] = sample_times(buffers, args.rounds, args.batches)
+    if "peers" in args.only:
+        figures["peers_bytes"] = bytes_table(plays, lambda play: their_buffers(play, args.peer_transitions))
+        first = their_buffers(next(iter(plays.values())), args.peer_transitions)
+        figures["peers_sample"] = sample_times(first, args.rounds, args.batches)
     if "add" in args.only:
-        add_table(args.envs, args.add_steps)
+        figures["add"] = add_table(args.envs, args.add_steps)
     if args.fill:
-        fill(args.fill, args.envs, args.fill_game)
+        figures["fill"] = fill(args.fill, args.envs, args.fill_game)
+    common.save(__file__, args, figures, argv)
 
 
 if __name__ == "__main__":

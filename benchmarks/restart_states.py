@@ -3,39 +3,22 @@ ALE's reset again?
 
     python benchmarks/restart_states.py [--resets 1000] [--histories 200] [--plays 3000] [--games Breakout Pong]
 
-ALE's ``reset_game`` resets the console and then emulates about 70 frames (60 NOOP frames, two soft resets, the
-ROM's starting actions): ~3.9 ms, as much CPU as 15 plays. In many games it always ends in the same state, and a
-`Game` of one of `atari_game.game.FIXED_RESTART_GAMES` restores that state, saved at its first restart, instead
-(~20 µs). Three things could make that inexact:
+ALE's ``reset_game`` emulates about 70 frames (~3.9 ms); a `Game` of `atari_game.game.FIXED_RESTART_GAMES` restores
+instead the state its first restart reached (~20 µs). That is exact only where a reset's outcome depends neither on
+the console's generator (the RIOT timer's start, RAM a cartridge fills) nor on the game before (the RIOT's RAM, which
+a reset leaves as it was), and where what ALE's state leaves out (the TIA's frame buffers; in ale-py 0.12.1 its flag
+of a frame cut short) does not show. For each game (default mode and difficulty, no sticky actions) it checks:
 
-- what a reset reaches can depend on the console's own generator (not ALE's environment generator, which only
-  sticky actions and Adventure's restarts read): a reset starts the RIOT's timer at 25 + a draw % 75, and
-  cartridges with RAM of their own fill it with draws;
-- and on the game before it: a reset does not clear the RIOT's 128 bytes of RAM (it resets the processor, the TIA,
-  the timer and the cartridge's bank); a game's own start-up code may or may not, and may keep some (a high score);
-- a restore leaves what ALE's state does not hold as the game before left it: the TIA's two frame buffers (a frame
-  that does not draw every row shows rows of the one before the last) and, in ale-py 0.12.1, the TIA's flag of a
-  frame cut short (ALE's fix #732 came after it).
+1. *states*: `--resets` restarts from random RAM, then `AFTER_PLAY` after up to `PLAY_FRAMES` frames of random play,
+   must all reach one state (ALE's ``cloneState`` without the generators and its count of frames);
+2. *histories*: two emulators that played `--histories` times different random games (up to `HISTORY_FRAMES`
+   frames), restored to that state, must show the same screens for `FRAMES_AFTER` random frames;
+3. *plays*: a restoring Game and an emulating one, same seed and actions, `--plays` plays with each of `OPTIONS`,
+   must give the same observations, rewards, ends, episode statistics and lives.
 
-For each game (its default mode and difficulty, no sticky actions) this checks all three, then the whole:
-
-1. *states*: `--resets` restarts, each from RAM set to random bytes (any history a game could leave there; in 1,000
-   restarts some of the timer's 75 start values goes undrawn with probability 1e-4), then `AFTER_PLAY` restarts each
-   after up to `PLAY_FRAMES` frames of random play (what a game writes to keep across restarts, as its high score):
-   every restart must reach one state (ALE's ``cloneState`` without the environment generator, with the console's
-   generator and ALE's count of frames left out: nothing but a reset reads the one, nothing at all the other);
-2. *histories*: two emulators play `--histories` times different random games (up to `HISTORY_FRAMES` frames, to a
-   game over at most), restore the state a restart reaches, and play the same `FRAMES_AFTER` random frames: every
-   screen must be equal;
-3. *plays*: a Game that restores its saved state against one that emulates every restart, with the same seed and
-   random actions, for `--plays` plays with each of `OPTIONS`: every observation, reward, end of episode, episode
-   statistics and lives count must agree.
-
-It prints the games that pass, under whatever ale-py release is installed (restoring as if the release were checked).
-`FIXED_RESTART_GAMES` must name only games printed; run it again with each new ale-py release, then add the release
-to `atari_game.game.FIXED_RESTART_CHECKED_ON` (Games restore their restarts only under the releases listed there).
-It rests on samples: a game could still keep something across restarts that only a state random play never reaches
-sets.
+It prints the games that pass under the ale-py installed (restoring as if it were checked) and writes them as
+common.py says. `FIXED_RESTART_GAMES` must name only games printed: run it with each new ale-py release, then add the
+release to `FIXED_RESTART_CHECKED_ON`. It rests on samples: a state random play never reaches could still differ.
 """
 
 from __future__ import annotations
@@ -46,11 +29,12 @@ from typing import Any
 from unittest import mock
 
 import ale_py
+import common
 import numpy as np
 
 from atari_game import Game, game, list_games
+from atari_game.arguments import count, game_name
 from atari_game.benchmark import bare_emulator
-from atari_game.cli import count, game_name
 from atari_game.game import RAM_SIZE, resolve_game
 
 AFTER_PLAY, PLAY_FRAMES = 50, 3000
@@ -161,39 +145,23 @@ def first_difference(name: str, resets: int, histories: int, plays: int) -> str 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--resets",
-        type=count,
-        default=1000,
-        help="restarts from random RAM per game, check 1 (the timer's 75 values) (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--histories",
-        type=count,
-        default=200,
-        help="restores after two different games, check 2 (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--plays", type=count, default=3000, help="agent steps with each of OPTIONS, check 3 (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--games",
-        nargs="+",
-        type=game_name,
-        default=list_games(),
-        help=f"the games to check (default: all {len(list_games())})",
-    )
+    parser = common.parser(__doc__)
+    add = parser.add_argument
+    add("--resets", type=count, default=1000, help="restarts from random RAM, check 1 (default: %(default)s)")
+    add("--histories", type=count, default=200, help="restores after two games, check 2 (default: %(default)s)")
+    add("--plays", type=count, default=3000, help="agent steps with each of OPTIONS, check 3 (default: %(default)s)")
+    games = list_games()
+    add("--games", nargs="+", type=game_name, default=games, help=f"the games (default: all {len(games)})")
     return parser
 
 
-def main() -> None:
-    args = build_parser().parse_args()
-    fixed = []
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    fixed, found = [], {}
     for name in args.games:
-        where = first_difference(name, args.resets, args.histories, args.plays)
-        print(f"{name}: {where or 'one state'}", flush=True)
-        if not where:
+        where = found[name] = first_difference(name, args.resets, args.histories, args.plays) or "one state"
+        print(f"{name}: {where}", flush=True)
+        if where == "one state":
             fixed.append(resolve_game(name))
     wrongly_listed = sorted((game.FIXED_RESTART_GAMES & set(map(resolve_game, args.games))) - set(fixed))
     print(
@@ -203,6 +171,8 @@ def main() -> None:
         f"in FIXED_RESTART_GAMES but not printed: {', '.join(wrongly_listed) or 'none'}; "
         f"FIXED_RESTART_CHECKED_ON: {', '.join(game.FIXED_RESTART_CHECKED_ON)}"
     )
+    figures = {"games": found, "one_state": fixed, "restoring": len(fixed), "wrongly_listed": wrongly_listed}
+    common.save(__file__, args, figures, argv)
 
 
 if __name__ == "__main__":

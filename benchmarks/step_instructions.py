@@ -1,17 +1,15 @@
 """Instructions per agent step of one game, counted by valgrind's callgrind: ours against ale-py's C++ vector env
-and a bare ALE loop. Counts do not drift with the machine's load as timings do, so they show what a change to
-the per-step code costs.
+and a bare ALE loop. Counts do not drift with the machine's load as timings do, so they show what a change to the
+per-step code costs.
 
     python benchmarks/step_instructions.py --steps 400        # needs valgrind (apt install valgrind)
 
-Each system plays Breakout with the throughput benchmark's settings and the same random actions, in a process of
-its own under callgrind, for S and then 2S agent steps; (count(2S) - count(S)) / S is the cost of one agent step
-without the start-up. The systems:
-
-- ``game``: atari_game's `Game.play` into an observation row, as a pool worker runs it;
-- ``ale-vector``: ale-py's `AtariVectorEnv` with one env and one thread (its C++ preprocessing);
-- ``bare-ale``: the least any Python pool must do: 4 `act` calls, the last two screens read in grayscale, their
-  max, a shift of the stack and one 84x84 area resize, with nothing else (no statistics, no checks).
+Each system plays Breakout with the throughput benchmark's settings and the same random actions, in a process of its
+own under callgrind, for S and then 2S agent steps: (count(2S) - count(S)) / S is one agent step without the start-up.
+``game`` is atari_game's `Game.play` into an observation row, as a pool worker runs it; ``ale-vector`` ale-py's
+`AtariVectorEnv` with one env and one thread; ``bare-ale`` the least any Python pool must do (4 `act` calls, the last
+two grayscale screens, their max, a shift of the stack, one 84x84 area resize). It prints each system's count and
+writes them as common.py says.
 """
 
 from __future__ import annotations
@@ -23,9 +21,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import common
 import numpy as np
 
-from atari_game import cli
+from atari_game import arguments
 from atari_game.benchmark import FRAME_SKIP, MAX_FRAMES, OUR_GAME, ale_vector_env, bare_emulator
 
 SYSTEMS = ("game", "ale-vector", "bare-ale")
@@ -77,26 +76,26 @@ def count(system: str, steps: int, directory: Path) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--steps", type=cli.count, default=400, help="S: each system runs S and 2S agent steps (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS), help="the systems to count (default: all)"
-    )
-    parser.add_argument("--play", choices=SYSTEMS, help=argparse.SUPPRESS)  # the counted process
+    parser = common.parser(__doc__)
+    add = parser.add_argument
+    add("--steps", type=arguments.count, default=400, help="S: each runs S and 2S agent steps (default: %(default)s)")
+    add("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS), help="the systems to count (default: all)")
+    add("--play", choices=SYSTEMS, help=argparse.SUPPRESS)  # the counted process
     return parser
 
 
-def main() -> None:
-    args = build_parser().parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     if args.play:
         return play(args.play, args.steps)
     print(f"Instructions per agent step, Breakout (callgrind, {args.steps} and {2 * args.steps} steps)")
+    figures = {}
     with tempfile.TemporaryDirectory() as directory:
         for system in args.systems:
             low, high = (count(system, steps, Path(directory)) for steps in (args.steps, 2 * args.steps))
-            print(f"{system:12} {(high - low) / args.steps:12,.0f}", flush=True)
+            figures[system] = (high - low) / args.steps
+            print(f"{system:12} {figures[system]:12,.0f}", flush=True)
+    common.save(__file__, args, figures, argv)
 
 
 if __name__ == "__main__":

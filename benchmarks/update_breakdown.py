@@ -4,15 +4,11 @@
     python benchmarks/update_breakdown.py --algo dqn --steps 12000 --learning-starts 2000 --rounds 2
     python benchmarks/update_breakdown.py --algo dqn --precision fp32 --compression none zstd --rounds 3
 
-Runs atari_game's trainer in this process (defaults, Breakout) once per precision (and, for DQN, per replay
-compression) and round, alternating, with a
-timer wrapped around each call that makes up its work, by phase (PPO: rollout, learn; DQN: act, learn, and the
-loop around them): the networks (inference while acting, forward passes while learning), ``backward``, the
-optimizer (PPO's gradient clipping and Adam's step), sampling the replay memory and storing transitions (DQN),
-waiting for the envs (the pool's send and recv), and the rest of each phase (PPO: the rollout's bookkeeping; GAE,
-the minibatches' gathers and the losses; DQN: the TD target's arithmetic). Each line is milliseconds of wall time
-per 1,000 agent steps, summed over the rounds' runs (from learning's start on, for DQN). Absolute numbers belong to
-the machine: compare the columns.
+Runs atari_game's trainer (defaults, Breakout) in this process once per precision (DQN: and replay compression) and
+round, alternating, with a timer around each call of its work, by phase (PPO: rollout, learn; DQN: act, learn, the
+loop): the networks, ``backward``, the optimizer, the replay memory's sample and add, waiting for the envs (the pool's
+send and recv), and each phase's rest. Each line is ms of wall time per 1,000 agent steps (DQN: from learning's start
+on), summed over the rounds, printed and written as common.py says. Compare the columns: the numbers are the machine's.
 """
 
 from __future__ import annotations
@@ -24,13 +20,14 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+import common
 import torch
-from ppo_speed import add_precision_argument
 
 from atari_game import dqn, ppo
-from atari_game.cli import count
+from atari_game.arguments import count
 from atari_game.pool import GamePool
 from atari_game.replay import FrameReplay
+from atari_game.training import PRECISIONS
 
 
 class Clock:
@@ -74,8 +71,8 @@ class Clock:
 def instrument_ppo(clock: Clock) -> None:
     clock.wrap(ppo, "collect", "total", phase="rollout")
     clock.wrap(ppo, "learn", "total", phase="learn")
-    clock.wrap(GamePool, "send", "env steps (send, recv)")
-    clock.wrap(GamePool, "recv", "env steps (send, recv)")
+    for name in ("send", "recv"):
+        clock.wrap(GamePool, name, "env steps (send, recv)")
     for name in ("act", "value"):
         clock.wrap(ppo.Agent, name, "the network")  # inference in the rollout, the forward pass in learn
     clock.wrap(torch.Tensor, "backward", "backward")
@@ -86,8 +83,8 @@ def instrument_ppo(clock: Clock) -> None:
 def instrument_dqn(clock: Clock) -> None:
     clock.wrap(dqn, "choose_actions", "total", phase="act")
     clock.wrap(dqn, "gradient_step", "total", phase="learn")
-    clock.wrap(GamePool, "send", "env steps (send, recv)")
-    clock.wrap(GamePool, "recv", "env steps (send, recv)")
+    for name in ("send", "recv"):
+        clock.wrap(GamePool, name, "env steps (send, recv)")
     clock.wrap(FrameReplay, "add", "storing transitions")
     clock.wrap(FrameReplay, "sample", "sampling the memory")
     clock.wrap(dqn.QNetwork, "forward", "the networks")  # the Q-network acting; the Q and target networks learning
@@ -104,36 +101,20 @@ def instrument_dqn(clock: Clock) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algo", choices=("ppo", "dqn"), default="ppo", help="the trainer (default: %(default)s)")
-    parser.add_argument(
-        "--updates", type=count, default=8, help="PPO: updates per run, 1,024 agent steps each (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--steps", type=count, default=12_000, help="DQN: transitions (agent steps) per run (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--learning-starts",
-        type=count,
-        default=2_000,
-        help="DQN: transitions before the first gradient step; the table counts from there (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--rounds", type=count, default=2, help="rounds of one run per precision (default: %(default)s)"
-    )
-    add_precision_argument(parser, "the trainer's --precision, one run each per round")
-    parser.add_argument(
-        "--compression",
-        choices=dqn.COMPRESSIONS,
-        nargs="+",
-        default=["zstd"],
-        help="DQN: the replay memory's --compression, one run each per round and precision (default: zstd)",
-    )
+    parser = common.parser(__doc__)
+    add = parser.add_argument
+    add("--algo", choices=("ppo", "dqn"), default="ppo", help="the trainer (default: %(default)s)")
+    add("--updates", type=count, default=8, help="PPO: updates per run, 1,024 agent steps each (default: %(default)s)")
+    add("--steps", type=count, default=12_000, help="DQN: transitions (agent steps) per run (default: %(default)s)")
+    add("--learning-starts", type=count, default=2_000, help="DQN: the table's start (default: %(default)s)")
+    add("--rounds", type=count, default=2, help="rounds of one run per precision (default: %(default)s)")
+    add("--precision", nargs="+", choices=PRECISIONS, default=["fp32", "bf16"], help="columns (default: fp32 bf16)")
+    add("--compression", choices=dqn.COMPRESSIONS, nargs="+", default=["zstd"], help="DQN: columns (default: zstd)")
     return parser
 
 
-def main() -> None:
-    args = build_parser().parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     clock = Clock()
     (instrument_ppo if args.algo == "ppo" else instrument_dqn)(clock)
     compressions = args.compression if args.algo == "dqn" else ["none"]
@@ -167,11 +148,13 @@ def main() -> None:
     columns = list(tables)
     print(f"\n{args.algo.upper()}, Breakout, ms of wall time per 1,000 agent steps ({args.rounds} runs each):")
     print(f"{'':48}" + "".join(f"{column:>12}" for column in columns))
+    figures: dict[str, dict[str, float]] = {column: {} for column in columns}
     for line in [*lines, "total"]:  # (the time outside the timed calls, logging and checkpoints, is not in it)
-        values = [sum(tables[c].values()) if line == "total" else tables[c].get(line, 0.0) for c in columns]
-        print(
-            f"{line:48}" + "".join(f"{1000 * 1000 * v / steps[c]:12.1f}" for v, c in zip(values, columns, strict=True))
-        )
+        for column in columns:
+            seconds = sum(tables[column].values()) if line == "total" else tables[column].get(line, 0.0)
+            figures[column][line] = 1000 * 1000 * seconds / steps[column]
+        print(f"{line:48}" + "".join(f"{figures[column][line]:12.1f}" for column in columns))
+    common.save(__file__, args, figures, argv)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,14 @@
-"""The benchmark scripts read both trainers' outputs right and fit the parent's costs right (the runs themselves
-are too long for CI)."""
+"""The benchmark scripts at tiny sizes (the runs themselves are too long for CI): they read both trainers' outputs
+right, write their figures where a later run compares against them, refuse what they lack by name, and keep to the
+commands the docs give."""
 
 import argparse
+import ast
+import importlib
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import types
@@ -11,31 +16,99 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
+import common
 import dqn_final_agents
-import dqn_learning
-import dqn_speed
-import mechanisms
 import numpy as np
-import parent_cpu
-import ppo_learning
-import ppo_speed
-import precision_learning
+import pool_versus
 import pytest
+import replay_memory
 import restart_states
-import sync_breakdown
+import step_instructions
 import torch
+import trainers
 import update_breakdown
 from torch import nn
 
 from atari_game import Game, GamePool
-from atari_game.benchmark import game_options_json, our_game
+from atari_game.benchmark import OUR_GAME, game_options_json
 from atari_game.dqn import Config
-from atari_game.pool_worker import GameBlock
 from atari_game.training import game_options
-from atari_game.worker import available_cores
+
+ROOT = Path(__file__).parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+SCRIPTS = sorted(path.stem for path in BENCHMARKS.glob("*.py") if path.stem != "common")
+
+
+def parse(script: str, *arguments: str):
+    """`arguments` parsed by `script`'s command line."""
+    return importlib.import_module(script).build_parser().parse_args(list(arguments))
+
+
+# --- the suite -------------------------------------------------------------------------------------------------
+
+
+def doc_commands() -> list[tuple[str, str, list[str]]]:
+    """Every ``python benchmarks/X.py ...`` command the docs and the README give: (page, script, its arguments)."""
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = " ".join(page.read_text().split())  # a command may wrap across the page's lines
+        for script, arguments in re.findall(r"`(?:sudo )?python benchmarks/(\w+)\.py([^`]*)`", text):
+            found.append((str(page.relative_to(ROOT)), script, shlex.split(arguments)))
+    return found
+
+
+def test_every_script_is_cited_by_the_docs_and_every_cited_command_parses():
+    commands = doc_commands()
+    assert {script for _, script, _ in commands} - {"common"} == set(SCRIPTS)  # no script the docs do not cite
+    for page, script, arguments in commands:
+        assert (BENCHMARKS / f"{script}.py").is_file(), f"{page} cites benchmarks/{script}.py, which is gone"
+        try:
+            parse(script, *arguments)
+        except SystemExit:
+            pytest.fail(f"{page}: python benchmarks/{script}.py {shlex.join(arguments)} does not parse")
+
+
+def test_no_script_imports_another_and_each_says_its_command_and_what_it_writes():
+    for script in SCRIPTS:
+        source = (BENCHMARKS / f"{script}.py").read_text()
+        tree = ast.parse(source)
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}  # fmt: skip
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert imported & set(SCRIPTS) == set(), f"{script} imports another script"
+        doc = ast.get_docstring(tree)
+        assert f"python benchmarks/{script}.py" in doc and "common.py" in doc, script
+        assert not re.search(r"default=[\"'](/work|/root|/home)", source), f"{script}: a machine's path as a default"
+
+
+def test_a_results_file_holds_the_command_machine_versions_and_figures(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(common, "BENCHMARKS", tmp_path)
+    args = common.parser("x").parse_args([])
+    path = common.save("benchmarks/learn_step.py", args, {"a": {"ms": np.float64(2.0)}, "n": 3}, ["--repeats", "3"])
+    assert path.parent == tmp_path / "results" and re.fullmatch(r"learn_step-[a-z0-9-]+-\d+c-[\d-]+\.json", path.name)
+    results = json.loads(path.read_text())
+    assert results["command"] == "python benchmarks/learn_step.py --repeats 3"
+    assert results["machine"]["cores"] >= 1 and isinstance(results["machine"]["cpu_flags"], list)
+    assert {"numpy", "ale-py"} <= set(results["versions"]) and results["figures"] == {"a": {"ms": 2.0}, "n": 3}
+    assert f"figures: {path}" in capsys.readouterr().out
+
+
+def test_compare_prints_each_figures_ratio_to_an_earlier_run(tmp_path, capsys):
+    old = tmp_path / "old.json"
+    common.save("x.py", common.parser("x").parse_args(["--out", str(old)]), {"rate": 100.0, "runs": [{"ms": 4.0}]}, [])
+    args = common.parser("x").parse_args(["--out", str(tmp_path / "new.json"), "--compare", str(old)])
+    common.save("x.py", args, {"rate": 125.0, "runs": [{"ms": 2.0}], "label": "text"}, [])
+    out = capsys.readouterr().out
+    assert "rate: 125 / 100 = 1.250x" in out and "runs/0/ms: 2 / 4 = 0.500x" in out and "label" not in out
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "common.py"), str(old), str(tmp_path / "new.json")],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert "rate: 125 / 100 = 1.250x" in done.stdout
+
+
+# --- trainers.py ---------------------------------------------------------------------------------------------
 
 # What CleanRL's ppo_atari.py prints: one line per finished game (its return is an array), SPS every update.
-FAKE_CLEANRL = """
+FAKE_CLEANRL_PPO = """
 import sys
 assert sys.argv[1:] == ["--env-id", "BreakoutNoFrameskip-v4", "--seed", "3", "--total-timesteps", "2048"], sys.argv
 print("global_step=96, episodic_return=[2.]")
@@ -43,22 +116,190 @@ print("SPS: 180")
 print("global_step=1800, episodic_return=[11.]")
 print("SPS: 175")
 """
+# What dqn_atari.py prints: a line per whole game, and past learning_starts "SPS" every 100 steps.
+FAKE_CLEANRL_DQN = """
+import sys
+expected = ["--env-id", "BreakoutNoFrameskip-v4", "--seed", "3", "--total-timesteps", "1000", "--buffer-size", "1000",
+            "--learning-starts", "200", "--exploration-fraction", "0.4"]
+assert sys.argv[1:] == expected, sys.argv
+print("global_step=150, episodic_return=[1.]")
+print("SPS: 300")  # global_step 300: 1 s
+print("SPS: 200")  # global_step 400: 2 s
+print("global_step=420, episodic_return=[4.]")
+print("SPS: 125")  # global_step 500: 4 s
+"""
 
 
-def test_cleanrl_games_and_speed_are_read_from_its_output(tmp_path):
-    script = tmp_path / "ppo_atari.py"
-    script.write_text(FAKE_CLEANRL)
-    run = ppo_speed.cleanrl(sys.executable, str(script), updates=2, seed=3)
+def fake_cleanrl(tmp_path: Path, algo: str, source: str) -> tuple[str, str]:
+    script = tmp_path / "checkout" / "cleanrl" / f"{algo}_atari.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(source)
+    return sys.executable, str(script)
+
+
+def test_cleanrl_ppo_is_launched_unmodified_and_read_from_its_output(tmp_path):
+    args = parse("trainers", "--algo", "ppo", "--frames", "8192")
+    run = trainers.trained("CleanRL", 3, args, tmp_path / "run", fake_cleanrl(tmp_path, "ppo", FAKE_CLEANRL_PPO))
     # Its global_step counts agent steps: 4 emulator frames each. The last SPS is the run's.
-    assert run == ppo_speed.Run(175.0, [(384, 2.0), (7200, 11.0)])
+    assert (run.steps_per_s, run.learning_steps_per_s, run.games) == (175.0, 175.0, [(384, 2.0), (7200, 11.0)])
+    assert run.peak_rss_mb > 0 and (tmp_path / "run" / "peak_rss_mb.txt").is_file()
 
 
-def test_learning_report_gives_first_and_last_twenty_and_each_100k(capsys):
+def test_cleanrl_dqn_is_launched_with_the_settings_and_read_from_its_output(tmp_path):
+    args = parse("trainers", "--algo", "dqn", "--frames", "4000", "--buffer-size", "1000", "--learning-starts", "200")
+    run = trainers.trained("CleanRL", 3, args, tmp_path / "run", fake_cleanrl(tmp_path, "dqn", FAKE_CLEANRL_DQN))
+    # The last SPS is end to end; from learning starts on, 200 steps (300 to 500) took 3 s.
+    assert (run.steps_per_s, run.learning_steps_per_s) == (125.0, pytest.approx(200 / 3))
+    assert run.games == [(600, 1.0), (1680, 4.0)]
+
+
+PROGRESS = [
+    "frames,seconds,game_return,game_length,epsilon,frames_per_second,act_seconds,env_seconds,store_seconds,learn_seconds",
+    "400,1.0,,,0.5,400,0.25,0.25,0.125,0.5",
+    "440,,3.0,120,,,,,,",
+    "800,3.0,,,0.01,266.7,0.125,0.125,0.125,1.75",
+    "1200,5.0,,,0.01,240,0.125,0.125,0.125,1.75",
+]
+
+
+def test_our_run_is_read_from_its_progress_csv_and_reported(tmp_path, capsys):
+    (tmp_path / "progress.csv").write_text("\n".join(PROGRESS) + "\n")
+    run = trainers.read_progress(tmp_path / "progress.csv", learning_starts=200)  # 800 frames on: 100 steps in 2 s
+    assert run == trainers.Run(60.0, 50.0, [(440, 3.0)], seconds={"act": 0.5, "env": 0.5, "store": 0.375, "learn": 4.0})
+    run.peak_rss_mb = 2_345.6
+    trainers.report("x", run, 300_000, "dqn")
+    assert capsys.readouterr().out == (
+        "x: 1 games; mean of the first 20 3.00, of the last 20 3.00; per 100k frames: 3.0, nan, nan; 60 agent steps/s "
+        "(50 from learning starts on); peak RSS 2,346 MB; wall time act 9 %, env 9 %, store 7 %, learn 74 %\n"
+    )
+
+
+def test_the_report_gives_first_and_last_twenty_and_each_100k(capsys):
     games = [(10_000 * k, float(k)) for k in range(1, 31)]  # returns 1..30 at 10k..300k frames
-    ppo_learning.report("x", ppo_speed.Run(250.0, games), frames=300_000)
+    figures = trainers.report("x", trainers.Run(250.0, 250.0, games), 300_000, "ppo")
     line = capsys.readouterr().out
     assert "30 games; mean of the first 20 10.50, of the last 20 20.50" in line
-    assert "per 100k frames: 5.5, 15.5, 25.5" in line and "250 agent steps/s" in line
+    assert "per 100k frames: 5.5, 15.5, 25.5" in line and "250 agent steps/s" in line and "learning" not in line
+    assert (figures["first_20"], figures["last_20"], figures["per_100k"]) == (10.5, 20.5, [5.5, 15.5, 25.5])
+
+
+@pytest.mark.parametrize("rainbow_lite", [False, True])
+def test_our_dqn_runs_as_cleanrl_or_with_its_rainbow_lite_switches_in_the_sides_precision(tmp_path, rainbow_lite):
+    args = parse("trainers", "--algo", "dqn", "--torch-threads", "1", *(["--rainbow-lite"] * rainbow_lite))
+    command = trainers.command("bf16", 2, args, tmp_path, None)
+    assert ("--cleanrl" in command) != rainbow_lite and "--no-save-memory" in command
+    for flag, value in {"--precision": "bf16", "--torch-threads": "1", "--buffer-size": "250000", "--seed": "2",
+                        "--total-frames": "1000000", "--exploration-fraction": "0.4"}.items():  # fmt: skip
+        assert command[command.index(flag) + 1] == value
+    assert "--torch-threads" not in trainers.command("atari_game", 2, parse("trainers"), tmp_path, None)  # PPO's
+
+
+def fake_runs(runs: list, tmp_path: Path):
+    """A run_child that leaves what each trainer would, its returns and speeds set by the side and the seed."""
+
+    def run_child(command, output, cwd=None):
+        seed = int(command[command.index("--seed") + 1])
+        if "-c" in command:  # CleanRL's, at 100 agent steps/s
+            games = "".join(f"global_step={1000 * k}, episodic_return=[{10 + 2 * seed}.]\n" for k in range(1, 25))
+            output.write_text(games + "SPS: 100\n")
+        else:  # ours, 2.5 times as fast; bf16 a point lower
+            run_dir = Path(command[command.index("--run-dir") + 1])
+            ret = 12 + seed - ("bf16" in command)
+            rows = [f"{4000 * k},,{ret},100,," for k in range(1, 25)] + ["100000,40.0,,,1000"]
+            (run_dir / "progress.csv").write_text("frames,seconds,game_return,game_length,frames_per_second\n"
+                                                  + "\n".join(rows) + "\n")  # fmt: skip
+        runs.append(command)
+        return 1000.0
+
+    return run_child
+
+
+def test_trainers_runs_every_side_per_seed_and_compares_them(tmp_path, monkeypatch, capsys):
+    runs = []
+    monkeypatch.setattr(trainers, "run_child", fake_runs(runs, tmp_path))
+    python, script = fake_cleanrl(tmp_path, "ppo", "")
+    out = tmp_path / "results.json"
+    given = ["--frames", "100000", "--seeds", "1", "2", "--run-dir", str(tmp_path / "runs"), "--out", str(out)]
+    trainers.main([*given, "--cleanrl-python", python, "--cleanrl-script", script])
+    printed = capsys.readouterr().out
+    assert len(runs) == 4 and [run[0] for run in runs] == [sys.executable, python, python, sys.executable]  # turns
+    assert "atari_game, mean of 2: last 20 13.5 (13.0 / 14.0)" in printed
+    assert "atari_game / CleanRL, agent steps/s, seed by seed: 2.50x (2.50-2.50, 2/2)" in printed
+    assert "last 20, atari_game - CleanRL: +0.5 (standard error 1.1; within one standard error)" in printed
+    figures = json.loads(out.read_text())["figures"]
+    assert figures["means"]["CleanRL"]["steps_per_s"] == 100 and figures["difference"]["difference"] == 0.5
+    # Again: every run finished there, so each is read, none run again; no CleanRL needed for the given last side.
+    trainers.main([*given, "--sides", "atari_game", "CleanRL", "--given-last-20", "10", "12"])
+    given_line = (
+        "last 20, atari_game - CleanRL: +2.5 (standard error 1.1; not within one standard error) (CleanRL's as given)"
+    )
+    assert len(runs) == 4 and given_line in capsys.readouterr().out
+
+
+def test_a_precision_side_against_another(tmp_path, monkeypatch, capsys):
+    runs = []
+    monkeypatch.setattr(trainers, "run_child", fake_runs(runs, tmp_path))
+    trainers.main(["--frames", "100000", "--sides", "bf16", "fp32", "--seeds", "1", "2", "--out", str(tmp_path / "r")])
+    assert [run[run.index("--precision") + 1] for run in runs] == ["bf16", "fp32", "fp32", "bf16"]
+    assert "last 20, bf16 - fp32: -1.0 (standard error 0.7; not within one standard error)" in capsys.readouterr().out
+
+
+def test_cleanrl_left_unnamed_is_refused_naming_the_flag_and_the_variable(monkeypatch, capsys):
+    monkeypatch.delenv("CLEANRL_PYTHON", raising=False)
+    monkeypatch.delenv("CLEANRL_DIR", raising=False)
+    with pytest.raises(SystemExit):
+        trainers.main(["--algo", "dqn"])
+    assert "pass --cleanrl-python PATH or set CLEANRL_PYTHON" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        trainers.main(["--cleanrl-python", sys.executable])
+    assert "pass --cleanrl-script PATH or set CLEANRL_DIR" in capsys.readouterr().err
+    monkeypatch.setenv("CLEANRL_PYTHON", "/nowhere/python")
+    with pytest.raises(SystemExit):
+        dqn_final_agents.main(["--ours", "x.pt", "--cleanrl-script", __file__])
+    assert "--cleanrl-python /nowhere/python: no such file" in capsys.readouterr().err
+
+
+# --- the pool ------------------------------------------------------------------------------------------------
+
+
+def test_pool_versus_compares_a_revision_exported_from_git_with_this_checkout(tmp_path):
+    pool_versus.export("HEAD", tmp_path)
+    assert (tmp_path / "atari_game" / "pool.py").is_file()
+    for source in (tmp_path, common.REPO):  # each side imports its own package, or run_side refuses
+        for loop in pool_versus.LOOPS:
+            result = pool_versus.run_side(source, loop, 2, 0.2, {**OUR_GAME, "n_workers": 1}, None, None)
+            assert result["package"] == str(source / "atari_game")
+            assert result["user_us"] + result["system_us"] > 0 and result["steps_per_s"] > 0
+
+
+def test_pool_versus_switches_each_mechanism_off_in_a_process_of_its_own(tmp_path, capsys):
+    for mechanism in pool_versus.MECHANISMS:
+        assert pool_versus.run_side(common.REPO, "sync", 2, 0.2, {**OUR_GAME, "game": "Pong"}, mechanism, None)
+    assert GamePool._step_all is not GamePool._step_each  # this process keeps them all
+    pool_versus.main(["--without", "the-watch", "--envs", "2", "--rounds", "2", "--seconds", "0.2", "--loops", "sync",
+                      "--options", '{"game": "Pong"}', "--out", str(tmp_path / "r.json")])  # fmt: skip
+    assert "the-watch sync  N=  2 with / without, agent steps/s, round by round: " in capsys.readouterr().out
+    ratios = json.loads((tmp_path / "r.json").read_text())["figures"]["the-watch, sync, N=2"]["ratios"]
+    assert set(ratios) == {"agent steps/s", "parent CPU"} and len(ratios["parent CPU"]) == 2
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a CPU cgroup needs root")
+def test_pool_versus_can_slow_the_first_worker_down_with_a_cpu_cgroup():
+    try:
+        tasks = pool_versus.slow_cgroup(0.5)
+    except SystemExit as error:  # root, but no writable cgroup cpu controller (a container)
+        pytest.skip(str(error))
+    try:
+        result = pool_versus.run_side(common.REPO, "sync", 4, 0.3, {**OUR_GAME, "n_workers": 2}, None, tasks)
+        assert result["steps_per_s"] > 0  # (measure checks that the worker went into the cgroup)
+        assert not Path(tasks).read_text().split()  # and the worker is gone with its pool
+    finally:
+        Path(tasks).parent.rmdir()
+
+
+def test_step_instructions_plays_each_system_as_callgrind_would_count_it():
+    for system in step_instructions.SYSTEMS:
+        step_instructions.play(system, 5)
 
 
 def test_the_parent_fit_recovers_its_costs_and_the_ceiling_follows_from_them():
@@ -69,100 +310,6 @@ def test_the_parent_fit_recovers_its_costs_and_the_ceiling_follows_from_them():
     ]
     assert [round(cost, 9) for cost in fit_parent(grid)] == [30.0, 4.0, 0.5]
     assert round(ceiling((30.0, 4.0, 0.5), 64, 256), 6) == round(256 / (30 + 256 + 128) * 1e6, 6)
-
-
-# What CleanRL's dqn_atari.py prints: a line per whole game, and past learning_starts "SPS" every 100 steps.
-FAKE_CLEANRL_DQN = """
-import sys
-expected = ["--seed", "3", "--total-timesteps", "1000", "--buffer-size", "1000", "--learning-starts", "200",
-            "--exploration-fraction", "0.4"]
-assert sys.argv[1:] == expected, sys.argv
-print("global_step=150, episodic_return=[1.]")
-print("SPS: 300")  # global_step 300: 1 s
-print("SPS: 200")  # global_step 400: 2 s
-print("global_step=420, episodic_return=[4.]")
-print("SPS: 125")  # global_step 500: 4 s
-"""
-
-
-def test_cleanrl_dqn_is_launched_with_the_settings_and_read_from_its_output(tmp_path):
-    script = tmp_path / "cleanrl" / "dqn_atari.py"
-    script.parent.mkdir()
-    script.write_text(FAKE_CLEANRL_DQN)
-    options = dqn_speed.dqn_options(1_000, 200, 1_000, 0.4, seed=3)
-    run = dqn_speed.cleanrl(sys.executable, str(script), options, tmp_path / "work")
-    # The last SPS is end to end; from learning starts on, 200 steps (300 to 500) took 3 s. Frames: 4 a step.
-    assert (run.steps_per_s, run.learning_steps_per_s) == (125.0, pytest.approx(200 / 3))
-    assert run.games == [(600, 1.0), (1680, 4.0)] and run.peak_rss_mb > 0
-
-
-def test_our_dqn_run_is_read_from_its_progress_csv(tmp_path):
-    rows = [
-        "frames,seconds,game_return,game_length,epsilon,frames_per_second,act_seconds,env_seconds,store_seconds,learn_seconds",
-        "400,1.0,,,0.5,400,0.25,0.25,0.125,0.5",
-        "440,,3.0,120,,,,,,",
-        "800,3.0,,,0.01,266.7,0.125,0.125,0.125,1.75",
-        "1200,5.0,,,0.01,240,0.125,0.125,0.125,1.75",
-    ]
-    (tmp_path / "progress.csv").write_text("\n".join(rows) + "\n")
-    run = dqn_speed.read_progress(tmp_path / "progress.csv", learning_starts=200)  # 800 frames on: 100 steps in 2 s
-    assert run == dqn_speed.Run(
-        60.0, 50.0, [(440, 3.0)], seconds={"act": 0.5, "env": 0.5, "store": 0.375, "learn": 4.0}
-    )
-    assert dqn_speed.where_the_time_went([run]) == "act 9 %, env 9 %, store 7 %, learn 74 %"
-
-
-def test_dqn_learning_report_adds_speed_and_memory(capsys):
-    games = [(10_000 * k, float(k)) for k in range(1, 31)]
-    dqn_learning.report("x", dqn_speed.Run(150.0, 120.0, games, peak_rss_mb=2_345.6), frames=300_000)
-    out = capsys.readouterr().out
-    assert "30 games; mean of the first 20 10.50, of the last 20 20.50" in out and "150 agent steps/s" in out
-    assert "x: 120 agent steps/s from learning starts on; peak RSS 2,346 MB" in out
-    assert dqn_speed.cleanrl_peak_rss("\tMaximum resident set size (kbytes): 2048000\n") == 2000.0
-
-
-def test_dqn_learning_means_over_seeds_and_their_difference(capsys):
-    # Two runs a side; the last 20 games of each return r (20 of them), the first 10 return 0.
-    def run(r: float) -> dqn_speed.Run:
-        return dqn_speed.Run(100.0, 90.0, [(10_000 * k, 0.0 if k <= 10 else r) for k in range(1, 31)])
-
-    dqn_learning.summarize("x", [run(10.0), run(20.0)], frames=300_000)
-    dqn_learning.compare([run(10.0), run(20.0)], [run(12.0), run(14.0)])
-    out = capsys.readouterr().out
-    # The bins: games at 10k..100k (0), 110k..200k (10 and 20: mean 15), 210k..300k (15).
-    assert "x, mean of 2 runs: last 20 15.0 (10.0 / 20.0); per 100k frames: 0.0, 15.0, 15.0" in out
-    # 15 - 13 = +2.0; standard error sqrt(50 / 2 + 2 / 2) = 5.1.
-    assert "last 20, atari_game - CleanRL: +2.0 (standard error 5.1; within one standard error)" in out
-
-
-def test_sync_breakdown_splits_each_steps_wall_time_from_every_workers_stamps(monkeypatch):
-    # The stamping wrappers go again after the test.
-    monkeypatch.setattr(GameBlock, "run", GameBlock.run)
-    stamps = sync_breakdown.shared_stamps()
-    sync_breakdown.install_stamps(stamps)
-    row = sync_breakdown.breakdown(our_game("Pong"), 4, 30, stamps)  # raises if a worker missed a step's stamp
-    assert row["workers"] == min(4, available_cores())
-    assert row["work"] > 0 and row["waiting"] >= 0 and row["work"] + row["waiting"] < row["wall"]
-    assert 0 < row["between"] < row["wall"] and 0 <= row["restart_steps"] <= 1
-    assert row["alone"] > 0  # one worker's share of the Pong games, stepped in this process
-
-
-def test_mechanisms_measures_each_side_in_a_process_of_its_own(capsys, monkeypatch):
-    # Each mechanism switched off in a child of its own: this process keeps them all.
-    for mechanism in (None, *mechanisms.MECHANISMS):
-        assert mechanisms.run_side(mechanism, "Pong", 2, 0.2) > 0
-    assert GamePool._step_all is not GamePool._step_each
-    monkeypatch.setattr(sys, "argv", ["mechanisms.py", "--mechanisms", "the-watch", "--envs", "2", "--rounds", "2",
-                                      "--seconds", "0.2", "--game", "Pong"])  # fmt: skip
-    mechanisms.main()
-    assert "the-watch         N=  2: with " in capsys.readouterr().out
-
-
-def test_a_game_restart_costs_more_than_a_step():
-    # ALE's reset_game emulates ~70 frames and the NOOP start up to 30 more: a step emulates 4. (Seaquest: Breakout
-    # restores the state its restarts reach, FIXED_RESTART_GAMES, so there only the NOOP start remains.)
-    restart, play = sync_breakdown.restart_cost(our_game("Seaquest"), plays=50, restarts=5)
-    assert restart > 5 * play > 0
 
 
 def test_throughput_benchmark_plays_the_game_asked_for_with_all_its_actions(tmp_path, capsys):
@@ -192,7 +339,18 @@ def test_ratios_are_paired_round_by_round_and_summarised_with_their_spread():
         paired_ratios(ours, theirs[:2])
 
 
-def test_restart_states_tells_games_that_restart_to_one_state_from_those_that_do_not(capsys, monkeypatch):
+def test_benchmark_options_are_a_json_object_of_game_options_and_anything_else_says_what_to_write():
+    assert game_options_json('{"life_loss": "terminal", "fire_reset": true}') == {
+        "life_loss": "terminal",
+        "fire_reset": True,
+    }
+    for text, message in (("life_loss=terminal", "not JSON"), ('["terminal"]', "a JSON object")):
+        with pytest.raises(argparse.ArgumentTypeError, match=message) as error:
+            game_options_json(text)
+        assert '{"life_loss": "terminal", "fire_reset": true}' in str(error.value)
+
+
+def test_restart_states_tells_games_that_restart_to_one_state_from_those_that_do_not(tmp_path, capsys):
     # As ale-py 0.12.1 plays them: Alien's restarts depend on the timer's draw or the RAM before; Amidar's first frame
     # after a restored restart shows rows of the game before (frame buffers are not in ALE's state).
     assert restart_states.states_differ("Breakout", resets=30) is None
@@ -203,11 +361,59 @@ def test_restart_states_tells_games_that_restart_to_one_state_from_those_that_do
     # ALE (ale-py 0.12.1) neither resets nor saves Atlantis II's count of lives: a restored restart reports the game
     # before's, first at play 80 of this run.
     assert restart_states.plays_differ("Atlantis2", 300, restart_states.OPTIONS[2]) == "play 80: 0 pixels, lives 6 / 5"
-    args = ["--resets", "20", "--histories", "3", "--plays", "300", "--games", "Breakout", "Alien"]
-    monkeypatch.setattr(sys, "argv", ["restart_states.py", *args])
-    restart_states.main()
-    out = capsys.readouterr().out
-    assert "1 of 2 games restart to one state: breakout\nin FIXED_RESTART_GAMES but not printed: none" in out
+    out = tmp_path / "r.json"
+    restart_states.main(["--resets", "20", "--histories", "3", "--plays", "300", "--games", "Breakout", "Alien",
+                         "--out", str(out)])  # fmt: skip
+    assert "1 of 2 games restart to one state: breakout\nin FIXED_RESTART_GAMES but not printed: none" in (
+        capsys.readouterr().out
+    )
+    assert json.loads(out.read_text())["figures"]["one_state"] == ["breakout"]
+
+
+# --- the replay memory ---------------------------------------------------------------------------------------
+
+
+def test_a_recording_replays_cyclically_with_new_frames_and_the_real_episode_ends(tmp_path):
+    play = replay_memory.RecordedPlay(2, 6, "Pong")
+    play.save(tmp_path / "p.npz")
+    loaded = replay_memory.RecordedPlay.load(tmp_path / "p.npz")
+    assert (loaded.envs, loaded.steps) == (2, 6) and np.array_equal(loaded.frames, play.frames)
+    first, again = (list(loaded.transitions(12))[k] for k in (2, 8))  # the same step of the next cycle
+    assert np.array_equal(first[1], again[1]) and np.array_equal(first[4], again[4])  # its actions and ends
+    assert (first[3][:, -1] ^ again[3][:, -1]).sum() == 2  # one pixel per env's new frame, its cycle written in
+
+
+def test_replay_memory_writes_bytes_per_transition_of_each_buffer(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    replay_memory.main(["--only", "bytes", "--games", "Pong", "--envs", "2", "--record-steps", "10", "--out", str(out)])
+    table = json.loads(out.read_text())["figures"]["bytes"]
+    assert table["FrameReplay zstd"]["Pong"] < table["FrameReplay None"]["Pong"] < 4 * 84 * 84 * 2
+    plain, optimized = (table[f"SB3 ReplayBuffer optimize_memory_usage={o}"]["Pong"] for o in (False, True))
+    assert plain == pytest.approx(2 * optimized, rel=0.01)  # obs and next_obs, or one array for both
+    assert "FrameReplay zstd" in capsys.readouterr().out
+
+
+# --- the trainers' time and the final agents -----------------------------------------------------------------
+
+
+def test_the_breakdown_splits_each_phase_into_the_calls_timed_in_it_and_the_rest(monkeypatch):
+    now = [0.0]  # a clock that moves only when the fake work below says so
+    monkeypatch.setattr(update_breakdown.time, "perf_counter", lambda: now[0])
+
+    def work(seconds, then=None):
+        now[0] += seconds
+        return then() if then else None
+
+    fake = types.SimpleNamespace()
+    fake.inner = lambda: work(1.0)
+    fake.outer = lambda: work(2.0, fake.inner)
+    clock = update_breakdown.Clock()
+    clock.wrap(fake, "inner", "inner call")
+    clock.wrap(fake, "outer", "total", phase="phase")
+    fake.outer()
+    fake.outer()
+    fake.inner()  # outside every phase: the loop's
+    assert clock.table() == {"phase: inner call": 2.0, "loop: inner call": 1.0, "phase: the rest": 4.0}
 
 
 def test_final_agents_loads_cleanrl_models_and_plays_whole_games_in_our_env(tmp_path):
@@ -239,97 +445,6 @@ def test_final_agents_loads_cleanrl_models_and_plays_whole_games_in_our_env(tmp_
     assert returns == expected and np.isfinite(returns).all()
 
 
-def test_parent_cpu_compares_a_revision_exported_from_git_with_this_checkout(tmp_path):
-    from atari_game.benchmark import OUR_GAME
-
-    parent_cpu.export("HEAD", tmp_path)
-    assert (tmp_path / "atari_game" / "pool.py").is_file()
-    for source in (tmp_path, parent_cpu.REPO):  # each side imports its own package, or run_side refuses
-        for loop in parent_cpu.LOOPS:
-            result = parent_cpu.run_side(source, loop, 2, 5, {**OUR_GAME, "n_workers": 1})
-            assert result["package"] == str(source / "atari_game")
-            assert result["user_us"] + result["system_us"] > 0 and result["steps_per_s"] > 0
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="a CPU cgroup needs root")
-def test_parent_cpu_can_slow_the_first_worker_down_with_a_cpu_cgroup():
-    from atari_game.benchmark import OUR_GAME
-
-    try:
-        tasks = parent_cpu.slow_cgroup(0.5)
-    except SystemExit as error:  # root, but no writable cgroup cpu controller (a container)
-        pytest.skip(str(error))
-    try:
-        result = parent_cpu.run_side(parent_cpu.REPO, "sync", 4, 20, {**OUR_GAME, "n_workers": 2}, tasks)
-        assert result["steps_per_s"] > 0  # (measure checks that the worker went into the cgroup)
-        assert not Path(tasks).read_text().split()  # and the worker is gone with its pool
-    finally:
-        parent_cpu.remove_cgroup(tasks)
-
-
-def test_benchmark_options_are_a_json_object_of_game_options_and_anything_else_says_what_to_write():
-    assert game_options_json('{"life_loss": "terminal", "fire_reset": true}') == {
-        "life_loss": "terminal",
-        "fire_reset": True,
-    }
-    for text, message in (("life_loss=terminal", "not JSON"), ('["terminal"]', "a JSON object")):
-        with pytest.raises(argparse.ArgumentTypeError, match=message) as error:
-            game_options_json(text)
-        assert '{"life_loss": "terminal", "fire_reset": true}' in str(error.value)
-
-
-def test_precision_learning_reads_a_finished_run_instead_of_running_it_again(tmp_path):
-    run_dir = tmp_path / "fp32-1"
-    run_dir.mkdir()
-    (run_dir / "out.txt").write_text(f"done: {run_dir}/progress.csv, learning_curve.png, checkpoint.pt\n")
-    (run_dir / "progress.csv").write_text(
-        "frames,seconds,game_return,game_length,frames_per_second\n100,,2.0,10,\n4096,1.0,,,4000\n160,,3.5,12,\n"
-    )
-    # Had it run, the one-update budget of 4096 frames and --algo ppo would have rewritten the files.
-    run = precision_learning.trained("ppo", 4096, 1, "fp32", run_dir)
-    assert run == ppo_speed.Run(1000.0, [(100, 2.0), (160, 3.5)])
-
-
-@pytest.mark.parametrize("rainbow_lite", [False, True])
-def test_precision_learning_runs_dqn_as_cleanrl_or_with_its_default_rainbow_lite_switches(
-    tmp_path, monkeypatch, rainbow_lite
-):
-    commands = []
-
-    def run_child(command, output):  # the run, as the trainer would leave it
-        commands.append(command)
-        (tmp_path / "progress.csv").write_text(
-            "frames,seconds,game_return,game_length,frames_per_second\n4096,1.0,,,4000\n"
-        )
-
-    monkeypatch.setattr(precision_learning, "run_child", run_child)
-    precision_learning.trained("dqn", 4096, 1, "bf16", tmp_path, threads=1, rainbow_lite=rainbow_lite)
-    (command,) = commands
-    assert ("--cleanrl" in command) != rainbow_lite
-    assert command[command.index("--precision") + 1] == "bf16" and command[command.index("--torch-threads") + 1] == "1"
-    assert command[command.index("--buffer-size") + 1] == "250000"
-
-
-def test_the_breakdown_splits_each_phase_into_the_calls_timed_in_it_and_the_rest(monkeypatch):
-    now = [0.0]  # a clock that moves only when the fake work below says so
-    monkeypatch.setattr(update_breakdown.time, "perf_counter", lambda: now[0])
-
-    def work(seconds, then=None):
-        now[0] += seconds
-        return then() if then else None
-
-    fake = types.SimpleNamespace()
-    fake.inner = lambda: work(1.0)
-    fake.outer = lambda: work(2.0, fake.inner)
-    clock = update_breakdown.Clock()
-    clock.wrap(fake, "inner", "inner call")
-    clock.wrap(fake, "outer", "total", phase="phase")
-    fake.outer()
-    fake.outer()
-    fake.inner()  # outside every phase: the loop's
-    assert clock.table() == {"phase: inner call": 2.0, "loop: inner call": 1.0, "phase: the rest": 4.0}
-
-
 def test_agent_gif_shows_the_checkpoints_agent_playing_in_colour_at_the_games_speed(tmp_path):
     from PIL import Image
 
@@ -339,8 +454,8 @@ def test_agent_gif_shows_the_checkpoints_agent_playing_in_colour_at_the_games_sp
     agent = ppo.build_agent(config.game, torch.device("cpu"))
     optimizer = torch.optim.Adam(agent.parameters())
     ppo.save_checkpoint(tmp_path / "checkpoint.pt", ppo.checkpoint_state(agent, optimizer, 0, 0, config))
-    script = Path(__file__).parent.parent / "benchmarks" / "agent_gif.py"
-    command = [sys.executable, str(script), str(tmp_path / "checkpoint.pt"), str(tmp_path / "a.gif"), "--seconds", "3"]
+    command = [sys.executable, str(BENCHMARKS / "agent_gif.py"), str(tmp_path / "checkpoint.pt"),
+               str(tmp_path / "a.gif"), "--seconds", "3", "--out", str(tmp_path / "r.json")]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "a.gif: 23 frames (3 s)" in result.stdout  # 45 agent steps of 4 frames in 3 s, every second one shown
@@ -348,3 +463,4 @@ def test_agent_gif_shows_the_checkpoints_agent_playing_in_colour_at_the_games_sp
     # The emulator's colour screen; each shown frame lasts 2 agent steps of 4 frames at 60 Hz (GIFs count in 10 ms).
     assert gif.size == (160, 210) and gif.mode == "P" and gif.info["duration"] == 130
     assert gif.n_frames > 5
+    assert json.loads((tmp_path / "r.json").read_text())["figures"]["frames"] == 23

@@ -1,0 +1,197 @@
+"""What the benchmark scripts share: their common flags, the machine's description, a stopwatch, and results files.
+
+Every script writes its figures into a JSON file (``--out``; by default benchmarks/results/<script>-<cpu>-<date>-<time>
+.json) holding ``script``, ``command``, ``date``, ``machine`` (``cpu``, ``cores``, ``cpu_flags``: which of AVX2,
+AVX-512, AVX512-BF16 and AMX it has, ``system``, ``python``), ``versions`` (the packages that move the figures, and
+``git describe`` of this checkout) and ``figures``. ``--compare OLD.json`` prints each figure's ratio to the same
+figure of an earlier run; ``python benchmarks/common.py OLD.json NEW.json`` compares two files written before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import functools
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import re
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BENCHMARKS = Path(__file__).resolve().parent
+REPO = BENCHMARKS.parent
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")  # what the CPU path of torch and OpenCV uses
+PACKAGES = ("atari_game", "ale-py", "numpy", "opencv-python", "torch", "zstandard", "stable-baselines3", "ray")
+
+
+@functools.cache
+def machine() -> dict[str, Any]:
+    """The CPU (its model, the cores this process may use, which of `CPU_FLAGS` it has), the OS and Python."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        info = ""
+    model = re.search(r"^model name\s*:\s*(.+)$", info, re.MULTILINE)
+    flags = set(re.search(r"^flags\s*:(.*)$", info, re.MULTILINE).group(1).split()) if "flags" in info else set()
+    return {
+        "cpu": model.group(1).strip() if model else platform.processor() or platform.machine(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+        "cpu_flags": [flag for flag in CPU_FLAGS if flag in flags],
+        "system": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def describe_machine() -> str:
+    """The machine in a line: "AMD EPYC, 2 cores, avx2 avx512f avx512_bf16"."""
+    found, flags = machine(), " ".join(machine()["cpu_flags"])
+    return f"{found['cpu']}, {found['cores']} cores" + (f", {flags}" if flags else "")
+
+
+def versions() -> dict[str, str]:
+    """The installed releases of `PACKAGES`, and ``git describe --dirty`` of this checkout."""
+    found = {}
+    for name in PACKAGES:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[name] = importlib.metadata.version(name)
+    git = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    if git.returncode == 0:
+        found["git"] = git.stdout.strip()
+    return found
+
+
+class Stopwatch:
+    """Wall seconds (``time.perf_counter``) and this process's CPU seconds (all its threads, not its children): in
+    all (``time.process_time``, to the ns) and split into user and system (``getrusage``, sampled at the kernel's
+    ticks: read it over many steps), since it was made or last restarted."""
+
+    def __init__(self) -> None:
+        self.restart()
+
+    def restart(self) -> None:
+        self.usage = resource.getrusage(resource.RUSAGE_SELF)
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def read(self) -> dict[str, float]:
+        usage, cpu = resource.getrusage(resource.RUSAGE_SELF), time.process_time() - self.cpu
+        user, system = usage.ru_utime - self.usage.ru_utime, usage.ru_stime - self.usage.ru_stime
+        return {"wall": time.perf_counter() - self.wall, "cpu": cpu, "user": user, "system": system}
+
+
+def turns(names: list[str], round_number: int) -> list[str]:
+    """`names` rotated by the round's number: each round starts with another, so drift hits all alike."""
+    shift = round_number % len(names)
+    return names[shift:] + names[:shift]
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    """A script's command line, described by its docstring's first paragraph, with ``--out`` and ``--compare``."""
+    made = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
+    made.add_argument(
+        "--out",
+        type=Path,
+        help="the JSON file the figures go into (default: benchmarks/results/<script>-<cpu>-<date>-<time>.json)",
+    )
+    made.add_argument(
+        "--compare", type=Path, help="an earlier results file: print each figure's ratio to it (default: none)"
+    )
+    return made
+
+
+def add_cleanrl_arguments(made: argparse.ArgumentParser) -> None:
+    """``--cleanrl-python`` and ``--cleanrl-script``: where CleanRL's venv and script are (see `cleanrl_paths`)."""
+    made.add_argument("--cleanrl-python", help="the python of CleanRL's own venv (default: $CLEANRL_PYTHON)")
+    made.add_argument(
+        "--cleanrl-script",
+        help="CleanRL's ppo_atari.py or dqn_atari.py, as --algo says (default: $CLEANRL_DIR/cleanrl/<algo>_atari.py)",
+    )
+
+
+def cleanrl_paths(made: argparse.ArgumentParser, args: argparse.Namespace, algo: str) -> tuple[str, str]:
+    """CleanRL's python and `algo`'s script, from the flags or the environment (CLEANRL_PYTHON; CLEANRL_DIR, the
+    checkout); an error that names what to pass where one is missing or is no file."""
+    python = args.cleanrl_python or os.environ.get("CLEANRL_PYTHON")
+    checkout = os.environ.get("CLEANRL_DIR")
+    script = args.cleanrl_script or (checkout and str(Path(checkout) / "cleanrl" / f"{algo}_atari.py"))
+    if not python:
+        made.error("CleanRL's runs need its venv's python: pass --cleanrl-python PATH or set CLEANRL_PYTHON")
+    if not script:
+        made.error(
+            f"CleanRL's runs need its {algo}_atari.py: pass --cleanrl-script PATH or set CLEANRL_DIR (its checkout)"
+        )
+    for flag, path in (("--cleanrl-python", python), ("--cleanrl-script", script)):
+        if not Path(path).is_file():
+            made.error(f"{flag} {path}: no such file")
+    return python, str(Path(script).resolve())
+
+
+def save(script: str, args: argparse.Namespace, figures: dict, argv: list[str] | None = None) -> Path:
+    """Write `figures` (numbers, strings, lists and dicts of them) with the command line (`argv`, else this
+    process's), the machine and the versions to ``--out`` or the default path; print where, and with ``--compare``
+    each figure's ratio to the earlier run's."""
+    name = Path(script).stem
+    now = datetime.datetime.now()
+    cpu = re.sub(r"[^a-z0-9]+", "-", machine()["cpu"].lower()).strip("-")
+    path = args.out or BENCHMARKS / "results" / f"{name}-{cpu}-{machine()['cores']}c-{now:%Y-%m-%d-%H%M%S}.json"
+    command = shlex.join(["python", f"benchmarks/{name}.py", *(sys.argv[1:] if argv is None else argv)])
+    results = {"script": name, "command": command, "date": now.isoformat(timespec="seconds"), "machine": machine(),
+               "versions": versions(), "figures": figures}  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1, default=lambda value: getattr(value, "tolist", lambda: str(value))()))
+    print(f"figures: {path}")
+    if args.compare:
+        print("\n".join(compare(json.loads(args.compare.read_text()), json.loads(path.read_text()))))
+    return path
+
+
+def flat(value: Any, prefix: str = "") -> dict[str, float]:
+    """Every finite number in `value` (nested dicts and lists) by its path: {"runs/0/steps_per_s": 512.0, ...}."""
+    if isinstance(value, dict | list):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        return {path: n for key, item in items for path, n in flat(item, f"{prefix}{key}/").items()}
+    real = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return {prefix.rstrip("/"): float(value)} if real else {}
+
+
+def compare(old: dict, new: dict) -> list[str]:
+    """Lines: each figure of the `new` results that the `old` ones have too, with its ratio to the old one."""
+    lines = [f"against {old['command']} ({old['date']}, {old['machine']['cpu']}, {old['machine']['cores']} cores)"]
+    if old["machine"] != new["machine"]:
+        lines.append("(another machine: compare ratios within each run, not these)")
+    before, now = flat(old["figures"]), flat(new["figures"])
+    common = [key for key in now if before.get(key)]
+    lines += [f"{key}: {now[key]:.4g} / {before[key]:.4g} = {now[key] / before[key]:.3f}x" for key in common]
+    return lines if common else [*lines, "no figure in common"]
+
+
+def difference(a: list[float], b: list[float], names: tuple[str, str]) -> tuple[str, dict[str, float]]:
+    """The difference of two sides' means, `a`'s minus `b`'s (named by `names`), with its standard error (Welch's:
+    unequal variances; over runs, so the seed-to-seed spread is what it has to beat): a line, and the figures."""
+    error = float(np.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b)))
+    gap = float(np.mean(a) - np.mean(b))
+    within = "within" if abs(gap) <= error else "not within"
+    line = f"{names[0]} - {names[1]}: {gap:+.1f} (standard error {error:.1f}; {within} one standard error)"
+    return line, {"difference": gap, "standard_error": error}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    made = argparse.ArgumentParser(description="Each figure of a results file against an earlier one's.")
+    made.add_argument("old", type=Path, help="the earlier results file")
+    made.add_argument("new", type=Path, help="the later results file")
+    return made
+
+
+if __name__ == "__main__":
+    arguments = build_parser().parse_args()
+    print("\n".join(compare(json.loads(arguments.old.read_text()), json.loads(arguments.new.read_text()))))
