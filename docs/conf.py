@@ -37,7 +37,8 @@ exclude_patterns = ["_build"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 
-# The package's names are listed by autosummary (api_names.py), which writes no pages of its own here.
+# autosummary lists the package's names (api_names.py) and, on each module's page, its classes that have a page of
+# their own. It writes no pages: those are docs/reference/api/*.md, an automodule or an autoclass each.
 autosummary_generate = False
 
 html_theme = "furo"

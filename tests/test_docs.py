@@ -234,25 +234,67 @@ def test_every_public_name_has_a_docstring() -> None:
     assert not undocumented, f"public names without a docstring: {undocumented}"
 
 
-def documented_ids(site: Path) -> set[str]:
-    """The objects the built API page documents: autodoc gives each entry its full name as its HTML id."""
-    return set(re.findall(r'<dt class="sig sig-object py" id="([^"]+)"', (site / "reference/api.html").read_text()))
+API_PAGES = "reference/api.html", "reference/api/*.html"
+# An entry of the API reference: autodoc gives each its full name as its HTML id.
+ENTRY = re.compile(r'<dt class="sig sig-object py" id="([^"]+)"')
+
+
+def api_pages(site: Path) -> list[Path]:
+    """The API reference: its index (docs/reference/api.md) and its pages (docs/reference/api/), a module's or a
+    class's each."""
+    return [path for pattern in API_PAGES for path in sorted(site.glob(pattern))]
+
+
+def documented_ids(site: Path) -> list[str]:
+    """The objects the API reference documents, one per entry: a name documented twice is there twice."""
+    return [full for page in api_pages(site) for full in ENTRY.findall(page.read_text())]
 
 
 def test_every_public_name_is_in_the_api_reference(site: Path) -> None:
-    documented = documented_ids(site)
+    documented = set(documented_ids(site))
     missing = sorted(set(PUBLIC) - documented)
-    assert not missing, f"public names missing from docs/reference/api.md: {missing}"
+    assert not missing, f"public names missing from the API reference (docs/reference/api/): {missing}"
 
 
 def test_every_name_the_package_exports_is_in_the_api_reference(site: Path) -> None:
     documented = documented_ids(site)
     for name in atari_game.__all__:
-        # Documented once, in its module: a class's or function's own, a constant's where its #: comment is.
-        homes = [full for full in documented if re.fullmatch(rf"atari_game\.\w+\.{name}", full)]
+        # Documented once, in its module: a class's or function's own, a constant's where its #: comment is. Another
+        # module's object of the same name (`ppo.evaluate` beside `atari_game.evaluate`) is another name.
         obj = getattr(atari_game, name)
+        homes = [
+            full
+            for full in documented
+            if re.fullmatch(rf"atari_game\.\w+\.{name}", full)
+            and getattr(importlib.import_module(full.rpartition(".")[0]), name) is obj
+        ]
         expected = [f"{obj.__module__}.{name}"] if inspect.isclass(obj) or inspect.isfunction(obj) else homes[:1]
         assert homes == expected != [], f"atari_game.{name}: documented as {homes}"
+
+
+def test_the_api_reference_documents_each_name_once(site: Path) -> None:
+    # A class on its own page is excluded from its module's page (:exclude-members:), not documented on both.
+    documented = documented_ids(site)
+    twice = sorted({full for full in documented if documented.count(full) > 1})
+    assert not twice, f"documented more than once in the API reference: {twice}"
+
+
+def test_each_public_module_has_its_page(site: Path) -> None:
+    for module in PUBLIC_MODULES:
+        page = site / f"reference/api/{module}.html"
+        assert page.is_file() and f'id="module-atari_game.{module}"' in page.read_text(), module
+
+
+def test_a_class_page_documents_its_class_and_its_members_only(site: Path) -> None:
+    # reference/api/<module>.<Class>.html: the class and what it defines, each linked from its module's page.
+    class_pages = [page for page in api_pages(site) if page.stem.count(".") == 1]
+    assert len(class_pages) >= 10
+    for page in class_pages:
+        full = f"atari_game.{page.stem}"
+        module_page = (site / f"reference/api/{page.stem.split('.')[0]}.html").read_text()
+        entries = ENTRY.findall(page.read_text())
+        assert entries[0] == full and all(entry.startswith(f"{full}.") for entry in entries[1:]), page.name
+        assert f'href="{page.name}#{full}"' in module_page, f"{page.name} is not linked from its module's page"
 
 
 # --- types and CI --------------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """How the pages name the API: `atari_game.Game` links to `atari_game.game.Game`, and a docstring's `name` is a link
 when it names something documented, plain code otherwise.
 
-The API reference documents every object once, in the module that defines it. Users import the package's names
-(``from atari_game import Game``), so a reference to ``atari_game.<name>`` of ``atari_game.__all__`` resolves to the
-object's own entry. Docstrings write `name` both for documented objects and for arguments and fields: the default
-role links the first and shows the second as code, where Sphinx's own would warn about a missing reference.
+The API reference documents every object once, in the module that defines it: on the module's page, or a class on
+a page of its own. Users import the package's names (``from atari_game import Game``), so a reference to
+``atari_game.<name>`` of ``atari_game.__all__`` resolves to the object's own entry. Docstrings write `name` both for
+documented objects and for arguments and fields: the default role links the first and shows the second as code, where
+Sphinx's own would warn about a missing reference.
 """
 
 from __future__ import annotations

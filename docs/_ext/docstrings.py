@@ -5,6 +5,8 @@
 * An ``Args:`` entry may name several parameters (``game, seed, **game_options: as for Game``); napoleon escapes the
   stars of a lone ``**name`` only, and reST would read the others as the start of bold text.
 * A NamedTuple's fields are documented in its ``Attributes:`` section, not again as "Alias for field number 0".
+* A module's docstring shows its example as a block indented under a paragraph, which reST would read as a quote:
+  it is shown as code, Python's or (a command line) bash's.
 """
 
 from __future__ import annotations
@@ -22,7 +24,39 @@ HIDDEN_COLON = "\x00colon\x00"
 SEVERAL_NAMES = re.compile(r"^(\s+)((?:\*{0,2}\w+, )+\*{0,2}\w+):")
 
 
+# A module docstring's example: indented under a paragraph that is no list item and does not end with ``::``.
+LIST_ITEM = re.compile(r"([-*+] |\d+\. )")
+# A command line, shown as bash; any other example is Python.
+COMMAND = re.compile(r"\s*(\$ |pip |python |atari-game |ray )")
+
+
+def examples_as_code(lines: list[str]) -> None:
+    paragraph = None  # the first line of the paragraph the next indented block would be under
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if line.strip() and not line.startswith(" "):
+            if index == 0 or not lines[index - 1].strip():
+                paragraph = index
+        elif (
+            line.startswith("    ")
+            and paragraph is not None
+            and not lines[index - 1].strip()
+            and not lines[index - 2].rstrip().endswith("::")
+            and not LIST_ITEM.match(lines[paragraph])
+        ):
+            lines[index:index] = [f".. code-block:: {'bash' if COMMAND.match(line) else 'python'}", ""]
+            index += 2
+            while index < len(lines) and (not lines[index].strip() or lines[index].startswith("    ")):
+                index += 1
+            paragraph = None
+            continue
+        index += 1
+
+
 def before_napoleon(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    if what == "module":
+        examples_as_code(lines)
     first = next((index for index, line in enumerate(lines) if line.strip()), None)
     if what in ("attribute", "data", "property") and first is not None:
         lines[first] = SPLIT_COLON.sub(HIDDEN_COLON, lines[first])  # napoleon reads a type from this line only
