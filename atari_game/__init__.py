@@ -13,7 +13,7 @@ from atari_game.game import (
     list_games,
     resolve_game,
 )
-from atari_game.pool import GamePool, PoolError
+from atari_game.pool import GamePool, PoolError, WorkerDied
 from atari_game.protocols import PROTOCOLS, Protocol
 from atari_game.ray_pool import RayGamePool
 from atari_game.replay import FrameReplay
@@ -34,6 +34,7 @@ __all__ = [
     "Protocol",
     "RayGamePool",
     "Worker",
+    "WorkerDied",
     "WorkerError",
     "action_meanings",
     "evaluate",

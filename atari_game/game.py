@@ -211,10 +211,6 @@ def check_continuous_actions(actions: Any, shape: tuple[int, ...], name: str = "
     return floats
 
 
-# pool.py's name for check_int, until it imports it from atari_game.validation.
-_check_int = check_int
-
-
 # Options as Gymnasium's AtariPreprocessing, ale-py and EnvPool name them, and what to write here instead.
 FOREIGN_OPTIONS = {
     "repeat_action_probability": "sticky_actions (the same probability, e.g. sticky_actions=0.25)",

@@ -5,7 +5,7 @@ process hosts a block of games (`Game` objects) and writes their observations, r
 straight into one shared-memory segment (`atari_game.segment`). A step costs a few bytes each way per worker and
 nothing per game: the parent writes the actions into the segment and one byte into each worker's pipe; each worker
 (`atari_game.pool_worker`) answers with its first env's id, four bytes into one answer socket that all workers
-share. In a step of the whole pool the last worker to finish (a shared semaphore holds a ticket for each of the
+share. In a step of the whole pool the last worker to finish (a shared pipe holds a ticket, a byte, for each of the
 others) also wakes the parent, so the parent sleeps once a step, not once a worker, and reads every answer with one
 call. A worker that has answered watches its count of commands in the segment for a millisecond before it sleeps,
 so a caller that steps again at once wakes nobody. Rare commands (reset, close) and errors go as pickled messages
@@ -21,23 +21,29 @@ This module is the parent's side: the `VectorEnv` API, and the books of what was
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
+import functools
 import os
+import select
 import socket
 import struct
+import sys
 import weakref
 from collections.abc import Sequence
-from multiprocessing import connection, shared_memory
+from multiprocessing import connection
+from signal import Signals
 from typing import Any
 
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from atari_game.game import GameOptions, _check_int, check_continuous_actions
+from atari_game.game import GameOptions, check_continuous_actions
 from atari_game.pool_worker import MESSAGE, POOL_STEP_BYTES, POOL_STEP_TAGS, STEP_ALL, pool_worker
-from atari_game.segment import arrays, create, layout
+from atari_game.segment import Segment, arrays, create, layout
 from atari_game.spaces import action_space, observation_space
+from atari_game.validation import check_count, check_int
 from atari_game.worker import (
     ParentEnd,
     available_cores,
@@ -59,7 +65,118 @@ CANNOT_GO_ON = "; the pool cannot go on: close() it, or use restart_workers=True
 
 
 class PoolError(RuntimeError):
-    """A pool worker failed or died; the message names the worker, its envs and (if any) its traceback."""
+    """A pool worker failed or died (a death is its subclass `WorkerDied`); the message names the worker, its envs
+    and (if any) its traceback."""
+
+
+def _describe_worker(
+    kind: str, pid: int | None, env_ids: Sequence[int], node: str | None = None, address: str | None = None
+) -> str:
+    """How a message names a worker: ``"pool worker (pid 12, envs 0-3)"``, or for a Ray actor
+    ``"ray actor (pid 12 on node 1a2b3c4d at 10.0.0.2, envs 0-3)"`` (``not running yet`` without a pid)."""
+    if pid is None:
+        place = "not running yet"
+    else:
+        place = f"pid {pid}" if node is None else f"pid {pid} on node {node:.8} at {address}"
+    return f"{kind} ({place}, envs {env_ids[0]}-{env_ids[-1]})"
+
+
+def _signal_of(exitcode: int | None) -> str | int | None:
+    """The signal a negative `exitcode` (`multiprocessing`'s ``-N``) names, by name if it has one."""
+    if exitcode is None or exitcode >= 0:
+        return None
+    try:
+        return Signals(-exitcode).name
+    except ValueError:
+        return -exitcode
+
+
+def _cause_of(exitcode: int | None) -> str:
+    """How a process that ended with `exitcode` died, in words."""
+    if exitcode is None:
+        return "it died"
+    found = _signal_of(exitcode)
+    return f"exited with code {exitcode}" if found is None else f"killed by {found}"
+
+
+class WorkerDied(PoolError):
+    """A worker of a `GamePool` or `RayGamePool` died: the report, as fields.
+
+    Without ``restart_workers`` the pool raises it, and raises it again (a copy) from every later call: the pool cannot
+    go on. Its message is built from the fields alone (`__str__`); a program reads the fields, never the message.
+    A subclass of `PoolError`, so ``except PoolError`` catches it.
+
+    Attributes:
+        pid (int | None): the process id of the worker that died (of a Ray actor: the actor's process); None for
+            a Ray actor that never ran.
+        env_ids (tuple[int, ...]): the ids of the envs it hosted, as the pool raising it numbers them (a
+            contiguous block). Every one of them lost its game.
+        exitcode (int | None): its exit code, as `multiprocessing.Process.exitcode` gives it (``-N``: killed by
+            signal ``N``); None where unknown (a Ray actor).
+        signal (str | int | None): the signal that killed it, by name (``"SIGKILL"``), or by number for one that
+            has no name; None if no signal killed it, or it is unknown. By default, read from a negative `exitcode`.
+        cause (str): how it died, in words: ``"killed by SIGKILL"``, ``"exited with code 1"``, ``"it died while
+            sending the traceback of an error"``, a Ray error (``"ActorDiedError: ..."``), ``"restarted by Ray as
+            pid 13 on node 1a2b3c4d"``, or for a node actor ``"a worker process of its pool died"``. By default,
+            read from `exitcode`.
+        node (str | None): for a Ray actor, the id of the node it ran on (hex); None in a local pool.
+        address (str | None): for a Ray actor, that node's IP address; None in a local pool.
+        kind (str): what died: ``"pool worker"`` (a `GamePool` worker process) or ``"ray actor"``.
+        hosted (WorkerDied | None): for a `RayGamePool` node actor (``actors="node"``), the death of the worker
+            process of the actor's pool that brought the actor down, its `env_ids` numbered as this pool numbers its
+            envs; None otherwise.
+        fatal (bool): the pool that raised it cannot go on (it was made without ``restart_workers``); the message
+            then says to close it.
+    """
+
+    def __init__(
+        self,
+        *,
+        pid: int | None,
+        env_ids: Sequence[int],
+        exitcode: int | None = None,
+        signal: str | int | None = None,
+        cause: str | None = None,
+        node: str | None = None,
+        address: str | None = None,
+        kind: str = "pool worker",
+        hosted: WorkerDied | None = None,
+        fatal: bool = False,
+    ) -> None:
+        super().__init__()
+        self.pid, self.env_ids, self.exitcode = pid, tuple(int(i) for i in env_ids), exitcode
+        self.signal = _signal_of(exitcode) if signal is None else signal
+        self.cause = _cause_of(exitcode) if cause is None else cause
+        self.node, self.address, self.kind, self.hosted, self.fatal = node, address, kind, hosted, fatal
+
+    def fields(self) -> dict[str, Any]:
+        """The fields, by name: what `replace` and pickling copy."""
+        names = ("pid", "env_ids", "exitcode", "signal", "cause", "node", "address", "kind", "hosted", "fatal")
+        return {name: getattr(self, name) for name in names}
+
+    def replace(self, **changes: Any) -> WorkerDied:
+        """A copy with the fields `changes` names changed, as `dataclasses.replace` makes one."""
+        return type(self)(**{**self.fields(), **changes})
+
+    def with_env_offset(self, offset: int) -> WorkerDied:
+        """A copy whose env ids (the `hosted` death's too) are `offset` more: the report of a pool hosting a block of
+        another pool's envs, as the other pool numbers them."""
+        hosted = None if self.hosted is None else self.hosted.with_env_offset(offset)
+        return self.replace(env_ids=[i + offset for i in self.env_ids], hosted=hosted)
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:  # pickled by its fields (Ray sends a node actor's to the parent)
+        return functools.partial(type(self), **self.fields()), ()
+
+    def __str__(self) -> str:
+        """The one place the wording of a dead worker's report is made, from the fields."""
+        if self.hosted is not None:
+            detail = f"its {self.hosted.replace(fatal=False)}"
+        elif self.exitcode is not None and self.cause == _cause_of(self.exitcode):
+            detail = f"exit code {self.exitcode}"
+        else:
+            detail = self.cause
+        message = f"{_describe_worker(self.kind, self.pid, self.env_ids, self.node, self.address)} died ({detail})"
+        return f"{message}{CANNOT_GO_ON}" if self.fatal else message
 
 
 # --- the parent -----------------------------------------------------------------------------------------
@@ -79,7 +196,11 @@ class _Worker:
         self.command_fd = self.pipe.fileno()
 
     def describe(self) -> str:
-        return f"pool worker (pid {self.process.pid}, envs {self.env_ids[0]}-{self.env_ids[-1]})"
+        return _describe_worker("pool worker", self.process.pid, self.env_ids)
+
+    def died(self, **fields: Any) -> WorkerDied:
+        """The report of its death; `fields` as `WorkerDied` takes them."""
+        return WorkerDied(pid=self.process.pid, env_ids=self.env_ids, **fields)
 
 
 def _read_part(answers: np.ndarray) -> list[int]:
@@ -95,30 +216,35 @@ def _send_message(worker: _Worker, command: str, data: Any) -> None:
         worker.pipe.send((command, data))
 
 
+def _ticket_pipe(n_envs: int) -> tuple[connection.Connection, connection.Connection]:
+    """A pipe for the tickets of a whole-pool step, a byte each, as ``(the read end, the write end)``; reads from it
+    do not wait (a file status flag: every worker's copy shares it), and it holds the tickets of `n_envs` workers.
+
+    Tickets for up to ``PIPE_BUF + 1`` workers fit in any pipe; Linux is asked for room for more.
+    """
+    take, put = os.pipe()
+    os.set_blocking(take, False)
+    if sys.platform.startswith("linux") and n_envs - 1 > select.PIPE_BUF:
+        import fcntl  # (POSIX)
+
+        fcntl.fcntl(put, fcntl.F_SETPIPE_SZ, n_envs)
+    return connection.Connection(take, writable=False), connection.Connection(put, readable=False)
+
+
 def _shut_down(
-    workers: list[_Worker],
-    segment: shared_memory.SharedMemory,
-    answers: tuple[socket.socket | connection.Connection, ...],
-    tickets: Any,
+    workers: list[_Worker], segment: Segment, ends: tuple[socket.socket | connection.Connection, ...]
 ) -> None:
-    """Stop every worker, delete the segment and close the answer socket; a plain function, so
-    `weakref.finalize` can hold it. It holds the `tickets` semaphore too: its name goes with its last reference, and a
-    worker still starting (unpickling its arguments) when the pool closes must find it there."""
+    """Stop every worker, then close the segment and the `ends` of the answer and wake-up sockets and of the tickets'
+    pipe; a plain function, so `weakref.finalize` can hold it. The kernel frees each of them once no process holds it
+    (a worker still starting when the pool closes got its own descriptors as it was started)."""
     for worker in workers:  # ask all first, so they stop in parallel
         _send_message(worker, "close", None)
     for worker in workers:
         end_process(worker.process, worker.pipe)
-    for end in answers:
+    for end in ends:
         end.close()
-    with contextlib.suppress(BufferError):  # the caller holds a copy=False array: the memory goes with it
+    with contextlib.suppress(BufferError):  # the caller holds copy=False arrays: the memory goes with the last of them
         segment.close()
-    segment.unlink()  # the name goes now either way
-
-
-def _check_count(name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
-    return int(value)
 
 
 def _check_games(
@@ -199,7 +325,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         copy: False makes `step` and `reset` return the shared observation array itself, valid until the
             next call, for zero-copy consumers.
         restart_workers: replace a worker that dies: its envs restart with new seeds and are reported
-            truncated with ``info["worker_restarted"]``. Without it, a dead worker raises `PoolError`.
+            truncated with ``info["worker_restarted"]``. Without it, a dead worker raises `WorkerDied`.
         start_method: a `multiprocessing` start method; the default, `DEFAULT_START_METHOD`, is
             "forkserver" on Linux ("fork" is unsafe once the parent has threads, as it has after
             importing torch). "fork" and "spawn" work too. Under "forkserver" and "spawn" a script must start
@@ -228,8 +354,9 @@ class GamePool(gymnasium.vector.VectorEnv):
     A synchronous step ends when the slowest worker ends: with a core slower than the others (other work on it, or
     a cloud host), async stepping (``batch_size < n_envs``) lets the caller go on with the envs that are ready.
 
-    The shared memory (in /dev/shm) is all taken when the pool starts: where there is no room for it, the
-    pool raises `OSError` at once, saying how much it needs and how much is free.
+    The shared memory (an anonymous file, not in /dev/shm where Linux's ``memfd_create`` exists) is all taken when
+    the pool starts: where there is no room for it, the pool raises `OSError` at once, saying how much it needs. It
+    has no name, so the kernel frees it with the last process of the pool, even after ``kill -9`` of them all.
     """
 
     def __init__(
@@ -247,11 +374,11 @@ class GamePool(gymnasium.vector.VectorEnv):
         **game_options: Any,
     ) -> None:
         # Validate everything before any process or shared memory exists.
-        n_envs = _check_count("n_envs", n_envs, 1, 1 << 16)
+        n_envs = check_count("n_envs", n_envs, 1, 1 << 16)
         self.options, self.games = _check_games(n_envs, game, seed, game_options)
         if n_workers is not None:
-            n_workers = _check_count("n_workers", n_workers, 1, n_envs)
-        self.batch_size = _check_count("batch_size", n_envs if batch_size is None else batch_size, 1, n_envs)
+            n_workers = check_count("n_workers", n_workers, 1, n_envs)
+        self.batch_size = check_count("batch_size", n_envs if batch_size is None else batch_size, 1, n_envs)
         modes = [mode.value for mode in AUTORESET_MODES]
         if autoreset_mode not in AUTORESET_MODES and autoreset_mode not in modes:
             raise ValueError(f"autoreset_mode must be one of {modes}, got {autoreset_mode!r}")
@@ -283,7 +410,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._pending = np.zeros(n_envs, bool)  # envs sent and not yet returned by recv()
         self._busy: set[Any] = set()  # the workers with unanswered commands
         self._restarted: set[int] = set()  # envs restarted with a new worker, not yet reported
-        self._broken: str | None = None
+        self._broken: PoolError | None = None  # what broke the pool: raised (a copy) by every call
         self._was_reset = False  # Gymnasium's order: reset() before the first step() or send()
         for block in np.array_split(np.arange(n_envs), n_workers):  # contiguous blocks, one per worker
             self._workers.append(self._start_worker(block.tolist()))
@@ -308,18 +435,22 @@ class GamePool(gymnasium.vector.VectorEnv):
         return available_cores()
 
     def _open(self) -> dict[str, np.ndarray]:
-        """Create the shared segment (its memory reserved now), the answer socket and the finalizer that deletes
-        them with the workers; return the segment's arrays."""
+        """Create the shared segment (its memory reserved now), the answer socket, the tickets' pipe and the finalizer
+        that closes them with the workers; return the segment's arrays."""
         check_main_guard(self._context, "a GamePool")
-        self._segment = create(self._layout, self.num_envs)
         # Every worker gets the child's ends: answers, and the wake-up of a whole-pool step.
         (parent_end, child_end), (wake_end, wake_child) = socket.socketpair(), socket.socketpair()
         self._answers = (parent_end, connection.Connection(child_end.detach()))
         self._wake = (wake_end, connection.Connection(wake_child.detach()))
-        self._tickets: Any = self._context.Semaphore(0)  # how the last worker of a whole-pool step knows it is last
+        # How the last worker of a whole-pool step knows it is last: (the read end, the write end) of a pipe of tickets.
+        self._tickets = _ticket_pipe(self.num_envs)
+        self._ticket_fds = (self._tickets[0].fileno(), self._tickets[1].fileno())  # (for _step_all)
+        self._tickets_left = False  # whether the pipe may hold tickets that no worker took (_step_all)
         self._step_tag = 0
+        # The segment last: where it has no room, what came before closes itself as it is collected.
+        self._segment = create(self._layout, self.num_envs)
         self._finalizer: weakref.finalize = weakref.finalize(
-            self, _shut_down, self._workers, self._segment, (*self._answers, *self._wake), self._tickets
+            self, _shut_down, self._workers, self._segment, (*self._answers, *self._wake, *self._tickets)
         )
         # The parent's reads give up after LIVENESS_CHECK_SECONDS, so that it can check the workers it waits for.
         timeout = struct.pack("ll", *divmod(int(LIVENESS_CHECK_SECONDS * 1e6), 1_000_000))  # struct timeval
@@ -331,8 +462,8 @@ class GamePool(gymnasium.vector.VectorEnv):
     def _start_worker(self, env_ids: list[int]) -> Any:
         self._shared["commands"][env_ids[0]] = 0  # a new worker has read no command (a replacement neither)
         parent_end, child_end = pipe()
-        channels = (self._answers[1], self._wake[1], self._tickets)  # what every worker shares with the parent
-        args = (child_end, *channels, self._segment.name, self._layout, *self._block_arguments(env_ids))
+        channels = (self._answers[1], self._wake[1], self._tickets[0])  # what every worker shares with the parent
+        args = (child_end, *channels, self._segment.file, self._layout, *self._block_arguments(env_ids))
         process = self._context.Process(target=pool_worker, args=args, daemon=True)  # type: ignore[attr-defined]
         process.start()
         child_end.close()  # only the child holds it now, so a dead child reads as EOF
@@ -369,11 +500,16 @@ class GamePool(gymnasium.vector.VectorEnv):
         """
         if self._busy:  # answers still due (a step interrupted by Ctrl-C): every command the general way
             return self._step_each()
-        # A ticket for every worker but the last. Nothing is in flight, so no worker takes one meanwhile.
-        while self._tickets.acquire(False):  # left by a worker that died, or by a step done the general way
-            pass
-        for _ in range(len(self._workers) - 1):
-            self._tickets.release()
+        # A ticket for every worker but the last. Nothing is in flight, so no worker takes one meanwhile: a step that
+        # did not end with every worker's answer may have left tickets (a worker died before taking its own), which
+        # would make a later step's last worker think it is not; read them away first.
+        take, put = self._ticket_fds
+        if self._tickets_left:
+            with contextlib.suppress(BlockingIOError):  # (fewer than there are workers: one read takes them all)
+                os.read(take, len(self._workers))
+        self._tickets_left = True  # until every worker has answered, and so taken its ticket
+        if len(self._workers) > 1:
+            os.write(put, bytes(len(self._workers) - 1))
         self._step_tag = (self._step_tag + 1) % POOL_STEP_TAGS
         command, commands = POOL_STEP_BYTES[self._step_tag], self._shared["commands"]
         for worker in self._workers:
@@ -390,6 +526,7 @@ class GamePool(gymnasium.vector.VectorEnv):
             self._hand_over(answers)  # (what was read, even if the interrupt came as the read returned)
             raise
         if answers.min() >= 0:  # every worker answered, none failed
+            self._tickets_left = False
             return
         self._hand_over(answers)
         self._finish_in_flight()
@@ -422,7 +559,7 @@ class GamePool(gymnasium.vector.VectorEnv):
 
     def _next_answer(self, busy: set[Any], everything: bool) -> tuple[Any, tuple[str, list[int], Any]]:
         """Wait for the next answer of any of the `busy` workers: ``(status, the envs it sent, None or a
-        traceback)`` as `GameBlock.run` answers, or ``("died", [], why)``.
+        traceback)`` as `GameBlock.run` answers, or ``("died", [], a WorkerDied)``.
 
         With `everything`, one read sleeps until the answers to every command in flight are in (one wake-up
         per step, not one per worker), else until the first. A read gives up after `LIVENESS_CHECK_SECONDS`
@@ -445,7 +582,7 @@ class GamePool(gymnasium.vector.VectorEnv):
             if dead and not self._answer_waiting():  # (first take an answer it sent before it died)
                 worker = by_sentinel[dead[0]]
                 worker.process.join(timeout=1)
-                return worker, ("died", [], f"exit code {worker.process.exitcode}")
+                return worker, ("died", [], worker.died(exitcode=worker.process.exitcode))
         first = self._unread.pop(0)
         worker = self._owner[first if first >= 0 else -1 - first]
         if first >= 0:
@@ -454,7 +591,8 @@ class GamePool(gymnasium.vector.VectorEnv):
             return worker, ("error", worker.in_flight[0], worker.pipe.recv())
         except (EOFError, OSError):  # (OSError: the pipe ended in the middle of it)
             worker.process.join(timeout=1)
-            return worker, ("died", [], "it died while sending the traceback of an error")
+            cause = "it died while sending the traceback of an error"
+            return worker, ("died", [], worker.died(exitcode=worker.process.exitcode, cause=cause))
 
     def _answer_waiting(self) -> bool:
         try:
@@ -480,7 +618,7 @@ class GamePool(gymnasium.vector.VectorEnv):
                 raise ValueError(f"seed must be None, an int or a list of {self.num_envs} seeds, got {seed!r}")
             for i, env_seed in enumerate(seeds):  # checked here, so a bad seed leaves every env as it was
                 if env_seed is not None:
-                    _check_int(f"the seed of env {i}", env_seed, low=0)
+                    check_int(f"the seed of env {i}", env_seed, low=0)
             self._finish_in_flight()  # whatever send() started is void now
             # Reset every worker; one replaced meanwhile (restart_workers) was reset with seeds of its own, so it is
             # reset again with these.
@@ -542,9 +680,8 @@ class GamePool(gymnasium.vector.VectorEnv):
             return self._results(ids, whole=False)
 
     def close_extras(self, **kwargs: Any) -> None:
-        """Stop the workers and delete the shared memory; `close()` calls it once."""
+        """Stop the workers and close the shared memory; `close()` calls it once."""
         self._shared = {}  # drop our views, so the segment can really close
-        self._tickets = None  # the finalizer holds the semaphore until the workers are gone
         if hasattr(self, "_finalizer"):  # absent if __init__ failed before creating anything
             self._finalizer()
 
@@ -568,9 +705,10 @@ class GamePool(gymnasium.vector.VectorEnv):
         ``("step", ids)`` plays the envs `ids` (None: all, the workers' fast path) with `actions` (one per env of
         `ids`, checked by the caller); ``("reset", (seeds, owed))`` resets the envs `seeds` maps to their seeds and
         owes those in `owed` a next-step reset step. Returns the answer, ``("ok", ids, ended)`` as `GameBlock.run`
-        gives it (``ended``: an episode ended), ``("error", ids, message)``, or ``("died", [], message)`` when a
-        worker died (the pool is then broken: close it); and the pool's arrays (`segment.layout`'s, one row per
-        env: views of its shared memory, overwritten by the next command). Nothing is reported by `recv`.
+        gives it (``ended``: an episode ended), ``("error", ids, message)``, or ``("died", [], error)`` when a
+        worker died, with its `WorkerDied` (the pool is then broken: close it); and the pool's arrays
+        (`segment.layout`'s, one row per env: views of its shared memory, overwritten by the next command). Nothing is
+        reported by `recv`.
 
         Raises ValueError for a pool made with ``restart_workers=True``: a dead worker is the caller's to restart
         (its arrays would not say which envs a replacement restarted).
@@ -598,8 +736,8 @@ class GamePool(gymnasium.vector.VectorEnv):
                 else:
                     raise ValueError(f"unknown command {command!r}; valid commands: 'step', 'reset'")
             except PoolError as error:
-                if self._broken:
-                    return ("died", [], self._broken.removesuffix(CANNOT_GO_ON)), self._shared
+                if self._broken is not None:
+                    return ("died", [], self._broken), self._shared
                 return ("error", ids, str(error)), self._shared
             finally:
                 self._ready.clear()  # answers for this call, not for recv()
@@ -652,11 +790,10 @@ class GamePool(gymnasium.vector.VectorEnv):
             raise PoolError(f"{worker.describe()} failed on envs {list(ids)}:\n{payload}")
         self._ready.extend(ids)
 
-    def _worker_died(self, worker: Any, cause: str) -> None:
-        message = f"{worker.describe()} died ({cause})"
+    def _worker_died(self, worker: Any, died: WorkerDied) -> None:
         if not self.restart_workers:
-            self._broken = f"{message}{CANNOT_GO_ON}"
-            raise PoolError(self._broken)
+            self._broken = died.replace(fatal=True)
+            raise self._broken
         # Replace it: same envs, new seeds; the envs it was stepping are reported truncated, the others on
         # their next return.
         owed = [i for sent in worker.in_flight for i in sent]
@@ -679,8 +816,8 @@ class GamePool(gymnasium.vector.VectorEnv):
     def _check_usable(self, stepping: bool = True) -> None:
         if self.closed:
             raise PoolError("the pool is closed")
-        if self._broken:
-            raise PoolError(self._broken)
+        if self._broken is not None:
+            raise copy.copy(self._broken)  # (a copy: each raise its own traceback)
         if stepping and not self._was_reset:
             raise PoolError("call reset() before the first step() or send()")
 

@@ -6,6 +6,7 @@ A `RayGamePool` actor hosts the same `GameBlock` over arrays of its own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import time
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from atari_game.game import Game
-from atari_game.segment import Layout, arrays, attach
+from atari_game.segment import Layout, SegmentFile, arrays, attach
 from atari_game.worker import prepare_worker_process
 
 # The byte that wakes a worker: step all its envs with the actions in the segment, or read a pickled
@@ -167,32 +168,34 @@ def pool_worker(
     remote: connection.Connection,
     answers: connection.Connection,
     wake: connection.Connection,
-    tickets: Any,
-    segment_name: str,
+    tickets: connection.Connection,
+    segment_file: SegmentFile,
     layout: Layout,
     env_ids: list[int],
     seeds: list[int | None],
     next_step_autoreset: bool,
     options: list[dict[str, Any]],
 ) -> None:
-    """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment and run its commands.
+    """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment (`segment_file`, mapped here) and
+    run its commands.
 
     Each command starts with a byte on `remote`: `STEP_ALL` (step every env with the actions in the
     segment), a tag below `POOL_STEP_TAGS` (the same, as part of a whole-pool step) or `MESSAGE`, followed by
     a pickled ``(command, data)`` as `GameBlock.run` takes it, or ``("close", None)``. Every command is
     answered, once its results are in the segment, with the first env's id as a native int32 on the shared
     `answers` socket; a failed one with ``-1 - id``, then its traceback on `remote`. In a whole-pool step the
-    parent puts one ticket fewer than there are workers into the shared semaphore `tickets`; each worker takes
-    one before it answers, and the one that finds none left, the last, sends the tag on `wake` after its
-    answer. Between commands the worker first watches its count of commands sent (`CommandWatch`), then sleeps
-    on `remote`. The worker stops on "close" or when the parent's end of `remote` closes.
+    parent puts one ticket (a byte) fewer than there are workers into the pipe whose read end all workers share,
+    `tickets`; each worker takes one before it answers (`_take_ticket`), and the one that finds none left, the
+    last, sends the tag on `wake` after its answer. Between commands the worker first watches its count of
+    commands sent (`CommandWatch`), then sleeps on `remote`. The worker stops on "close" or when the parent's end
+    of `remote` closes.
     """
     prepare_worker_process()
-    segment = attach(segment_name)
+    segment = attach(segment_file)
     shared = arrays(segment, layout)
     rows = slice(env_ids[0], env_ids[-1] + 1)  # a worker's envs are one contiguous block
     block = GameBlock(env_ids, seeds, next_step_autoreset, options, {name: shared[name][rows] for name in shared})
-    command_fd, answers_fd, wake_fd = remote.fileno(), answers.fileno(), wake.fileno()
+    command_fd, answers_fd, wake_fd, tickets_fd = remote.fileno(), answers.fileno(), wake.fileno(), tickets.fileno()
     sent, handled, watch = shared["commands"][env_ids[0]], 0, CommandWatch()
     # A send of four bytes on a Unix stream socket is queued whole, so answers of several workers never interleave.
     done, failed = struct.pack("=i", env_ids[0]), struct.pack("=i", -1 - env_ids[0])
@@ -209,7 +212,7 @@ def pool_worker(
                 return
             status, _, payload = block.run(command, data)
             # A ticket taken before answering: once the parent has every answer, every worker has taken its ticket.
-            last = pool_step and not tickets.acquire(False)
+            last = pool_step and not _take_ticket(tickets_fd)
             os.write(answers_fd, failed if status == "error" else done)
             if last:  # the parent sleeps once a step, not once a worker
                 os.write(wake_fd, byte)
@@ -218,8 +221,21 @@ def pool_worker(
     except (EOFError, OSError):  # the parent is gone (or was killed with unread data in the pipe)
         return
     finally:
-        del block, shared  # the numpy views must go before the segment can be closed
-        segment.close()
+        del block, shared, sent  # the numpy views must go before the segment can be closed
+        with contextlib.suppress(BufferError):  # a view still held somewhere: the mapping goes with the process
+            segment.close()
+
+
+def _take_ticket(tickets_fd: int) -> bool:
+    """Take a ticket of a whole-pool step, a byte, from the pipe `tickets_fd` (its read end does not wait); False
+    if none is left: this worker is the last of the step to finish.
+
+    A read of one byte from a pipe takes it whole and from one reader alone, so each ticket goes to one worker.
+    """
+    try:
+        return bool(os.read(tickets_fd, 1))  # (b"": the parent is gone, and this worker's answers go nowhere)
+    except BlockingIOError:
+        return False
 
 
 # --- the parent -----------------------------------------------------------------------------------------

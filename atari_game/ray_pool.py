@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from atari_game.pool import GamePool, PoolError
+from atari_game.pool import GamePool, PoolError, WorkerDied, _describe_worker
 from atari_game.pool_worker import GameBlock
 from atari_game.worker import prepare_worker_process
 
@@ -255,8 +255,9 @@ class NodeActor:
         return self.location
 
     def run(self, command: str, data: Any, actions: np.ndarray | None) -> tuple[tuple, dict, tuple[int, str, str]]:
-        """`GameActor.run`; a dead worker of its pool is answered ``("died", [], why)`` and the pool started again,
-        its games to be re-seeded by the reset the parent's restart sends."""
+        """`GameActor.run`; a dead worker of its pool is answered ``("died", [], its WorkerDied)``, its env ids as the
+        parent numbers them, and the pool started again, its games to be re-seeded by the reset the parent's restart
+        sends."""
         first = self.first
         local: Any  # the command's data, as the hosted pool numbers its envs
         if command == "step":
@@ -270,13 +271,7 @@ class NodeActor:
         if status == "died":
             self.pool.close()
             self.pool = self.make_pool()
-
-            # The worker's envs as the parent numbers them, not as the hosted pool does.
-            def renumbered(envs: re.Match) -> str:
-                return f"envs {int(envs[1]) + first}-{int(envs[2]) + first}"
-
-            cause = re.sub(r"envs (\d+)-(\d+)", renumbered, payload, count=1)
-            return (status, [], f"its {cause}"), {}, self.location
+            return (status, [], payload.with_env_offset(first)), {}, self.location  # the parent's env ids
         answer = (status, [i + first for i in ids], payload)
         return answer, _reply(answer, arrays, rows, self.same_step), self.location
 
@@ -296,8 +291,16 @@ class _Actor:
     calls: list[Any] = dataclasses.field(default_factory=list)  # their object refs, in the same order
 
     def describe(self) -> str:
-        place = "not running yet" if self.where is None else "pid {} on node {:.8} at {}".format(*self.where)
-        return f"ray actor ({place}, envs {self.env_ids[0]}-{self.env_ids[-1]})"
+        return _describe_worker("ray actor", *self._place())
+
+    def died(self, **fields: Any) -> WorkerDied:
+        """The report of its death; `fields` as `WorkerDied` takes them."""
+        pid, env_ids, node, address = self._place()
+        return WorkerDied(kind="ray actor", pid=pid, env_ids=env_ids, node=node, address=address, **fields)
+
+    def _place(self) -> tuple[int | None, list[int], str | None, str | None]:
+        pid, node, address = self.where or (None, None, None)
+        return pid, self.env_ids, node, address
 
 
 def _shut_down(actors: list[_Actor], pool_id: int, node_actors: bool) -> None:
@@ -309,7 +312,7 @@ def _shut_down(actors: list[_Actor], pool_id: int, node_actors: bool) -> None:
     _connection["pools"].discard(pool_id)
     if not ray.is_initialized():  # Ray already shut down (at interpreter exit, say): the actors went with it
         return
-    if node_actors:  # killed at once, a node actor would leave its pool's shared memory to the resource tracker
+    if node_actors:  # closed first, a node actor's pool ends its workers now, not when they find their parent gone
         closing = [actor.actor.close.remote() for actor in actors if actor.actor is not None]
         ray.wait(closing, num_returns=len(closing), timeout=CLOSE_TIMEOUT)
     for actor in actors:
@@ -348,7 +351,7 @@ class RayGamePool(GamePool):
             the default is ``{"num_cpus": 1, "scheduling_strategy": "SPREAD"}`` (spread over the nodes).
         restart_workers: Ray restarts a dead actor (``max_restarts=-1``) or one lost with its node; the pool
             re-seeds its games and reports its envs truncated with ``info["worker_restarted"]``. Without it,
-            a dead actor raises `PoolError` naming it and its envs.
+            a dead actor raises `WorkerDied` (a `PoolError`) naming it and its envs.
     """
 
     def __init__(
@@ -487,8 +490,8 @@ class RayGamePool(GamePool):
 
     def _fail(self, message: str) -> PoolError:
         """The error that breaks the pool: `message`, from now on the answer to every call."""
-        self._broken = message
-        return PoolError(message)
+        self._broken = PoolError(message)
+        return self._broken
 
     def _replace(self, worker: _Actor) -> _Actor:
         """The same actor once Ray has restarted it; the calls it lost are void."""
@@ -515,11 +518,12 @@ class RayGamePool(GamePool):
             worker.calls.pop(0)
             return worker, ("error", worker.in_flight[0], str(error))
         except ray.exceptions.RayError as error:  # the actor died, or its node was lost with the result
-            return worker, ("died", [], f"{type(error).__name__}: {str(error).splitlines()[0]}")
+            return worker, ("died", [], worker.died(cause=f"{type(error).__name__}: {str(error).splitlines()[0]}"))
         if location != worker.where:  # Ray restarted the actor since it last answered: its games are new
-            return worker, ("died", [], f"restarted by Ray as pid {location[0]} on node {location[1]:.8}")
+            cause = f"restarted by Ray as pid {location[0]} on node {location[1]:.8}"
+            return worker, ("died", [], worker.died(cause=cause))
         if answer[0] == "died":  # a node actor's worker process died (the actor has started its pool again)
-            return worker, answer
+            return worker, ("died", [], worker.died(cause="a worker process of its pool died", hosted=answer[2]))
         worker.calls.pop(0)
         ids = answer[1] or worker.env_ids  # a reset's answer names no envs, but its results cover all
         for name, values in results.items():  # zero-copy reads from the object store, one copy into ours

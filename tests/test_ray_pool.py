@@ -20,7 +20,7 @@ from test_pool import OPTIONS, all_gone
 from test_pool_values import LocalEnv, check_reset, play_async, send
 
 from atari_game import Game
-from atari_game.pool import GamePool, PoolError
+from atari_game.pool import GamePool, PoolError, WorkerDied
 from atari_game.ray_pool import RayGamePool, _ray
 
 NODE = {"num_cpus": 2, "object_store_memory": 100 << 20}
@@ -60,8 +60,16 @@ def pool_workers(actor_pid):
 
 
 def segments(pids):
-    """The shared-memory segments in /dev/shm of the pools the processes `pids` started."""
-    return [name for name in os.listdir("/dev/shm") for pid in pids if name.startswith(f"atari_game_{pid}_")]
+    """The shared-memory segments the processes `pids` hold open (anonymous files: /proc names each /memfd:NAME, once
+    for the pool's descriptor and once for its mapping's)."""
+    found = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):  # gone
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):  # closed meanwhile
+                    if (link := os.readlink(f"/proc/{pid}/fd/{fd}")).startswith("/memfd:atari_game_"):
+                        found.add(link)
+    return sorted(found)
 
 
 def restarted(actor, dead_pid, within):
@@ -443,8 +451,21 @@ def test_a_node_actors_dead_worker_restarts_the_actors_envs_or_breaks_the_pool_n
         PoolError,
         match=rf"ray actor \(pid {pids(broken)[1]} on node \w+ at [\d.]+, envs 2-3\) died \(its pool worker "
         rf"\(pid {victim}, envs 3-3\) died \(exit code -9\)\); the pool cannot go on",
-    ):
+    ) as caught:
         broken.step([0, 0, 0, 0])
+    died = caught.value  # the same, as fields: the actor, and its worker process with the parent's env ids
+    assert (died.kind, died.pid, died.env_ids, died.node) == (
+        "ray actor",
+        pids(broken)[1],
+        (2, 3),
+        broken._workers[1].where[1],
+    )
+    assert (died.hosted.pid, died.hosted.env_ids, died.hosted.exitcode, died.hosted.signal) == (
+        victim,
+        (3,),
+        -9,
+        "SIGKILL",
+    )
 
 
 def test_closing_a_pool_of_node_actors_leaves_no_process_and_no_shared_memory(cluster):
@@ -532,4 +553,7 @@ def test_run_block_plays_a_local_pools_envs_as_one_block_and_names_a_dead_worker
     victim = block_pool._workers[1].process.pid
     os.kill(victim, signal.SIGKILL)
     answer, _ = block_pool.run_block("step", None, np.zeros(4, np.int64))
-    assert answer == ("died", [], f"pool worker (pid {victim}, envs 2-3) died (exit code -9)")
+    status, ids, died = answer
+    assert (status, ids) == ("died", []) and isinstance(died, WorkerDied)
+    assert (died.pid, died.env_ids, died.exitcode, died.signal) == (victim, (2, 3), -9, "SIGKILL")
+    assert str(died.replace(fatal=False)) == f"pool worker (pid {victim}, envs 2-3) died (exit code -9)"
