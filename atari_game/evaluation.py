@@ -22,7 +22,7 @@ from gymnasium.vector import AutoresetMode
 
 from atari_game.game import GameOptions, display_name, resolve_game
 from atari_game.pool import GamePool
-from atari_game.protocols import PROTOCOLS, get_protocol, protocol_conflict
+from atari_game.protocols import PROTOCOLS, apply_protocol, get_protocol, protocol_conflict
 from atari_game.scores import ATARI_57, human_normalized
 
 #: The ``format`` and ``version`` of the JSON an `Evaluation` is saved as (``atari-game report`` checks both).
@@ -148,9 +148,7 @@ def evaluate(
         raise ValueError(f"episodes must be an integer >= 1, got {episodes!r}")
     epsilon = 0.0
     if protocol is not None:
-        if problem := protocol_conflict(protocol, options, "evaluate"):
-            raise ValueError(problem)
-        options = {**options, **get_protocol(protocol).evaluate}
+        options = apply_protocol(protocol, options, "evaluate")
         epsilon = get_protocol(protocol).eval_epsilon
     options.setdefault("life_loss", "ignore")
     n_envs = min(episodes, 8) if n_envs is None else n_envs

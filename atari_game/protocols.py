@@ -39,6 +39,10 @@ class Protocol:
     eval_epsilon: float
     sources: Mapping[str, str]
 
+    def fixed(self, phase: str) -> Mapping[str, Any]:
+        """The options it fixes for `phase`: "train" (`train`) or "evaluate" (`evaluate`)."""
+        return self.train if phase == "train" else self.evaluate
+
     def describe(self) -> str:
         """One line for a run's log: the name, the paper, and the options it fixes for training."""
         options = ", ".join(f"{name}={value!r}" for name, value in self.train.items())
@@ -109,7 +113,7 @@ def protocol_conflict(name: str, options: Mapping[str, Any], phase: str = "train
     """What in `options` contradicts what protocol `name` fixes for `phase` ("train" or "evaluate"): the option,
     both values and the paper's reason; "" when nothing does (options it does not fix are free)."""
     protocol = get_protocol(name)
-    for option, value in (protocol.train if phase == "train" else protocol.evaluate).items():
+    for option, value in protocol.fixed(phase).items():
         if option in options and options[option] != value:
             return (
                 f"{option}={options[option]!r} conflicts with protocol {name!r}, which sets {option}={value!r} "
@@ -124,5 +128,4 @@ def apply_protocol(name: str, options: Mapping[str, Any], phase: str = "train") 
     be the protocol's)."""
     if problem := protocol_conflict(name, options, phase):
         raise ValueError(problem)
-    protocol = get_protocol(name)
-    return {**options, **(protocol.train if phase == "train" else protocol.evaluate)}
+    return {**options, **get_protocol(name).fixed(phase)}
