@@ -13,7 +13,8 @@ from atari_game.game import (
     list_games,
     resolve_game,
 )
-from atari_game.pool import GamePool, PoolError, WorkerDied
+from atari_game.pool import GamePool
+from atari_game.pool_errors import PoolError, WorkerDied
 from atari_game.protocols import PROTOCOLS, Protocol
 from atari_game.ray_pool import RayGamePool
 from atari_game.replay import FrameReplay

@@ -33,7 +33,7 @@ import numpy as np
 from ale_py import roms
 
 from atari_game.protocols import get_protocol, protocol_conflict
-from atari_game.validation import check_bool, check_int, check_number
+from atari_game.validation import check_bool, check_choice, check_int, check_number
 
 # ALE prints a banner for every emulator it builds unless told, before the first one, to log errors only.
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
@@ -347,15 +347,13 @@ class GameOptions:
         normalise("size", (int(size[0]), int(size[1])))
         for name in ("channels_last", "fire_reset", "clip_rewards", "full_action_space", "scale_obs", "continuous"):
             check_bool(name, getattr(self, name))
-        if self.life_loss not in LIFE_LOSS_MODES:
-            raise ValueError(f"life_loss must be one of {LIFE_LOSS_MODES}, got {self.life_loss!r}")
+        check_choice("life_loss", self.life_loss, LIFE_LOSS_MODES)
         check_int("noop_max", self.noop_max, low=0)
         check_int("random_starts", self.random_starts, low=0)
         check_number("sticky_actions", self.sticky_actions, 0, 1, "a probability")
         if self.max_episode_frames is not None:
             check_int("max_episode_frames", self.max_episode_frames, low=1)
-        if self.obs_type not in OBS_TYPES:
-            raise ValueError(f"obs_type must be one of {OBS_TYPES}, got {self.obs_type!r}")
+        check_choice("obs_type", self.obs_type, OBS_TYPES)
         check_number("continuous_action_threshold", self.continuous_action_threshold, 0, 1)
         if not self.continuous and self.continuous_action_threshold != 0.5:
             raise ValueError(

@@ -26,15 +26,18 @@ import re
 import socket
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from atari_game.pool import GamePool, PoolError, WorkerDied, _describe_worker
+from atari_game.pool import GamePool
+from atari_game.pool_errors import PoolError, WorkerDied, describe_worker
 from atari_game.pool_worker import GameBlock
+from atari_game.segment import Layout
+from atari_game.validation import check_choice
 from atari_game.worker import prepare_worker_process
 
 # How long an actor may take to start, or to come back after a restart (Ray first has to notice a lost
@@ -281,7 +284,7 @@ class NodeActor:
 
 
 @dataclasses.dataclass(eq=False)  # handles are the same only if they are one object
-class _Actor:
+class RayActor:
     """The parent's handle on one actor and the envs it hosts."""
 
     actor: Any  # None until launched
@@ -291,7 +294,7 @@ class _Actor:
     calls: list[Any] = dataclasses.field(default_factory=list)  # their object refs, in the same order
 
     def describe(self) -> str:
-        return _describe_worker("ray actor", *self._place())
+        return describe_worker("ray actor", *self._place())
 
     def died(self, **fields: Any) -> WorkerDied:
         """The report of its death; `fields` as `WorkerDied` takes them."""
@@ -303,7 +306,12 @@ class _Actor:
         return pid, self.env_ids, node, address
 
 
-def _shut_down(actors: list[_Actor], pool_id: int, node_actors: bool) -> None:
+def _node_cpus(ray: Any) -> list[float]:
+    """The CPUs of each live node that has any."""
+    return [cpus for node in ray.nodes() if node["Alive"] and (cpus := node["Resources"].get("CPU", 0))]
+
+
+def _shut_down(actors: list[RayActor], pool_id: int, node_actors: bool) -> None:
     """Kill every actor (`node_actors` first close their pools, within `CLOSE_TIMEOUT` seconds), and end the Ray
     connection a pool made once no pool uses it (stopping the local Ray instance it started, if it did); a plain
     function, for `weakref.finalize`."""
@@ -366,91 +374,100 @@ class RayGamePool(GamePool):
         actor_options: dict[str, Any] | None = None,
         **pool_options: Any,
     ) -> None:
-        if "start_method" in pool_options:
-            raise TypeError("start_method is for local worker processes; Ray starts its actors itself")
-        if actors not in ACTORS:
-            raise ValueError(f"actors must be one of {ACTORS}, got {actors!r}")
-        if actor_options is not None and not isinstance(actor_options, dict):
-            raise TypeError(f"actor_options must be a dict of Ray actor options, got {actor_options!r}")
-        check_address(address)
-        self.actors, self._address = actors, address
-        # A node actor's CPUs default to a node's, known once connected (`_connect`).
-        cpus = {"num_cpus": 1} if actors == "worker" else {}
-        self._actor_options = {**cpus, "scheduling_strategy": "SPREAD", **(actor_options or {})}
-        try:
-            super().__init__(n_envs, game, seed, n_workers=n_workers, **pool_options)
-            self._wait_for_cpus()
-            for worker in self._workers:
-                self._launch(worker)
-            # Wait for every actor, so that one that cannot start (no node has its resources) fails here.
-            for worker in self._workers:
-                worker.where = self._locate(worker)
-        except BaseException:  # bad actor_options, an actor that cannot start, Ctrl-C: leave nothing behind
-            self.close()
-            raise
-
-    # --- the Ray transport: GamePool's local one, overridden ---------------------------------------------
+        for name in ("start_method", "transport"):  # a RayGamePool's transport is Ray
+            if name in pool_options:
+                raise TypeError(f"{name} is for local worker processes (a GamePool); Ray starts its actors itself")
+        self.actors = actors
+        transport = RayTransport(actors, address, actor_options)
+        super().__init__(n_envs, game, seed, n_workers=n_workers, transport=transport, **pool_options)
 
     def placement(self) -> list[tuple[str, str, list[int]]]:
         """Where the envs run now: for each actor, its node's id and address and the ids of its envs (after a lost
         node, the node Ray restarted the actor on)."""
         return [(worker.where[1], worker.where[2], worker.env_ids) for worker in self._workers if worker.where]
 
-    def _connect(self) -> Any:
+
+class RayTransport:
+    """`GamePool`'s `Transport` over Ray actors: one actor per block of envs, a `GameActor` or a `NodeActor` (the
+    `actors` of `RayGamePool`, whose docstring says what `address` and `actor_options` take). Each call of an actor
+    carries its command, and its step's actions; its answer carries the results, which `next_answer` copies into the
+    pool's arrays (plain numpy arrays here: no memory is shared with an actor)."""
+
+    def __init__(self, actors: str, address: str | None, actor_options: dict[str, Any] | None) -> None:
+        check_choice("actors", actors, ACTORS)
+        if actor_options is not None and not isinstance(actor_options, dict):
+            raise TypeError(f"actor_options must be a dict of Ray actor options, got {actor_options!r}")
+        check_address(address)
+        self.actors, self.address = actors, address
+        # A node actor's CPUs default to a node's, known once connected (`connect`).
+        cpus = {"num_cpus": 1} if actors == "worker" else {}
+        self.actor_options = {**cpus, "scheduling_strategy": "SPREAD", **(actor_options or {})}
+        self.workers: list[RayActor] = []
+        self.shared: dict[str, np.ndarray] = {}
+
+    def connect(self) -> Any:
         """Ray, connected to `address` unless this process is connected already; a node actor's CPUs set."""
-        ray = connect(self._address)
+        ray = connect(self.address)
         if _connection["job"] == ray.get_runtime_context().get_job_id():
             _connection["pools"].add(id(self))
-        if self.actors == "node" and "num_cpus" not in self._actor_options:
-            self._actor_options["num_cpus"] = min(self._node_cpus(ray), default=1)
+        if self.actors == "node" and "num_cpus" not in self.actor_options:
+            self.actor_options["num_cpus"] = min(_node_cpus(ray), default=1)
         return ray
 
-    @staticmethod
-    def _node_cpus(ray: Any) -> list[float]:
-        """The CPUs of each live node that has any."""
-        return [cpus for node in ray.nodes() if node["Alive"] and (cpus := node["Resources"].get("CPU", 0))]
-
-    def _default_n_workers(self) -> int:
-        ray, each = self._connect(), max(self._actor_options.get("num_cpus", 1), 1e-9)
+    def default_n_workers(self) -> int:
+        """As many actors as the cluster's free CPUs allow (a node actor: one per node that has its CPUs)."""
+        ray, each = self.connect(), max(self.actor_options.get("num_cpus", 1), 1e-9)
         if self.actors == "node":
-            return max(1, sum(cpus >= each for cpus in self._node_cpus(ray)))
+            return max(1, sum(cpus >= each for cpus in _node_cpus(ray)))
         return max(1, int(ray.available_resources().get("CPU", 0.0) // each))
+
+    def open(
+        self, n_envs: int, layout: Layout, arguments: Callable[[list[int]], tuple], restart_workers: bool
+    ) -> dict[str, np.ndarray]:
+        """Plain arrays the actors' results are copied into, and the finalizer that kills the actors."""
+        self.connect()
+        self.layout, self.arguments, self.restart_workers = layout, arguments, restart_workers
+        self.finalizer = weakref.finalize(self, _shut_down, self.workers, id(self), self.actors == "node")
+        self.shared = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
+        return self.shared
+
+    def close(self) -> None:
+        """Kill the actors (once; nothing if `open` did not run)."""
+        if hasattr(self, "finalizer"):
+            self.finalizer()
+
+    def start(self, blocks: list[list[int]]) -> None:
+        """An actor for each block, once the CPUs they all need are free; waited for, so that one that cannot start
+        (no node has its resources, a node without atari_game) fails here."""
+        self.workers += [RayActor(None, env_ids) for env_ids in blocks]
+        self._wait_for_cpus()
+        options = {"max_restarts": -1 if self.restart_workers else 0, **self.actor_options}
+        for worker in self.workers:
+            block = self.arguments(worker.env_ids)
+            if self.actors == "node":  # its pool makes its own arrays, a worker process per CPU, at most one per env
+                n_workers = min(len(worker.env_ids), max(1, int(self.actor_options["num_cpus"])))
+                worker.actor = _remote(NodeActor).options(**options).remote(*block, versions(), n_workers)
+            else:
+                worker.actor = _remote(GameActor).options(**options).remote(*block, self.layout, versions())
+        for worker in self.workers:
+            worker.where = self._locate(worker)
 
     def _wait_for_cpus(self) -> None:
         """A `PoolError` naming the fixes if the cluster does not have the CPUs the actors ask for free within
         `FREE_CPU_WAIT` seconds (Ray would leave them waiting for as long as the CPUs stay taken)."""
-        ray, needed = _ray(), len(self._workers) * self._actor_options.get("num_cpus", 1)
+        ray, needed = _ray(), len(self.workers) * self.actor_options.get("num_cpus", 1)
         deadline = time.monotonic() + FREE_CPU_WAIT
         while (free := free_cpus()) < needed and time.monotonic() < deadline:
             time.sleep(0.2)
         if free < needed:
             total = ray.cluster_resources().get("CPU", 0.0)
             raise PoolError(
-                f"the Ray cluster has {free:g} of its {total:g} CPUs free, and the pool's {len(self._workers)} actors "
-                f"need {needed:g} ({self._actor_options.get('num_cpus', 1):g} each): pass fewer n_workers (or a "
+                f"the Ray cluster has {free:g} of its {total:g} CPUs free, and the pool's {len(self.workers)} actors "
+                f"need {needed:g} ({self.actor_options.get('num_cpus', 1):g} each): pass fewer n_workers (or a "
                 "smaller num_cpus in actor_options), add nodes, or stop what holds the CPUs (`ray list actors`)"
             )
 
-    def _open(self) -> dict[str, np.ndarray]:
-        """Plain arrays the actors' results are copied into, and the finalizer that kills the actors."""
-        self._connect()
-        self._finalizer = weakref.finalize(self, _shut_down, self._workers, id(self), self.actors == "node")
-        return {name: np.zeros(shape, dtype) for name, (shape, dtype) in self._layout.items()}
-
-    def _start_worker(self, env_ids: list[int]) -> _Actor:
-        # Launched once every actor's CPUs are known to be free (`_wait_for_cpus`, `_launch`).
-        return _Actor(None, env_ids)
-
-    def _launch(self, worker: _Actor) -> None:
-        options = {"max_restarts": -1 if self.restart_workers else 0, **self._actor_options}
-        block = self._block_arguments(worker.env_ids)
-        if self.actors == "node":  # its pool makes its own arrays, with a worker process per CPU, at most one per env
-            workers = min(len(worker.env_ids), max(1, int(self._actor_options["num_cpus"])))
-            worker.actor = _remote(NodeActor).options(**options).remote(*block, versions(), workers)
-        else:
-            worker.actor = _remote(GameActor).options(**options).remote(*block, self._layout, versions())
-
-    def _locate(self, worker: _Actor) -> tuple[int, str, str]:
+    def _locate(self, worker: RayActor) -> tuple[int, str, str]:
         """Where the actor runs, once it runs. A `PoolError` if its ``__init__`` fails, if it does not run within
         `START_TIMEOUT` seconds, or, for an actor lost with its node, once the cluster has lacked the CPUs to restart
         it for `FREE_CPU_WAIT` seconds."""
@@ -468,45 +485,44 @@ class RayGamePool(GamePool):
                 cause = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().splitlines()[-1]
                 if "No module named 'atari_game'" in cause:
                     cause += f": install atari_game {versions()['atari_game']} on every node (docs/guides/ray.md)"
-                raise self._fail(f"{worker.describe()} could not start: {cause}") from error
+                raise PoolError(f"{worker.describe()} could not start: {cause}") from error
             now = time.monotonic()
             if now - start > START_TIMEOUT:
-                hint = f"do actor_options {self._actor_options} ask for more than any node has?"
-                raise self._fail(f"{worker.describe()} could not be started within {START_TIMEOUT:.0f} s ({hint})")
+                hint = f"do actor_options {self.actor_options} ask for more than any node has?"
+                raise PoolError(f"{worker.describe()} could not be started within {START_TIMEOUT:.0f} s ({hint})")
             starved = (starved or now) if self._cannot_restart(worker) else None
             if starved is not None and now - starved > FREE_CPU_WAIT:
-                raise self._fail(
+                raise PoolError(
                     f"{worker.describe()} was lost with its node, and for {FREE_CPU_WAIT:.0f} s no node has had the "
                     f"CPUs to restart it: add a node, or start again with fewer actors (a trainer's --resume takes "
                     "the CPUs left)"
                 )
 
-    def _cannot_restart(self, worker: _Actor) -> bool:
+    def _cannot_restart(self, worker: RayActor) -> bool:
         """Whether `worker` ran on a node Ray now knows is dead, and the cluster lacks the free CPUs to restart it."""
         ray = _ray()
         if worker.where is None or any(node["NodeID"] == worker.where[1] and node["Alive"] for node in ray.nodes()):
             return False
-        return free_cpus() < self._actor_options.get("num_cpus", 1)
+        return free_cpus() < self.actor_options.get("num_cpus", 1)
 
-    def _fail(self, message: str) -> PoolError:
-        """The error that breaks the pool: `message`, from now on the answer to every call."""
-        self._broken = PoolError(message)
-        return self._broken
+    def replace(self, worker: RayActor) -> RayActor:
+        """The same actor once Ray has restarted it, in its place in `workers`; the calls it lost are void."""
+        replacement = RayActor(worker.actor, worker.env_ids, self._locate(worker))
+        self.workers[self.workers.index(worker)] = replacement
+        return replacement
 
-    def _replace(self, worker: _Actor) -> _Actor:
-        """The same actor once Ray has restarted it; the calls it lost are void."""
-        return _Actor(worker.actor, worker.env_ids, self._locate(worker))
-
-    def _post(self, worker: _Actor, command: str, data: Any, ids: list[int]) -> None:
+    def post(self, worker: RayActor, command: str, data: Any, ids: list[int]) -> None:
         # An actor has no shared segment to read actions from: a step names its envs and carries their actions.
-        actions = self._shared["actions"][ids] if command == "step" else None
+        actions = self.shared["actions"][ids] if command == "step" else None
         worker.calls.append(worker.actor.run.remote(command, ids if command == "step" else data, actions))
 
-    def _step_all(self) -> None:
-        # GamePool's fast path is for its local workers: here one call per actor, each answer taken in.
-        self._step_each()
+    def step_all(self) -> bool:
+        """A step call to every actor; the pool takes the answers in (GamePool's one-read fast path is local)."""
+        for worker in self.workers:
+            self.post(worker, "step", None, worker.env_ids)
+        return False
 
-    def _next_answer(self, busy: set[_Actor], everything: bool) -> tuple[_Actor, tuple[str, list[int], Any]]:
+    def next_answer(self, busy: set[RayActor], everything: bool) -> tuple[RayActor, tuple[str, list[int], Any]]:
         # The first call to finish, whether or not the pool waits for `everything`.
         ray = _ray()
         first_calls = {worker.calls[0]: worker for worker in busy}
@@ -527,5 +543,5 @@ class RayGamePool(GamePool):
         worker.calls.pop(0)
         ids = answer[1] or worker.env_ids  # a reset's answer names no envs, but its results cover all
         for name, values in results.items():  # zero-copy reads from the object store, one copy into ours
-            self._shared[name][ids] = values
+            self.shared[name][ids] = values
         return worker, answer

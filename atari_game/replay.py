@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from atari_game.validation import check_array, check_bool, check_int, check_number
+from atari_game.validation import check_array, check_bool, check_choice, check_int, check_number
 
 # Extra frame slots per env, as a share of its transition slots: they hold the frames of segment starts.
 FRAME_MARGIN = 0.03
@@ -338,9 +338,7 @@ class FrameReplay:
         self.priority_epsilon = check_number("priority_epsilon", priority_epsilon, 0.0, math.inf)
         if seed is not None:
             check_int("seed", seed, 0)
-        if compression not in COMPRESSIONS:
-            raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
-        self.compression = compression
+        self.compression = check_choice("compression", compression, COMPRESSIONS)
         # What `save` writes for `load` to rebuild the same memory.
         self._arguments = {
             "capacity": self.capacity,

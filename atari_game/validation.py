@@ -33,6 +33,13 @@ def check_count(name: str, value: Any, low: int, high: int) -> int:
     return int(value)
 
 
+def check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
+    """`value`, one of `choices`; a `ValueError` naming them for any other value."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
 def check_bool(name: str, value: Any) -> bool:
     """`value` as a bool: Python's or numpy's."""
     if not isinstance(value, (bool, np.bool_)):

@@ -19,7 +19,7 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 from atari_game import Game, resolve_game
-from atari_game import pool as pool_module
+from atari_game import local_transport as pool_module
 from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW
 from atari_game.pool import GamePool, PoolError
 from atari_game.pool_worker import POOL_STEP_BYTES, POOL_STEP_TAGS, WATCH_SECONDS, CommandWatch, GameBlock
@@ -382,7 +382,7 @@ def test_bad_continuous_actions_are_refused_before_anything_is_sent(pool_factory
         ({"n_envs": 0}, r"n_envs must be an integer in \[1, 65536\], got 0"),
         ({"n_envs": 2, "n_workers": 3}, r"n_workers must be an integer in \[1, 2\], got 3"),
         ({"n_envs": 2, "batch_size": 0}, r"batch_size must be an integer in \[1, 2\]"),
-        ({"n_envs": 2, "autoreset_mode": "Disabled"}, r"autoreset_mode must be one of \['NextStep', 'SameStep'\]"),
+        ({"n_envs": 2, "autoreset_mode": "Disabled"}, r"autoreset_mode must be one of \('NextStep', 'SameStep'\)"),
         ({"n_envs": 2, "frame_skip": 0}, "frame_skip must be an integer >= 1"),
         ({"n_envs": 2, "game": "Pongg"}, "unknown game 'Pongg'"),
         ({"n_envs": 2, "obs_type": "rgba"}, "obs_type must be one of"),
@@ -425,7 +425,7 @@ def test_bad_pool_options_fail_before_any_process_or_memory_exists(kwargs, messa
 def test_a_killed_worker_is_reported_within_two_seconds_and_close_still_works():
     pool = GamePool(4, n_workers=2, **OPTIONS)
     pool.reset()
-    pids, segment = worker_pids(pool), pool._segment.name
+    pids, segment = worker_pids(pool), pool._transport.segment.name
     os.kill(pids[1], signal.SIGKILL)
     start = time.monotonic()
     with pytest.raises(PoolError, match=rf"pool worker \(pid {pids[1]}, envs 2-3\) died \(exit code -9\)"):
@@ -520,7 +520,7 @@ def test_a_worker_killed_while_sending_a_traceback_is_reported_dead(pool_factory
     pool.reset()
     pool._send(pool._workers[1], "x" * 2_000_000, None, [])
     deadline = time.monotonic() + 30
-    while not pool._answer_waiting():  # its answer is in: it is now blocked sending the traceback
+    while not pool._transport.answer_waiting():  # its answer is in: it is now blocked sending the traceback
         assert time.monotonic() < deadline
         time.sleep(0.01)
     os.kill(worker_pids(pool)[1], signal.SIGKILL)
@@ -529,7 +529,7 @@ def test_a_worker_killed_while_sending_a_traceback_is_reported_dead(pool_factory
             pool._finish_in_flight()
         return
     pool._finish_in_flight()  # replaced, with its envs restarted
-    assert pool._restarts == 1 and len(set(worker_pids(pool))) == 2
+    assert pool._books.restarts == 1 and len(set(worker_pids(pool))) == 2
     obs, _, _, _, info = pool.step([0, 1, 2, 3])
     assert obs.shape == (4, 4, 84, 84) and list(info["worker_restarted"]) == [False, False, True, True]
 
@@ -711,11 +711,11 @@ def test_late_and_false_wake_ups_leave_every_step_exact(pool_factory):
     games = [Game(seed=i, **OPTIONS) for i in range(4)]
     for game in games:
         game.reset()
-    wake = pool._wake[1]  # the end the workers write their wake-ups to
+    wake = pool._transport.wake[1]  # the end the workers write their wake-ups to
     for t, action in enumerate([1, 0, 2, 3, 0, 1] * 3):
-        next_tag = (pool._step_tag + 1) % POOL_STEP_TAGS
+        next_tag = (pool._transport.step_tag + 1) % POOL_STEP_TAGS
         if t % 3 == 1:  # a late wake-up of the step before: skipped
-            os.write(wake.fileno(), POOL_STEP_BYTES[pool._step_tag])
+            os.write(wake.fileno(), POOL_STEP_BYTES[pool._transport.step_tag])
         if t % 3 == 2:  # a wake-up before the workers are done: the parent reads on until every answer is in
             os.write(wake.fileno(), POOL_STEP_BYTES[next_tag])
         obs, rewards, *_ = pool.step([action] * 4)
@@ -763,8 +763,8 @@ PATIENT = 5.0
 
 def test_a_whole_pool_step_whose_answers_all_came_is_not_read_again_the_general_way(pool_factory, monkeypatch):
     # Every worker answered (the worker whose first env is 0 answers 0, an answer like any other), so the step is
-    # done: neither sent nor booked and read again the general way (`_step_each`, `_hand_over`, `_finish_in_flight`),
-    # which gives the same values at several times the parent's cost.
+    # done: neither sent nor booked and read again the general way (`_step_each`, `_book_step_of_all`,
+    # `_finish_in_flight`), which gives the same values at several times the parent's cost.
     monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", PATIENT)
     pool = pool_factory(4, n_workers=2, game="Breakout")
     pool.reset()
@@ -785,12 +785,12 @@ def test_a_whole_pool_step_wakes_the_parent_once_and_leaves_no_wake_up_behind(po
     pool.reset()
     for t in range(30):
         if t % 2:  # a late wake-up of the step before
-            os.write(pool._wake[1].fileno(), POOL_STEP_BYTES[pool._step_tag])
+            os.write(pool._transport.wake[1].fileno(), POOL_STEP_BYTES[pool._transport.step_tag])
         (seconds,) = timed_steps(pool, 1)
         time.sleep(0.01)  # (another wake-up, sent as the parent woke, is in by now)
         if seconds < PATIENT:  # woken, not given up on
             with pytest.raises(BlockingIOError):
-                pool._wake[0].recv(64, socket.MSG_DONTWAIT)
+                pool._transport.wake[0].recv(64, socket.MSG_DONTWAIT)
 
 
 class WatchedAnswers:
@@ -798,8 +798,8 @@ class WatchedAnswers:
     answers) is sent on the socket just after the first read, as by a worker that answers while the parent reads."""
 
     def __init__(self, pool: GamePool, late: bytes = b"") -> None:
-        self.end, self.child, self.late, self.reads = pool._answers[0], pool._answers[1], late, 0
-        pool._answers = (self, self.child)
+        self.end, self.child, self.late, self.reads = pool._transport.answers[0], pool._transport.answers[1], late, 0
+        pool._transport.answers = (self, self.child)
 
     def recv_into(self, *args: object) -> int:
         try:
@@ -826,11 +826,11 @@ def test_a_woken_parent_reads_every_answer_of_a_whole_pool_step_once(pool_factor
     # no second read (of nothing).
     pool = pool_factory(4, n_workers=2, game="Breakout")  # envs 0-1 and 2-3
     command = POOL_STEP_BYTES[1]
-    os.write(pool._answers[1].fileno(), answer(2) if late else answer(2) + answer(0))
-    os.write(pool._wake[1].fileno(), command)  # the last worker's wake-up
+    os.write(pool._transport.answers[1].fileno(), answer(2) if late else answer(2) + answer(0))
+    os.write(pool._transport.wake[1].fileno(), command)  # the last worker's wake-up
     watched = WatchedAnswers(pool, late=answer(0) if late else b"")
     answers = np.full(2, pool_module.NO_ANSWER, np.int32)
-    pool._read_pool_step(answers, command)
+    pool._transport.read_pool_step(answers, command)
     assert answers.tolist() == [2, 0]
     assert watched.reads == (2 if late else 1)
 
@@ -841,12 +841,12 @@ def test_a_parent_not_woken_takes_the_answers_that_came_and_waits_no_more(pool_f
     # alive. Not woken, the parent reads what came and leaves any later answer to the general way.
     monkeypatch.setattr(pool_module, "LIVENESS_CHECK_SECONDS", 0.05)  # the wait for the wake-up that never comes
     pool = pool_factory(4, n_workers=2, game="Breakout")
-    os.write(pool._answers[1].fileno(), answer(2))
+    os.write(pool._transport.answers[1].fileno(), answer(2))
     WatchedAnswers(pool, late=answer(0))
     answers = np.full(2, pool_module.NO_ANSWER, np.int32)
-    pool._read_pool_step(answers, POOL_STEP_BYTES[1])
+    pool._transport.read_pool_step(answers, POOL_STEP_BYTES[1])
     assert answers.tolist() == [2, pool_module.NO_ANSWER]
-    assert pool._answers[0].recv(8, socket.MSG_DONTWAIT) == answer(0)  # left in the socket
+    assert pool._transport.answers[0].recv(8, socket.MSG_DONTWAIT) == answer(0)  # left in the socket
 
 
 def test_a_reset_reads_every_workers_answer_at_once(pool_factory, monkeypatch):
@@ -901,7 +901,7 @@ def test_a_game_block_step_says_whether_an_episode_ended():
 def test_close_leaves_no_process_and_no_shared_memory():
     pool = GamePool(4, **OPTIONS)
     pool.reset()
-    pids, segment, tickets = worker_pids(pool), pool._segment.name, pool._tickets
+    pids, segment, tickets = worker_pids(pool), pool._transport.segment.name, pool._transport.tickets
     assert held_here(segment) and segment not in shm_segments()  # it has no name in /dev/shm
     with pool:
         pass
@@ -935,7 +935,7 @@ def test_a_pool_opened_and_closed_without_a_step_writes_nothing_to_stderr(tmp_pa
 
 def test_garbage_collection_leaves_no_process_and_no_shared_memory():
     pool = GamePool(2, **OPTIONS)
-    pids, segment, tickets = worker_pids(pool), pool._segment.name, pool._tickets
+    pids, segment, tickets = worker_pids(pool), pool._transport.segment.name, pool._transport.tickets
     del pool
     gc.collect()
     assert all_gone(pids) and not held_here(segment) and all(end.closed for end in tickets)
@@ -944,7 +944,7 @@ def test_garbage_collection_leaves_no_process_and_no_shared_memory():
 def test_an_exception_in_the_caller_leaves_nothing_behind():
     segment = pids = tickets = None
     with pytest.raises(ZeroDivisionError), GamePool(2, **OPTIONS) as pool:
-        pids, segment, tickets = worker_pids(pool), pool._segment.name, pool._tickets
+        pids, segment, tickets = worker_pids(pool), pool._transport.segment.name, pool._transport.tickets
         pool.reset()
         1 / 0  # noqa: B018
     assert all_gone(pids) and not held_here(segment) and all(end.closed for end in tickets)
@@ -956,14 +956,14 @@ def test_only_same_step_autoreset_takes_shared_memory_for_final_observations():
         GamePool(4, n_workers=1, **OPTIONS) as next_step,
         GamePool(4, n_workers=1, autoreset_mode=AutoresetMode.SAME_STEP, **OPTIONS) as same_step,
     ):
-        assert same_step._segment.size - next_step._segment.size == 4 * 4 * 84 * 84
-        assert next_step._segment.name.startswith(f"atari_game_{os.getpid()}_")
+        assert same_step._transport.segment.size - next_step._transport.segment.size == 4 * 4 * 84 * 84
+        assert next_step._transport.segment.name.startswith(f"atari_game_{os.getpid()}_")
 
 
 def test_close_works_while_the_caller_holds_a_zero_copy_array():
     pool = GamePool(2, copy=False, **OPTIONS)
     obs, _ = pool.reset()
-    segment = pool._segment.name
+    segment = pool._transport.segment.name
     pool.close()
     # The array keeps the memory mapped (reading it is safe), and the mapping goes with it.
     assert obs.shape == (2, 4, 84, 84) and obs.max() >= 0 and held_here(segment)
@@ -1017,7 +1017,7 @@ def test_fifty_create_close_cycles_grow_nothing():
         with GamePool(2, n_workers=2, game="Pong") as pool:
             pool.reset()
             pool.step([0, 0])
-        return pool._segment.name
+        return pool._transport.segment.name
 
     cycle()  # the first one starts the fork server and the resource tracker
     before = (len(children()), fds())
@@ -1051,7 +1051,7 @@ def test_ctrl_c_at_any_moment_of_a_step_leaves_the_pool_in_step():
             timer.join()
             obs, *_ = pool.step(np.zeros(4, int))
             assert obs.shape == (4, 4, 84, 84)
-        assert not pool._busy and not pool._unread  # every answer taken in, none still due
+        assert not pool._books.busy and not pool._transport.unread  # every answer taken in, none still due
 
 
 def test_reset_refuses_a_negative_seed_before_any_env_is_reset():

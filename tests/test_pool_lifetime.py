@@ -23,7 +23,7 @@ import pytest
 
 from atari_game import GamePool
 from atari_game.game import GameOptions
-from atari_game.pool import LIVENESS_CHECK_SECONDS
+from atari_game.local_transport import LIVENESS_CHECK_SECONDS
 from atari_game.segment import create, layout, padded
 
 pytestmark = pytest.mark.skipif(
@@ -192,7 +192,7 @@ def test_without_memfd_create_the_segment_is_a_file_in_dev_shm_deleted_at_once(m
     with GamePool(4, "Pong", n_workers=2) as pool:
         obs, _ = pool.reset(seed=0)
         assert pool.step(pool.action_space.sample())[0].shape == obs.shape == (4, 4, 84, 84)
-        name = pool._segment.name
+        name = pool._transport.segment.name
         links = [link for link in open_descriptors().values() if name in link]
         assert links and all(link.startswith(f"/dev/shm/{name}_") and link.endswith(" (deleted)") for link in links)
         assert not pools_of([os.getpid()], dev_shm() - before)
@@ -216,4 +216,4 @@ def test_tickets_left_by_workers_killed_in_a_step_do_not_slow_the_steps_after_it
             seconds.append(time.monotonic() - start)
         assert max(seconds) < LIVENESS_CHECK_SECONDS, seconds
         with pytest.raises(BlockingIOError):  # and no ticket is left after a step
-            os.read(pool._ticket_fds[0], 1)
+            os.read(pool._transport.ticket_fds[0], 1)

@@ -413,7 +413,7 @@ def test_node_actors_host_a_local_pool_each_and_play_the_local_pools_games(ray_p
     options = {**OPTIONS, "life_loss": "terminal", "autoreset_mode": mode}
     pool = ray_pool(4, actors="node", **options)
     # By default one actor per node, taking the node's 2 CPUs, with a pool of 2 worker processes.
-    assert pool.n_workers == 2 and pool._actor_options["num_cpus"] == 2
+    assert pool.n_workers == 2 and pool._transport.actor_options["num_cpus"] == 2
     assert [envs for _, _, envs in pool.placement()] == [[0, 1], [2, 3]]
     assert {node for node, _, _ in pool.placement()} == {node["NodeID"] for node in ray.nodes() if node["Alive"]}
     assert [len(pool_workers(pid)) for pid in pids(pool)] == [2, 2]

@@ -214,7 +214,7 @@ def test_close_leaves_no_process_and_no_shared_memory():
     with GamePoolVecEnv(2, seed=0, **BREAKOUT) as env:
         env.reset()
         env.step(np.array([1, 1]))
-        pids, segment = worker_pids(env.pool), env.pool._segment.name
+        pids, segment = worker_pids(env.pool), env.pool._transport.segment.name
     assert all_gone(pids) and segment not in shm_segments()
     env.close()  # twice is fine
     with pytest.raises(PoolError, match="closed"):

@@ -16,7 +16,8 @@ survived + not covered)``, then every survivor, those not covered too, with its 
 - ``replay``: ``atari_game/replay.py``, with ``tests/test_replay.py``, ``tests/test_replay_codecs.py`` (its files,
   its compression) and ``tests/test_sb3_replay.py``;
 - ``pool``: the step and restart paths, `GameBlock`'s methods in ``atari_game/pool_worker.py`` and the methods of
-  `GamePool` in ``atari_game/pool.py`` named in `POOL_FUNCTIONS`, with ``tests/test_pool_values.py`` and
+  `GamePool` in ``atari_game/pool.py`` named in `POOL_FUNCTIONS` and of `LocalTransport` in
+  ``atari_game/local_transport.py`` named in `TRANSPORT_FUNCTIONS`, with ``tests/test_pool_values.py`` and
   ``tests/test_pool.py``;
 - ``game``: ``atari_game/game.py``, with ``tests/test_game.py``, ``tests/test_game_properties.py`` and
   ``tests/test_reference.py`` (Gymnasium's own wrappers, the reference).
@@ -133,12 +134,9 @@ POOL_FUNCTIONS = (
     "GamePool.step",
     "GamePool.send",
     "GamePool.recv",
-    "GamePool._post",
     "GamePool._send",
     "GamePool._step_all",
-    "GamePool._read_pool_step",
-    "GamePool._hand_over",
-    "GamePool._next_answer",
+    "GamePool._book_step_of_all",
     "GamePool._step_each",
     "GamePool._finish_in_flight",
     "GamePool._collect",
@@ -147,8 +145,15 @@ POOL_FUNCTIONS = (
     "GamePool._add_episode_info",
     "GamePool._worker_died",
     "GamePool._restart_envs",
-    "GamePool._replace",
     "GamePool._seeds",
+)
+# The local transport's side of them: how commands go out and answers come back.
+TRANSPORT_FUNCTIONS = (
+    "LocalTransport.post",
+    "LocalTransport.step_all",
+    "LocalTransport.read_pool_step",
+    "LocalTransport.next_answer",
+    "LocalTransport.replace",
 )
 # In the order a run takes them by default: the quickest first.
 TARGETS = {
@@ -160,6 +165,7 @@ TARGETS = {
         {
             "atari_game/pool_worker.py": ("GameBlock.run", "GameBlock.step", "GameBlock.play", "GameBlock.reset"),
             "atari_game/pool.py": POOL_FUNCTIONS,
+            "atari_game/local_transport.py": TRANSPORT_FUNCTIONS,
         },
         ("tests/test_pool_values.py", "tests/test_pool.py"),
         # Ctrl-C at random moments of 20 steps: on unmutated code it once hung past pytest's 300 s with both cores

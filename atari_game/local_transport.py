@@ -1,0 +1,302 @@
+"""The local transport of a `GamePool`: worker processes on this machine, one shared-memory segment, the wake-up path.
+
+Each worker process (`atari_game.pool_worker`) hosts a block of envs and writes their results straight into one
+shared-memory segment (`atari_game.segment`). A step costs a few bytes each way per worker and nothing per env: the
+parent writes the actions into the segment and one byte into each worker's pipe; each worker answers with its first
+env's id, four bytes into one answer socket that all workers share. In a step of the whole pool the last worker to
+finish (a shared pipe holds a ticket, a byte, for each of the others) also wakes the parent, so the parent sleeps once
+a step, not once a worker, and reads every answer with one call. Rare commands (reset, close) and errors go as pickled
+messages through the workers' own pipes.
+
+`GamePool` keeps the books (what was sent to which worker, what was answered); this module only moves commands and
+answers. `atari_game.ray_pool.RayTransport` is the same interface over Ray actors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import select
+import socket
+import struct
+import sys
+import weakref
+from collections.abc import Callable
+from multiprocessing import connection
+from typing import Any
+
+import numpy as np
+
+from atari_game.pool_errors import WorkerDied, describe_worker
+from atari_game.pool_worker import MESSAGE, POOL_STEP_BYTES, POOL_STEP_TAGS, STEP_ALL, pool_worker
+from atari_game.segment import Layout, Segment, arrays, create
+from atari_game.worker import ParentEnd, available_cores, check_main_guard, end_process, pipe, start_context
+
+# How long the parent waits for answers before it checks that the workers it waits for are alive (a dead
+# worker is reported within this, plus the second `end_process`-style join allows).
+LIVENESS_CHECK_SECONDS = 0.5
+# What an answer slot holds until an answer is read into it (answers are env ids, or -1 - id on failure).
+NO_ANSWER = np.iinfo(np.int32).min
+
+
+@dataclasses.dataclass(eq=False)  # handles are the same only if they are one object
+class LocalWorker:
+    """The parent's handle on one worker process and the envs it hosts."""
+
+    process: Any
+    pipe: ParentEnd
+    env_ids: list[int]
+    in_flight: list[list[int]] = dataclasses.field(default_factory=list)  # the ids of each unanswered command
+    command_fd: int = dataclasses.field(init=False)  # the pipe's descriptor, for step_all's loop
+
+    def __post_init__(self) -> None:
+        self.command_fd = self.pipe.fileno()
+
+    def describe(self) -> str:
+        return describe_worker("pool worker", self.process.pid, self.env_ids)
+
+    def died(self, **fields: Any) -> WorkerDied:
+        """The report of its death; `fields` as `WorkerDied` takes them."""
+        return WorkerDied(pid=self.process.pid, env_ids=self.env_ids, **fields)
+
+
+def _read_part(answers: np.ndarray) -> list[int]:
+    """The answers read into `answers`, which a read fills from the start (each answer's four bytes are sent
+    whole, so a read that stops early stops between answers); the slots after them still hold `NO_ANSWER`."""
+    return answers[answers != NO_ANSWER].tolist()
+
+
+def _send_message(worker: LocalWorker, command: str, data: Any) -> None:
+    """A pickled command for the worker: the `MESSAGE` byte, then the message."""
+    with contextlib.suppress(OSError):  # a dead worker: the parent notices when it waits for the answer
+        os.write(worker.pipe.fileno(), MESSAGE)
+        worker.pipe.send((command, data))
+
+
+def _ticket_pipe(n_envs: int) -> tuple[connection.Connection, connection.Connection]:
+    """A pipe for the tickets of a whole-pool step, a byte each, as ``(the read end, the write end)``; reads from it
+    do not wait (a file status flag: every worker's copy shares it), and it holds the tickets of `n_envs` workers.
+
+    Tickets for up to ``PIPE_BUF + 1`` workers fit in any pipe; Linux is asked for room for more.
+    """
+    take, put = os.pipe()
+    os.set_blocking(take, False)
+    if sys.platform.startswith("linux") and n_envs - 1 > select.PIPE_BUF:
+        import fcntl  # (POSIX)
+
+        fcntl.fcntl(put, fcntl.F_SETPIPE_SZ, n_envs)
+    return connection.Connection(take, writable=False), connection.Connection(put, readable=False)
+
+
+def _shut_down(
+    workers: list[LocalWorker], segment: Segment, ends: tuple[socket.socket | connection.Connection, ...]
+) -> None:
+    """Stop every worker, then close the segment and the `ends` of the answer and wake-up sockets and of the tickets'
+    pipe; a plain function, so `weakref.finalize` can hold it. The kernel frees each of them once no process holds it
+    (a worker still starting when the pool closes got its own descriptors as it was started)."""
+    for worker in workers:  # ask all first, so they stop in parallel
+        _send_message(worker, "close", None)
+    for worker in workers:
+        end_process(worker.process, worker.pipe)
+    for end in ends:
+        end.close()
+    with contextlib.suppress(BufferError):  # the caller holds copy=False arrays: the memory goes with the last of them
+        segment.close()
+
+
+class LocalTransport:
+    """A `GamePool`'s workers as processes on this machine (see the module docstring); `start_method` as `GamePool`
+    takes it. The pool calls `open`, then `start` with its blocks of envs; `workers` are the handles.
+
+    The shared memory (an anonymous file, not in /dev/shm where Linux's ``memfd_create`` exists) is all taken when
+    the pool starts: where there is no room for it, the pool raises `OSError` at once, saying how much it needs. It
+    has no name, so the kernel frees it with the last process of the pool, even after ``kill -9`` of them all.
+    """
+
+    def __init__(self, start_method: str | None = None) -> None:
+        self.context = start_context(start_method)
+        self.workers: list[LocalWorker] = []
+        self.shared: dict[str, np.ndarray] = {}
+
+    def default_n_workers(self) -> int:
+        """One worker per core this process may run on."""
+        return available_cores()
+
+    def open(
+        self, n_envs: int, layout: Layout, arguments: Callable[[list[int]], tuple], restart_workers: bool
+    ) -> dict[str, np.ndarray]:
+        """Create the shared segment (its memory reserved now), the answer socket, the tickets' pipe and the finalizer
+        that closes them with the workers; return the segment's arrays. `arguments` gives `GameBlock`'s arguments
+        (but the arrays) for a block of env ids; a local pool replaces dead workers itself, so `restart_workers` asks
+        nothing of the transport."""
+        check_main_guard(self.context, "a GamePool")
+        self.layout, self.arguments = layout, arguments
+        # Every worker gets the child's ends: answers, and the wake-up of a whole-pool step.
+        (parent_end, child_end), (wake_end, wake_child) = socket.socketpair(), socket.socketpair()
+        self.answers = (parent_end, connection.Connection(child_end.detach()))
+        self.wake = (wake_end, connection.Connection(wake_child.detach()))
+        # How the last worker of a whole-pool step knows it is last: (the read end, the write end) of a pipe of tickets.
+        self.tickets = _ticket_pipe(n_envs)
+        self.ticket_fds = (self.tickets[0].fileno(), self.tickets[1].fileno())  # (for step_all)
+        self.tickets_left = False  # whether the pipe may hold tickets that no worker took (step_all)
+        self.step_tag = 0
+        # The segment last: where it has no room, what came before closes itself as it is collected.
+        self.segment = create(layout, n_envs)
+        self.finalizer = weakref.finalize(
+            self, _shut_down, self.workers, self.segment, (*self.answers, *self.wake, *self.tickets)
+        )
+        # The parent's reads give up after LIVENESS_CHECK_SECONDS, so that it can check the workers it waits for.
+        timeout = struct.pack("ll", *divmod(int(LIVENESS_CHECK_SECONDS * 1e6), 1_000_000))  # struct timeval
+        for end in (parent_end, wake_end):
+            end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
+        self.unread: list[int] = []  # answers read from the socket, not yet taken in
+        self.owner: dict[int, LocalWorker] = {}  # the worker of each first env id (an answer names its worker so)
+        self.shared = arrays(self.segment, layout)
+        return self.shared
+
+    def close(self) -> None:
+        """Stop the workers and close the segment (once; nothing if `open` did not get as far)."""
+        self.shared = {}  # drop our views, so the segment can really close
+        if hasattr(self, "finalizer"):
+            self.finalizer()
+
+    def start(self, blocks: list[list[int]]) -> None:
+        """A worker process for each block of env ids, in `workers`."""
+        for env_ids in blocks:  # (each in `workers` as soon as it runs: a failed start leaves none unstopped)
+            self.workers.append(self._spawn(env_ids))
+
+    def replace(self, worker: LocalWorker) -> LocalWorker:
+        """A new worker for a dead one's envs, in its place in `workers`."""
+        end_process(worker.process, worker.pipe)
+        replacement = self._spawn(worker.env_ids)
+        self.workers[self.workers.index(worker)] = replacement
+        return replacement
+
+    def _spawn(self, env_ids: list[int]) -> LocalWorker:
+        self.shared["commands"][env_ids[0]] = 0  # a new worker has read no command (a replacement neither)
+        parent_end, child_end = pipe()
+        channels = (self.answers[1], self.wake[1], self.tickets[0])  # what every worker shares with the parent
+        args = (child_end, *channels, self.segment.file, self.layout, *self.arguments(env_ids))
+        process = self.context.Process(target=pool_worker, args=args, daemon=True)  # type: ignore[attr-defined]
+        process.start()
+        child_end.close()  # only the child holds it now, so a dead child reads as EOF
+        self.owner[env_ids[0]] = worker = LocalWorker(process, parent_end, env_ids)
+        return worker
+
+    def post(self, worker: LocalWorker, command: str, data: Any, ids: list[int]) -> None:
+        """Send `GameBlock.run`'s command to the worker; `ids` are the envs a step plays (the worker reads
+        their actions from the shared segment). Stepping all its envs is one byte."""
+        if command == "step" and data is None:
+            # (try costs nothing here, contextlib.suppress a call per command)
+            try:  # noqa: SIM105
+                os.write(worker.command_fd, STEP_ALL)
+            except OSError:  # a dead worker: next_answer notices it
+                pass
+        else:
+            _send_message(worker, command, data)
+        self.shared["commands"][worker.env_ids[0], 0] += 1  # after the byte: a watching worker reads it at once
+
+    def step_all(self) -> bool:
+        """Step every env, each worker all of its envs: `step`'s common case, with as little Python as can be; True if
+        every worker answered and none failed.
+
+        One byte to each worker, one sleep until the last of them to finish wakes the parent, one read of all
+        their answers. (Woken by each answer instead, the parent would wake up to once a worker, and each
+        wake-up costs it more CPU than all of its Python in a step.) Anything else (an error, a dead or slow worker:
+        the wait gives up after `LIVENESS_CHECK_SECONDS`, or Ctrl-C) returns False, or raises, with what was read
+        kept for `next_answer`: the pool then books a step of every worker and takes the answers in the general way.
+        """
+        # A ticket for every worker but the last. Nothing is in flight, so no worker takes one meanwhile: a step that
+        # did not end with every worker's answer may have left tickets (a worker died before taking its own), which
+        # would make a later step's last worker think it is not; read them away first.
+        take, put = self.ticket_fds
+        if self.tickets_left:
+            with contextlib.suppress(BlockingIOError):  # (fewer than there are workers: one read takes them all)
+                os.read(take, len(self.workers))
+        self.tickets_left = True  # until every worker has answered, and so taken its ticket
+        if len(self.workers) > 1:
+            os.write(put, bytes(len(self.workers) - 1))
+        self.step_tag = (self.step_tag + 1) % POOL_STEP_TAGS
+        command, commands = POOL_STEP_BYTES[self.step_tag], self.shared["commands"]
+        for worker in self.workers:
+            # (try costs nothing here, contextlib.suppress a call per worker)
+            try:  # noqa: SIM105
+                os.write(worker.command_fd, command)
+            except OSError:  # a dead worker: its answer never comes, and the general machinery finds out why
+                pass
+            commands[worker.env_ids[0], 0] += 1  # after the byte: a watching worker reads it at once
+        answers = np.full(len(self.workers), NO_ANSWER, np.int32)
+        try:
+            self.read_pool_step(answers, command)
+        except BaseException:  # Ctrl-C: the next call takes the answers still due in, as after any command
+            self.unread += _read_part(answers)  # (what was read, even if the interrupt came as the read returned)
+            raise
+        if answers.min() >= 0:  # every worker answered, none failed
+            self.tickets_left = False
+            return True
+        self.unread += _read_part(answers)
+        return False
+
+    def read_pool_step(self, answers: np.ndarray, command: bytes) -> None:
+        """Sleep until the last worker of a whole-pool step sends `command` back (skipping late wake-ups of
+        earlier steps), then read the answers into `answers`; after `LIVENESS_CHECK_SECONDS` without it, read
+        what came. A woken parent may still wait for a worker caught between taking its ticket and answering."""
+        view = answers.data.cast("B")
+        try:
+            while command not in self.wake[0].recv(64):
+                pass
+            woken = True
+        except BlockingIOError:  # no wake-up in time: a dead or slow worker
+            woken = False
+        try:
+            got = self.answers[0].recv_into(view, 0, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            got = 0
+        if woken and got < len(view):
+            with contextlib.suppress(BlockingIOError):
+                self.answers[0].recv_into(view[got:], 0, socket.MSG_WAITALL)
+
+    def next_answer(self, busy: set[LocalWorker], everything: bool) -> tuple[LocalWorker, tuple[str, list[int], Any]]:
+        """Wait for the next answer of any of the `busy` workers: ``(status, the envs it sent, None or a
+        traceback)`` as `GameBlock.run` answers, or ``("died", [], a WorkerDied)``.
+
+        With `everything`, one read sleeps until the answers to every command in flight are in (one wake-up
+        per step, not one per worker), else until the first. A read gives up after `LIVENESS_CHECK_SECONDS`
+        and the parent checks that the workers it waits for are alive. The socket's send() and recv() order
+        the memory: what a worker wrote to the segment before answering is what the parent reads after.
+        """
+        while not self.unread:
+            answers = np.full(sum(len(worker.in_flight) for worker in busy) if everything else 1, NO_ANSWER, np.int32)
+            try:
+                self.answers[0].recv_into(answers.data, 0, socket.MSG_WAITALL)  # what came, if it gave up
+            except BlockingIOError:  # nothing came
+                pass
+            finally:  # what was read is kept, even if Ctrl-C came as the read returned
+                self.unread += _read_part(answers)
+            if self.unread:
+                break
+            # Nothing came in LIVENESS_CHECK_SECONDS: see whether a worker it waits for died.
+            by_sentinel = {worker.process.sentinel: worker for worker in busy}
+            dead = connection.wait(list(by_sentinel), timeout=0)
+            if dead and not self.answer_waiting():  # (first take an answer it sent before it died)
+                worker = by_sentinel[dead[0]]
+                worker.process.join(timeout=1)
+                return worker, ("died", [], worker.died(exitcode=worker.process.exitcode))
+        first = self.unread.pop(0)
+        worker = self.owner[first if first >= 0 else -1 - first]
+        if first >= 0:
+            return worker, ("ok", worker.in_flight[0], None)
+        try:  # the traceback follows the answer
+            return worker, ("error", worker.in_flight[0], worker.pipe.recv())
+        except (EOFError, OSError):  # (OSError: the pipe ended in the middle of it)
+            worker.process.join(timeout=1)
+            cause = "it died while sending the traceback of an error"
+            return worker, ("died", [], worker.died(exitcode=worker.process.exitcode, cause=cause))
+
+    def answer_waiting(self) -> bool:
+        """Whether an answer is in the socket, unread."""
+        try:
+            return bool(self.answers[0].recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except BlockingIOError:
+            return False
