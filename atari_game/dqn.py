@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from atari_game.game import action_meanings
+from atari_game.learners import Learners
 from atari_game.pool import GamePool
 from atari_game.protocols import get_protocol
 from atari_game.replay import FrameReplay
@@ -62,10 +63,10 @@ from atari_game.training import (
     run_trainer,
     save_checkpoint,
     torch_generators,
+    whole_games,
 )
 from atari_game.training import parse_config as parse_config_of
 from atari_game.validation import POSITIVE, at_least, between, broken_rule
-from atari_game.worker import available_cores
 
 
 @dataclasses.dataclass
@@ -177,6 +178,8 @@ def check_config(config: Config) -> str:
         return "n_envs, n_step, train_frequency and target_network_frequency must be at least 1"
     if config.torch_threads < 0:
         return "torch_threads must be 0 (one per core) or more"
+    if config.learners and config.batch_size % config.learners:
+        return f"batch_size {config.batch_size} must divide among --learners {config.learners} (each samples its share)"
     if config.compression not in COMPRESSIONS:
         return f"--compression must be one of {', '.join(COMPRESSIONS)}, got {config.compression!r}"
     return ""
@@ -281,65 +284,84 @@ UPDATE_FIELDS = (
     "env_seconds",
     "store_seconds",
     "learn_seconds",
+    "sync_seconds",
 )
 
 
 # --- training -------------------------------------------------------------------------------------------
 
 
-def train(config: Config) -> Path:
+def train(config: Config, learners: Learners | None = None) -> Path:
     """Train DQN as `config` says and return the run directory, which then holds progress.csv, checkpoint.pt,
-    learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there."""
+    learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there.
+
+    `learners`: this process's place among the run's learners (`atari_game.learners`); by default, the only one.
+    Each learner plays its share of the envs into a replay memory of its own (``buffer_size / learners``
+    transitions), samples ``batch_size / learners`` of each batch from it, and the gradients are summed over the
+    learners (each loss a sum over its samples divided by batch_size), so every learner takes the same step from the
+    batch_size samples of all: the counts (learning_starts, train_frequency, target_network_frequency) stay the run's.
+    """
+    learners = learners or Learners(n_envs=config.n_envs)
     run_dir = run_directory(config, "dqn")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
-    torch.set_num_threads(config.torch_threads or available_cores())
+    torch.set_num_threads(config.torch_threads or learners.cores)
     torch.manual_seed(config.seed)
-    rng = np.random.default_rng(config.seed)  # exploration: which envs explore, and their random actions
+    # Exploration (which envs explore, and their random actions): each learner its own stream, the first the seed's.
+    rng = np.random.default_rng(config.seed * learners.count + learners.rank)
 
     q_network = build_q_network(config.game, device, full_action_space(config))
     target_network = build_q_network(config.game, device, full_action_space(config))
     target_network.load_state_dict(q_network.state_dict())
     # bf16 where this machine computes it faster (probed before the env workers start and take the cores); the
-    # checkpoint records the choice, so --resume keeps it.
+    # checkpoint records the choice, so --resume keeps it. Every learner takes the first one's choice.
     precision, about = choose_precision(config.precision, q_network.trunk, device, resumed=config.resume)
-    target_network.trunk.bf16 = q_network.trunk.bf16
+    precision = learners.first(precision)
+    q_network.trunk.bf16 = target_network.trunk.bf16 = precision == "bf16"
     config = dataclasses.replace(config, precision=precision)
-    print(about)
-    if config.protocol:
+    if learners.lead:
+        print(about)
+    if config.protocol and learners.lead:
         print(get_protocol(config.protocol).describe())
     # The envs: same-step autoreset, so the true final observation of an episode is there to store.
-    [pool] = make_pools(config)
-    print(env_placement([pool])[1])
+    [pool] = make_pools(config, 1, learners)
+    placement, where = env_placement([pool], learners)
+    if learners.lead:
+        print(where)
     # Adam as CleanRL's, in its fused implementation: the same update in one kernel (about a fifth less CPU time per
     # gradient step here than the default loop over the parameters).
     optimizer = torch.optim.Adam(q_network.parameters(), lr=config.learning_rate, fused=True)
     steps = 0  # transitions played, over all envs
     checkpoint_path = run_dir / "checkpoint.pt"
-    if config.resume:
-        saved = torch.load(checkpoint_path, map_location=device)
+    if config.resume:  # from the run's checkpoint, or the one Ray Train restarts the learners from
+        saved = torch.load(learners.restart or checkpoint_path, map_location=device)
         q_network.load_state_dict(saved["q_network"])
         target_network.load_state_dict(saved["target_network"])
         optimizer.load_state_dict(saved["optimizer"])
         steps = saved["steps"]
         restore_torch_generators(saved, device)
-        rng.bit_generator.state = saved["numpy_rng"]
-    replay_path = run_dir / "replay.npz"
+        # Each learner's exploration generator, as saved by rank; resumed with another number of learners, anew.
+        rng_states = saved["numpy_rng"] if isinstance(saved["numpy_rng"], list) else [saved["numpy_rng"]]
+        if len(rng_states) == learners.count:
+            rng.bit_generator.state = rng_states[learners.rank]
+    replay_path = run_dir / learners.file_name("replay.npz")  # each learner's own memory
     buffer, learning_after = replay_memory(
-        config, pool.options.observation_shape, steps, saved if config.resume else None, replay_path
+        config, pool.options.observation_shape, steps, saved if config.resume else None, replay_path, learners
     )
-    log = RunLog(run_dir, UPDATE_FIELDS, resumed_at=4 * steps if config.resume else None)
+    # Only the first learner writes the run's files and shows the progress bar.
+    log = RunLog(run_dir, UPDATE_FIELDS, resumed_at=4 * steps if config.resume else None) if learners.lead else None
 
     obs = pool.reset()[0]
+    games: list[tuple[int, float, int]] = []  # the whole games this learner's envs ended since the last row
     losses: list[tuple[float, float]] = []  # (TD loss, mean Q) of each gradient step since the last row
     seconds = dict.fromkeys(("act", "env", "store", "learn"), 0.0)
     start, start_steps = time.perf_counter(), steps
-    progress = progress_bar(4 * config.total_transitions, 4 * steps)
+    progress = progress_bar(4 * config.total_transitions, 4 * steps, shown=learners.lead)
     try:
         while steps < config.total_transitions:
             # Act on what the envs show, with the network as it is (CleanRL's order: act, step, then learn).
             clock = time.perf_counter()
-            epsilons = epsilon(config, steps + np.arange(config.n_envs))
+            epsilons = epsilon(config, steps + np.arange(config.n_envs))[learners.envs]
             actions = choose_actions(q_network, obs, epsilons, rng, device)
             pool.send(actions)
 
@@ -352,7 +374,9 @@ def train(config: Config) -> Path:
             seconds["act"] += learn_start - clock
             for t, event in learning_events(config, steps, steps + config.n_envs, learning_after):
                 if event == "learn":
-                    losses.append(gradient_step(config, q_network, target_network, optimizer, buffer, device, t))
+                    losses.append(
+                        gradient_step(config, q_network, target_network, optimizer, buffer, device, t, learners)
+                    )
                 else:
                     target_network.load_state_dict(q_network.state_dict())
             recv_start = time.perf_counter()
@@ -369,38 +393,59 @@ def train(config: Config) -> Path:
             buffer.add(obs, actions, rewards, real_next_obs, terminations, truncations)
             obs = next_obs
             steps += config.n_envs
-            log.record_games(info, 4 * steps)
+            games += whole_games(info, 4 * steps)
             seconds["store"] += time.perf_counter() - store_start
 
             frames = 4 * steps
-            if passed_multiple(frames - 4 * config.n_envs, frames, config.log_every):
+            done = steps >= config.total_transitions
+            row = passed_multiple(frames - 4 * config.n_envs, frames, config.log_every)
+            if row or done:
+                # Every learner's games into the first one's log, the learners' weights compared, and where the envs
+                # are now (Ray actors may have moved).
+                games = learners.gather(games)
+                learners.check_identical(q_network, f"at {frames:,} frames")
+                if not learners.on_ray_train:
+                    placement = env_placement([pool])[0]
+                if log:
+                    log.record_games(games)
+                games = []
+            if row and log:
                 elapsed = time.perf_counter() - start
                 stats: dict[str, float | str] = {
                     "precision": precision,
-                    **env_placement([pool])[0],
+                    **placement,
                     "epsilon": float(epsilon(config, steps)),
                     "gradient_steps": len(losses),
                     "frames_per_second": 4 * (steps - start_steps) / elapsed,
                     **{f"{name}_seconds": value for name, value in seconds.items()},
+                    "sync_seconds": learners.sync_seconds,
                 }
                 if losses:
                     stats["td_loss"], stats["q_values"] = np.mean(losses, axis=0).tolist()
                 log.update(frames, elapsed, stats)
+                progress.set_postfix(game_return=f"{log.recent_return():.1f}", fps=f"{stats['frames_per_second']:.0f}")
+            if row:
                 losses.clear()
                 seconds = dict.fromkeys(seconds, 0.0)
-                progress.set_postfix(game_return=f"{log.recent_return():.1f}", fps=f"{stats['frames_per_second']:.0f}")
+                learners.sync_seconds = 0.0
             progress.update(4 * config.n_envs)
-            done = steps >= config.total_transitions
             if passed_multiple(frames - 4 * config.n_envs, frames, config.checkpoint_every) or done:
                 if config.save_memory:  # first: a checkpoint.pt is never newer than its replay.npz
                     buffer.save(replay_path)
-                saved = checkpoint_state(q_network, target_network, optimizer, rng, steps, config)
+                # Every learner's exploration generator (where they differ, with the memories each saves itself).
+                rng_states = learners.gather([rng.bit_generator.state])
+                saved = checkpoint_state(q_network, target_network, optimizer, rng_states, steps, config)
                 # How many transitions the memory saved with it had seen: --resume checks that it is this one's.
-                save_checkpoint(checkpoint_path, {**saved, "replay_added": buffer.added})
+                if learners.lead:
+                    save_checkpoint(checkpoint_path, {**saved, "replay_added": buffer.added})
+                learners.report(checkpoint_path, frames)
     finally:
         progress.close()
         pool.close()
-        log.close()
+        if log:
+            log.close()
+    if not log:  # the first learner draws the curve and records the video
+        return run_dir
     plot_learning_curve(log.games, run_dir / "learning_curve.png", f"DQN on {config.game}")
     if config.video:
         record_game(agent_policy(q_network, device, config.eval_epsilon, config.seed), config, run_dir / "agent.mp4")
@@ -408,15 +453,22 @@ def train(config: Config) -> Path:
 
 
 def replay_memory(
-    config: Config, observation_shape: tuple[int, ...], steps: int, checkpoint: dict | None, path: Path
+    config: Config,
+    observation_shape: tuple[int, ...],
+    steps: int,
+    checkpoint: dict | None,
+    path: Path,
+    learners: Learners | None = None,
 ) -> tuple[FrameReplay, int]:
-    """The run's replay memory and the transition learning waits for (`learning_events`' `learning_after`).
+    """The replay memory of `learners` (one learner: the run's; of several, each its share of buffer_size, of its own
+    envs, sampled by its own generator) and the transition learning waits for (`learning_events`' `learning_after`).
 
     A new run: an empty memory, learning after learning_starts transitions. A resumed one (`checkpoint`, at `steps`):
     the memory saved at that checkpoint in `path`, so that learning goes on as if the run had never stopped; where
     there is none (--no-save-memory), an empty one, learning again after learning_starts more transitions. Exits
     with a message naming `path` when it is not a whole memory, or not this checkpoint's.
     """
+    learners = learners or Learners(n_envs=config.n_envs)
     if checkpoint is not None and config.save_memory and path.exists():
         try:
             buffer = FrameReplay.load(path)
@@ -429,19 +481,19 @@ def replay_memory(
                 "run stopped between the two writes?). Delete it to resume with an emptied memory."
             )
         # Learning began learning_starts transitions after this memory's first one, as in the run that never stopped.
-        return buffer, steps - buffer.added + config.learning_starts
+        return buffer, steps - buffer.added * learners.count + config.learning_starts
     if checkpoint is not None and config.save_memory:
         print(f"No replay memory at {path}: it refills for --learning-starts {config.learning_starts} transitions")
     buffer = FrameReplay(
-        config.buffer_size,
-        config.n_envs,
+        config.buffer_size // learners.count,
+        config.n_envs // learners.count,
         observation_shape,
         n_step=config.n_step,
         gamma=config.gamma,
         prioritized=config.prioritized,
         alpha=config.alpha,
         beta=config.beta,
-        seed=config.seed + steps,
+        seed=(config.seed + steps) * learners.count + learners.rank,
         compression=COMPRESSIONS[config.compression],
     )
     return buffer, steps + config.learning_starts
@@ -468,11 +520,15 @@ def gradient_step(
     buffer: FrameReplay,
     device: torch.device,
     transition: int,
+    learners: Learners | None = None,
 ) -> tuple[float, float]:
-    """One gradient step on a batch from the memory (due at `transition`); returns its TD loss and mean Q."""
+    """One gradient step on a batch from the memory (due at `transition`); returns its TD loss and mean Q. With
+    several `learners`, each samples its share of the batch from its own memory and the gradients are summed over
+    them: every learner takes the step of the whole batch."""
+    learners = learners or Learners(n_envs=config.n_envs)
     # Prioritized replay's importance-sampling exponent: annealed linearly from beta to 1 over the run.
     beta = config.beta + (1.0 - config.beta) * min(1.0, transition / config.total_transitions)
-    batch = buffer.sample(config.batch_size, beta=beta)
+    batch = buffer.sample(config.batch_size // learners.count, beta=beta)
     obs, next_obs = torch.from_numpy(batch.obs).to(device), torch.from_numpy(batch.next_obs).to(device)
     actions = torch.from_numpy(batch.actions).to(device)
     rewards, discounts, weights, dones = (
@@ -490,26 +546,30 @@ def gradient_step(
         td_target = rewards + discounts * next_value * (1.0 - dones)
     q_value = q_network(obs).gather(1, actions.unsqueeze(1)).squeeze(1)
     td_error = td_target - q_value
-    # The mean squared TD error; each sample weighted by its importance weight (all ones without priorities).
-    loss = (weights * td_error**2).mean()
+    # The mean squared TD error over the whole batch (this learner's sum over its samples, divided by the batch's
+    # size); each sample weighted by its importance weight (all ones without priorities).
+    loss = (weights * td_error**2).sum() / config.batch_size
     optimizer.zero_grad()
     loss.backward()
+    # The whole batch's gradient, TD loss and mean Q on every learner (one learner: as they are).
+    statistics = torch.stack([loss.detach(), q_value.detach().sum() / config.batch_size])
+    statistics = learners.sum_gradients(q_network.parameters(), statistics)
     optimizer.step()
     if config.prioritized:
         buffer.update_priorities(batch.indices, td_error.detach().abs().cpu().numpy())
-    return loss.item(), q_value.mean().item()
+    return statistics[0].item(), statistics[1].item()
 
 
 def checkpoint_state(
     q_network: QNetwork,
     target_network: QNetwork,
     optimizer: torch.optim.Optimizer,
-    rng: np.random.Generator,
+    rng_states: list[dict],
     steps: int,
     config: Config,
 ) -> dict:
-    """What checkpoint.pt holds: everything --resume needs but the replay memory (replay.npz beside it), and the
-    config for --eval."""
+    """What checkpoint.pt holds: everything --resume needs but the replay memories (replay.npz beside it, one per
+    learner), the learners' exploration generators' `rng_states` by rank included, and the config for --eval."""
     return {
         "algo": "dqn",
         "q_network": q_network.state_dict(),
@@ -518,7 +578,7 @@ def checkpoint_state(
         "steps": steps,
         "frames": 4 * steps,
         **torch_generators(next(q_network.parameters()).device),
-        "numpy_rng": rng.bit_generator.state,
+        "numpy_rng": rng_states,
         "config": dataclasses.asdict(config),
     }
 

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from atari_game.game import action_meanings
+from atari_game.learners import Learners
 from atari_game.pool import GamePool
 from atari_game.protocols import get_protocol
 from atari_game.training import (
@@ -44,10 +45,10 @@ from atari_game.training import (
     run_trainer,
     save_checkpoint,
     torch_generators,
+    whole_games,
 )
 from atari_game.training import parse_config as parse_config_of
 from atari_game.validation import POSITIVE, at_least, between, broken_rule
-from atari_game.worker import available_cores
 
 
 @dataclasses.dataclass
@@ -118,8 +119,8 @@ def check_config(config: Config) -> str:
     """What is wrong with `config` as a PPO run, as a usage error would say it; "" if nothing is."""
     if problem := broken_rule(config, RULES):
         return problem
-    if config.batch_size % config.n_minibatches or (config.async_envs and config.n_envs % 2):
-        return "n_envs * n_steps must divide into n_minibatches, and async_envs needs an even n_envs"
+    if config.batch_size % config.n_minibatches or (config.async_envs and config.n_envs // max(1, config.learners) % 2):
+        return "n_envs * n_steps must divide into n_minibatches, and async_envs needs an even n_envs (per learner)"
     if config.total_frames < 4 * config.batch_size:
         return f"total_frames must be at least one update's 4 * n_envs * n_steps = {4 * config.batch_size}"
     return ""
@@ -149,14 +150,19 @@ class Agent(nn.Module):
         return self.critic(self.trunk(obs)).squeeze(-1)
 
     def act(
-        self, obs: torch.Tensor, action: torch.Tensor | None = None
+        self, obs: torch.Tensor, action: torch.Tensor | None = None, uniform: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample an action (or score the given one): action, its log-probability, the entropy, the value."""
+        """Sample an action (or score the given one): action, its log-probability, the entropy, the value. The
+        action of row i is the one whose interval of the cumulative probabilities holds `uniform[i]` (uniform in
+        [0, 1); by default drawn from torch's generator), so an env's action depends on its own draw only."""
         hidden = self.trunk(obs)
         # Without argument checks: the logits come from the network, and the checks cost ~0.1 ms a call.
         distribution = torch.distributions.Categorical(logits=self.actor(hidden), validate_args=False)
         if action is None:
-            action = distribution.sample()
+            uniform = torch.rand(len(obs), device=obs.device) if uniform is None else uniform.to(obs.device)
+            cumulative = distribution.probs.cumsum(-1)
+            action = torch.searchsorted(cumulative, uniform.unsqueeze(-1), right=True).squeeze(-1)
+            action = action.clamp_max(cumulative.shape[-1] - 1)  # a draw above a sum rounded below 1
         return action, distribution.log_prob(action), distribution.entropy(), self.critic(hidden).squeeze(-1)
 
 
@@ -175,52 +181,66 @@ UPDATE_FIELDS = (
     "frames_per_second",
     "rollout_seconds",
     "learn_seconds",
+    "sync_seconds",
 )
 
 
 # --- training -------------------------------------------------------------------------------------------
 
 
-def train(config: Config) -> Path:
+def train(config: Config, learners: Learners | None = None) -> Path:
     """Train PPO as `config` says and return the run directory, which then holds progress.csv, checkpoint.pt,
-    learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there (new games)."""
+    learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there (new games).
+
+    `learners`: this process's place among the run's learners (`atari_game.learners`), which play their shares of the
+    envs and compute together the update one learner computes from all of them; by default, the only one.
+    """
+    learners = learners or Learners(n_envs=config.n_envs)
     run_dir = run_directory(config, "ppo")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
-    cores = available_cores()
+    cores = learners.cores
     torch.manual_seed(config.seed)
 
     agent = build_agent(config.game, device, full_action_space(config))
     # bf16 where this machine computes it faster (probed before the env workers start and take the cores); the
-    # checkpoint records the choice, so --resume keeps it.
+    # checkpoint records the choice, so --resume keeps it. Every learner takes the first one's choice.
     precision, about = choose_precision(config.precision, agent.trunk, device, resumed=config.resume)
+    precision = learners.first(precision)
+    agent.trunk.bf16 = precision == "bf16"
     config = dataclasses.replace(config, precision=precision)
-    print(about)
-    if config.protocol:
+    if learners.lead:
+        print(about)
+    if config.protocol and learners.lead:
         print(get_protocol(config.protocol).describe())
 
     # The envs: with async_envs, two pools of half the envs each, each with half the worker processes (or actors).
-    pools = make_pools(config, 2 if config.async_envs else 1)
-    print(env_placement(pools)[1])
+    pools = make_pools(config, 2 if config.async_envs else 1, learners)
+    placement, where = env_placement(pools, learners)
+    if learners.lead:
+        print(where)
     # Adam in its fused implementation: the same update in one kernel (6 % less time per minibatch step here than the
     # default loop over the parameters; benchmarks/learn_step.py).
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
     n_updates = config.total_frames // (4 * config.batch_size)
     first_update, frames = 0, 0
     checkpoint_path = run_dir / "checkpoint.pt"
-    if config.resume:
-        saved = torch.load(checkpoint_path, map_location=device)
+    rollout = Rollout(config, pools[0].options.observation_shape, learners)
+    if config.resume:  # from the run's checkpoint, or the one Ray Train restarts the learners from
+        saved = torch.load(learners.restart or checkpoint_path, map_location=device)
         agent.load_state_dict(saved["agent"])
         optimizer.load_state_dict(saved["optimizer"])
         first_update, frames = saved["update"], saved["frames"]
         restore_torch_generators(saved, device)
-    log = RunLog(run_dir, UPDATE_FIELDS, resumed_at=frames if config.resume else None)
+        if "action_rng" in saved:  # (the checkpoints from before it drew the actions from torch's generator)
+            rollout.generator.set_state(saved["action_rng"])
+    # Only the first learner writes the run's files and shows the progress bar.
+    log = RunLog(run_dir, UPDATE_FIELDS, resumed_at=frames if config.resume else None) if learners.lead else None
 
-    rollout = Rollout(config, pools[0].options.observation_shape)
     for k, pool in enumerate(pools):
         rollout.next_obs[k * pool.num_envs : (k + 1) * pool.num_envs] = torch.from_numpy(pool.reset()[0])
     start, start_frames = time.perf_counter(), frames
-    progress = progress_bar(config.total_frames, frames)
+    progress = progress_bar(config.total_frames, frames, shown=learners.lead)
     try:
         for update in range(first_update, n_updates):
             # Anneal the learning rate linearly to zero over the whole run (a resumed run continues the schedule).
@@ -230,27 +250,42 @@ def train(config: Config) -> Path:
             # Collect n_steps per env. Inference beside the env workers gets one thread; learning gets all cores.
             torch.set_num_threads(1)
             rollout_start = time.perf_counter()
-            collect(config, pools, agent, device, rollout, log, frames)
+            games = collect(config, pools, agent, device, rollout, frames)
             frames += 4 * config.batch_size
             torch.set_num_threads(cores)
             learn_start = time.perf_counter()
-            stats: dict[str, float | str] = {"precision": precision, **env_placement(pools)[0]}
-            stats.update(learn(config, agent, optimizer, device, rollout))
-            # Where the wall time goes: playing (env steps and inference), and learning.
+            learners.sync_seconds = 0.0
+            stats: dict[str, float | str] = {"precision": precision, **placement}
+            stats.update(learn(config, agent, optimizer, device, rollout, learners))
+            # Where the wall time goes: playing (env steps and inference), and learning (of it, summing over learners).
             stats["rollout_seconds"] = learn_start - rollout_start
             stats["learn_seconds"] = time.perf_counter() - learn_start
+            stats["sync_seconds"] = learners.sync_seconds
+            learners.check_identical(agent, f"after update {update + 1}")
+            # Every learner's games, in the first one's log and curve; the envs may have moved (Ray actors).
+            games = learners.gather(games)
+            if not learners.on_ray_train:
+                placement = env_placement(pools)[0]
             seconds = time.perf_counter() - start
             stats["frames_per_second"] = (frames - start_frames) / seconds
-            log.update(frames, seconds, stats)
             progress.update(4 * config.batch_size)
-            progress.set_postfix(game_return=f"{log.recent_return():.1f}", fps=f"{stats['frames_per_second']:.0f}")
+            if log:
+                log.record_games(games)
+                log.update(frames, seconds, stats)
+                progress.set_postfix(game_return=f"{log.recent_return():.1f}", fps=f"{stats['frames_per_second']:.0f}")
             if (update + 1) % config.checkpoint_every == 0 or update + 1 == n_updates:
-                save_checkpoint(checkpoint_path, checkpoint_state(agent, optimizer, update + 1, frames, config))
+                state = checkpoint_state(agent, optimizer, update + 1, frames, config, rollout.generator)
+                if learners.lead:
+                    save_checkpoint(checkpoint_path, state)
+                learners.report(checkpoint_path, frames)
     finally:
         progress.close()
         for pool in pools:
             pool.close()
-        log.close()
+        if log:
+            log.close()
+    if not log:  # the first learner draws the curve and records the video
+        return run_dir
     plot_learning_curve(log.games, run_dir / "learning_curve.png", f"PPO on {config.game}")
     if config.video:
         record_game(agent_policy(agent, device), config, run_dir / "agent.mp4")
@@ -258,16 +293,20 @@ def train(config: Config) -> Path:
 
 
 class Rollout:
-    """The rollout buffers of one update, filled by playing the pools; observations stay uint8."""
+    """The rollout buffers of one update of one learner's envs, filled by playing its pools; observations stay
+    uint8. `generator` draws the uniforms the actions are sampled with (`Agent.act`): a draw for every env of the
+    run at every step, on every learner, so that an env's actions do not depend on how the envs are shared out."""
 
-    def __init__(self, config: Config, obs_shape: tuple[int, ...]) -> None:
-        steps, envs = config.n_steps, config.n_envs
+    def __init__(self, config: Config, obs_shape: tuple[int, ...], learners: Learners) -> None:
+        steps, envs = config.n_steps, config.n_envs // learners.count
+        self.envs = learners.envs
         self.obs = torch.zeros((steps, envs, *obs_shape), dtype=torch.uint8)
         self.actions = torch.zeros((steps, envs), dtype=torch.long)
         self.logprobs, self.rewards, self.dones, self.values = (torch.zeros((steps, envs)) for _ in range(4))
         # What the envs show now: the observation to act on, and whether it starts a new episode.
         self.next_obs = torch.zeros((envs, *obs_shape), dtype=torch.uint8)
         self.next_done = torch.zeros(envs)
+        self.generator = torch.Generator().manual_seed(config.seed)
 
 
 def collect(
@@ -276,19 +315,22 @@ def collect(
     agent: Agent,
     device: torch.device,
     rollout: Rollout,
-    log: RunLog,
     frames: int,
-) -> None:
-    """Play n_steps per env into `rollout`. One pool: act, then step all envs. Two pools (async): the halves
-    take turns, so that one half's games step in the workers while the policy acts for the other."""
+) -> list[tuple[int, float, int]]:
+    """Play n_steps per env into `rollout` and return the whole games that ended (`whole_games`). One pool: act, then
+    step all envs. Two pools (async): the halves take turns, so that one half's games step in the workers while the
+    policy acts for the other."""
     # Each pool's envs are a contiguous slice of the rollout's columns (slices, not index arrays: no gathers).
     halves = [slice(k * pools[0].num_envs, (k + 1) * pools[0].num_envs) for k in range(len(pools))]
+    # The uniforms of this learner's envs' actions, out of the draws for every env of the run.
+    uniforms = torch.rand((config.n_steps, config.n_envs), generator=rollout.generator)[:, rollout.envs]
+    games: list[tuple[int, float, int]] = []
 
     def send(k: int, step: int) -> None:
         envs = halves[k]
         rollout.obs[step, envs], rollout.dones[step, envs] = rollout.next_obs[envs], rollout.next_done[envs]
         with torch.inference_mode():
-            action, logprob, _, value = agent.act(rollout.next_obs[envs].to(device))
+            action, logprob, _, value = agent.act(rollout.next_obs[envs].to(device), uniform=uniforms[step, envs])
         rollout.actions[step, envs], rollout.logprobs[step, envs], rollout.values[step, envs] = (
             action.cpu(),
             logprob.cpu(),
@@ -305,13 +347,13 @@ def collect(
         )
         rollout.next_obs[envs] = torch.from_numpy(obs)
         rollout.next_done[envs] = torch.from_numpy(terminated | truncated).float()
-        log.record_games(info, frames + 4 * config.n_envs * (step + 1))
+        games.extend(whole_games(info, frames + 4 * config.n_envs * (step + 1)))
 
     if len(pools) == 1:
         for step in range(config.n_steps):
             send(0, step)
             receive(0, step)
-        return
+        return games
     send(1, 0)
     for step in range(config.n_steps):
         send(0, step)
@@ -319,6 +361,7 @@ def collect(
         if step + 1 < config.n_steps:
             send(1, step + 1)
         receive(0, step)
+    return games
 
 
 def bootstrap_truncated(
@@ -336,9 +379,23 @@ def bootstrap_truncated(
 
 
 def learn(
-    config: Config, agent: Agent, optimizer: torch.optim.Optimizer, device: torch.device, rollout: Rollout
+    config: Config,
+    agent: Agent,
+    optimizer: torch.optim.Optimizer,
+    device: torch.device,
+    rollout: Rollout,
+    learners: Learners | None = None,
 ) -> dict[str, float]:
-    """GAE, then n_epochs of clipped-PPO minibatch updates; returns the loss statistics of the last minibatch."""
+    """GAE, then n_epochs of clipped-PPO minibatch updates; returns the loss statistics of the last minibatch (the
+    clip fraction: of all of them).
+
+    With several `learners`, each holding the rollout of its envs, they compute together the very update one learner
+    computes from the whole rollout: the same minibatches (each learner draws the same permutation of the run's
+    samples and takes those of its envs), advantages normalised over the whole minibatch, each learner's loss the sum
+    over its samples divided by the minibatch's size, and the gradients summed over the learners before clipping, so
+    that every learner takes the same step.
+    """
+    learners = learners or Learners(n_envs=config.n_envs)
     with torch.inference_mode():
         next_value = agent.value(rollout.next_obs.to(device)).cpu()
     rewards, dones, values = rollout.rewards, rollout.dones, rollout.values
@@ -358,48 +415,73 @@ def learn(
     b_actions, b_logprobs = rollout.actions.reshape(-1).to(device), rollout.logprobs.reshape(-1).to(device)
     b_advantages, b_returns = advantages.reshape(-1).to(device), returns.reshape(-1).to(device)
     b_values = values.reshape(-1).to(device)
+    # Every epoch's minibatches, drawn first, and this learner's samples of each (one learner: all of them); the
+    # advantages are normalised per minibatch, with the mean and deviation of all its samples, computed for all at once.
     minibatch = config.batch_size // config.n_minibatches
+    minibatches = [
+        learners.share(indices)
+        for _ in range(config.n_epochs)
+        for indices in torch.randperm(config.batch_size, device=device).split(minibatch)
+    ]
+    means, stds = learners.mean_std([b_advantages[indices] for indices in minibatches])
     clip_fractions = []
-    for _ in range(config.n_epochs):
-        for indices in torch.randperm(config.batch_size, device=device).split(minibatch):
-            obs = b_obs.index_select(0, indices).permute(0, 3, 1, 2)
-            _, new_logprob, entropy, new_value = agent.act(obs, b_actions[indices])
-            log_ratio = new_logprob - b_logprobs[indices]
-            ratio = log_ratio.exp()
-            with torch.no_grad():
-                approx_kl = ((ratio - 1) - log_ratio).mean()
-                clip_fractions.append(((ratio - 1.0).abs() > config.clip_coef).float().mean().item())
+    for indices, mean, std in zip(minibatches, means, stds, strict=True):
+        obs = b_obs.index_select(0, indices).permute(0, 3, 1, 2)
+        _, new_logprob, entropy, new_value = agent.act(obs, b_actions[indices])
+        log_ratio = new_logprob - b_logprobs[indices]
+        ratio = log_ratio.exp()
 
-            advantage = b_advantages[indices]
-            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-            policy_loss = torch.max(
-                -advantage * ratio, -advantage * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)
-            ).mean()
+        # The losses are sums over this learner's samples divided by the minibatch's size: summed over the learners,
+        # the whole minibatch's means.
+        advantage = (b_advantages[indices] - mean) / (std + 1e-8)
+        clipped_ratio = ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)
+        policy_loss = torch.max(-advantage * ratio, -advantage * clipped_ratio).sum() / minibatch
 
-            # The value loss, clipped around the rollout's values as in the PPO reference implementation.
-            value_error = (new_value - b_returns[indices]) ** 2
-            if config.clip_value_loss:
-                clipped = b_values[indices] + (new_value - b_values[indices]).clamp(-config.clip_coef, config.clip_coef)
-                value_error = torch.max(value_error, (clipped - b_returns[indices]) ** 2)
-            value_loss = 0.5 * value_error.mean()
+        # The value loss, clipped around the rollout's values as in the PPO reference implementation.
+        value_error = (new_value - b_returns[indices]) ** 2
+        if config.clip_value_loss:
+            clipped = b_values[indices] + (new_value - b_values[indices]).clamp(-config.clip_coef, config.clip_coef)
+            value_error = torch.max(value_error, (clipped - b_returns[indices]) ** 2)
+        value_loss = 0.5 * value_error.sum() / minibatch
+        entropy_loss = entropy.sum() / minibatch
 
-            loss = policy_loss - config.ent_coef * entropy.mean() + config.vf_coef * value_loss
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(agent.parameters(), config.max_grad_norm)
-            optimizer.step()
+        loss = policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss
+        optimizer.zero_grad()
+        loss.backward()
+        with torch.no_grad():
+            statistics = torch.stack(
+                [
+                    policy_loss,
+                    value_loss,
+                    entropy_loss,
+                    ((ratio - 1) - log_ratio).sum() / minibatch,  # the approximate KL divergence
+                    ((ratio - 1.0).abs() > config.clip_coef).sum() / minibatch,  # the clip fraction
+                ]
+            )
+        # The whole minibatch's gradient and statistics on every learner (one learner: as they are).
+        statistics = learners.sum_gradients(agent.parameters(), statistics)
+        nn.utils.clip_grad_norm_(agent.parameters(), config.max_grad_norm)
+        optimizer.step()
+        clip_fractions.append(statistics[4].item())
     return {
-        "policy_loss": policy_loss.item(),
-        "value_loss": value_loss.item(),
-        "entropy": entropy.mean().item(),
-        "approx_kl": approx_kl.item(),
+        "policy_loss": statistics[0].item(),
+        "value_loss": statistics[1].item(),
+        "entropy": statistics[2].item(),
+        "approx_kl": statistics[3].item(),
         "clip_fraction": float(np.mean(clip_fractions)),
     }
 
 
-def checkpoint_state(agent: Agent, optimizer: torch.optim.Optimizer, update: int, frames: int, config: Config) -> dict:
-    """What checkpoint.pt holds: what --resume continues from (all but the games in progress), and the config for
-    --eval."""
+def checkpoint_state(
+    agent: Agent,
+    optimizer: torch.optim.Optimizer,
+    update: int,
+    frames: int,
+    config: Config,
+    action_generator: torch.Generator,
+) -> dict:
+    """What checkpoint.pt holds: what --resume continues from (all but the games in progress: the generator of the
+    actions' draws, `Rollout.generator`, included), and the config for --eval."""
     return {
         "algo": "ppo",
         "agent": agent.state_dict(),
@@ -407,6 +489,7 @@ def checkpoint_state(agent: Agent, optimizer: torch.optim.Optimizer, update: int
         "update": update,
         "frames": frames,
         **torch_generators(next(agent.parameters()).device),
+        "action_rng": action_generator.get_state(),
         "config": dataclasses.asdict(config),
     }
 

@@ -43,6 +43,7 @@ from tqdm import tqdm
 
 from atari_game.arguments import game_name, integer, protocol_name
 from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, resolve_game
+from atari_game.learners import Learners, LearnersFailed, learners_problem, train_on_learners
 from atari_game.play import play_game
 from atari_game.pool import GamePool, PoolError
 from atari_game.protocols import get_protocol
@@ -206,10 +207,17 @@ class RunConfig:
     run's config and checkpoint record it; atari-game evaluate scores the agent under it (docs/guides/evaluate.md)."""
     # Where the run computes.
     ray: str = ""
-    """Run the envs on a Ray cluster's actors (a RayGamePool), the learner where the command runs: auto (the cluster
-    `ray start` runs on this machine, or RAY_ADDRESS), HOST:PORT or ray://HOST:PORT (a cluster elsewhere), local (a
-    new Ray on this machine, listening on 127.0.0.1 only); none: this machine's worker processes (a GamePool). Needs
-    the ray extra and atari_game on every node (docs/guides/ray.md); the same seed gives the same run."""
+    """Run the envs on a Ray cluster's actors (a RayGamePool), the learner where the command runs (with --learners,
+    the learners too, each with its envs): auto (the cluster `ray start` runs on this machine, or RAY_ADDRESS),
+    HOST:PORT or ray://HOST:PORT (a cluster elsewhere), local (a new Ray on this machine, listening on 127.0.0.1
+    only); none: this machine's worker processes (a GamePool). Needs the ray extra and atari_game on every node
+    (docs/guides/ray.md); the same seed gives the same run."""
+    learners: int = 0
+    """Learner processes that Ray Train places on the --ray cluster, spread over its nodes: each plays n_envs /
+    learners of the envs in a local GamePool over its CPUs and learns with a replica of the networks, the gradients
+    summed over all of them every step (PPO: the very update of one learner); 0: one learner where the command runs
+    (with --ray, its envs on Ray actors). Rank 0 writes the run's files: on a cluster, --run-dir on a shared file
+    system."""
     device: str = "auto"
     """Where the networks run: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
     names."""
@@ -351,7 +359,7 @@ def parse_config(
     if problem:
         parser.error(problem)
     problem = broken_rule(config, RUN_RULES) or device_problem(config.device) or ray_problem(config.ray)
-    problem = problem or check(config)
+    problem = problem or learners_problem(config.learners, config.ray, config.n_envs) or check(config)
     try:  # a misspelt game or a bad env option is a usage error too, found before the run directory is made
         GameOptions.from_kwargs(**game_options(config))
     except (TypeError, ValueError) as error:
@@ -364,7 +372,7 @@ def parse_config(
 # What a resumed run's flags may change: how long, where and on what it runs, and what it shows, never what it learns.
 RUN_FIELDS = (
     "total_frames", "run_dir", "resume", "eval", "video", "device", "checkpoint_every", "log_every", "torch_threads",
-    "eval_epsilon", "ray", "save_memory",
+    "eval_epsilon", "ray", "learners", "save_memory",
 )  # fmt: skip
 
 
@@ -389,7 +397,7 @@ def resumed_config(config_class: type[ConfigT], given: dict, saved: dict, run_di
 
 
 # The rules of `RunConfig`'s fields (see `atari_game.validation`); each trainer checks its own fields' rules.
-RUN_RULES = {"seed": at_least(0), "total_frames": at_least(1), "n_envs": at_least(1)}
+RUN_RULES = {"seed": at_least(0), "total_frames": at_least(1), "n_envs": at_least(1), "learners": at_least(0)}
 
 
 def device_problem(name: str) -> str:
@@ -469,18 +477,22 @@ def interrupted(config: RunConfig, algo: str, why: str = "Ctrl-C") -> str:
 
 
 def run_trainer(
-    config: ConfigT, algo: str, train: Callable[[ConfigT], Path], evaluate: Callable[[ConfigT], None]
+    config: ConfigT, algo: str, train: Callable[[ConfigT, Learners], Path], evaluate: Callable[[ConfigT], None]
 ) -> None:
-    """What the command of the trainer `algo` does with its `config`: `evaluate` with ``--eval``, else `train` and
-    print where the run's files are. Ctrl-C, or envs that cannot go on, stop the run with what `interrupted` says."""
+    """What the command of the trainer `algo` does with its `config`: `evaluate` with ``--eval``, else `train` (one
+    learner here, or ``config.learners`` placed by Ray Train) and print where the run's files are. Ctrl-C, envs that
+    cannot go on, or learners that cannot, stop the run with what `interrupted` says."""
     if config.eval:
         evaluate(config)
         return
     try:
-        run_dir = train(config)
+        if config.learners:
+            run_dir = train_on_learners(config, train, run_directory(config, algo), config.learners, config.ray)
+        else:
+            run_dir = train(config, Learners(n_envs=config.n_envs))
     except KeyboardInterrupt:  # Ctrl-C stops the run at once; its last checkpoint stays for --resume
         raise SystemExit(interrupted(config, algo)) from None
-    except PoolError as error:  # the envs cannot go on (a node lost, no CPUs to restart its actors): the same
+    except (PoolError, LearnersFailed) as error:  # the envs or learners cannot go on (a node lost, no CPUs): the same
         raise SystemExit(interrupted(config, algo, str(error))) from None
     print(outputs(run_dir, config))
 
@@ -504,24 +516,26 @@ def full_action_space(config: RunConfig) -> bool:
     return bool(config.protocol) and bool(get_protocol(config.protocol).train.get("full_action_space"))
 
 
-def make_pools(config: RunConfig, n_pools: int = 1) -> list[GamePool]:
-    """The envs of a trainer's `config` in `n_pools` pools of ``n_envs / n_pools`` envs (pool k's env i: seed
-    ``seed + k * n_envs / n_pools + i``, as one pool of all the envs would seed it), with same-step autoreset, so
-    that a truncated episode's final observation is there to bootstrap from: `GamePool`s sharing this machine's
-    cores or, with ``config.ray``, `RayGamePool`s sharing the cluster's free CPUs, whose actors Ray restarts
-    elsewhere when a node is lost (their envs reported truncated, ``info["worker_restarted"]``)."""
-    size = config.n_envs // n_pools
+def make_pools(config: RunConfig, n_pools: int = 1, learners: Learners | None = None) -> list[GamePool]:
+    """The envs of a trainer's `config` that `learners` plays (all of them for one learner) in `n_pools` pools of
+    equal size (the run's env i: seed ``seed + i``, as one pool of all the envs would seed it), with same-step
+    autoreset, so that a truncated episode's final observation is there to bootstrap from: `GamePool`s sharing this
+    machine's cores (a learner placed by Ray Train: its CPUs) or, with ``config.ray`` and one learner here,
+    `RayGamePool`s sharing the cluster's free CPUs, whose actors Ray restarts elsewhere when a node is lost (their
+    envs reported truncated, ``info["worker_restarted"]``)."""
+    learners = learners or Learners(n_envs=config.n_envs)
+    size = config.n_envs // learners.count // n_pools
     options = {"autoreset_mode": AutoresetMode.SAME_STEP, **game_options(config)}
     make: Callable[..., GamePool] = GamePool
-    cpus = available_cores()
-    if config.ray:
+    cpus = learners.cores
+    if config.ray and not learners.on_ray_train:
         make = functools.partial(RayGamePool, address=config.ray, restart_workers=True)
         cpus = int(free_cpus(config.ray))
     n_workers = max(1, min(size, cpus // n_pools))
     pools: list[GamePool] = []
     try:
         for k in range(n_pools):
-            pools.append(make(size, seed=config.seed + k * size, n_workers=n_workers, **options))
+            pools.append(make(size, seed=config.seed + learners.envs.start + k * size, n_workers=n_workers, **options))
     except BaseException:  # a pool that cannot start: the others stop too
         for pool in pools:
             pool.close()
@@ -529,10 +543,19 @@ def make_pools(config: RunConfig, n_pools: int = 1) -> list[GamePool]:
     return pools
 
 
-def env_placement(pools: Sequence[GamePool]) -> tuple[dict[str, int], str]:
-    """Where the envs of `pools` run now: progress.csv's columns ``env_nodes`` and ``env_workers`` (worker processes
-    or Ray actors), and a line for the log naming them."""
+def env_placement(pools: Sequence[GamePool], learners: Learners | None = None) -> tuple[dict[str, int], str]:
+    """Where the envs of `pools` (of all `learners`, each with its own pools, where Ray Train placed them) run now:
+    progress.csv's columns ``env_nodes`` and ``env_workers`` (worker processes or Ray actors), and a line for the log
+    naming them."""
     n_envs = sum(pool.num_envs for pool in pools)
+    if learners is not None and learners.on_ray_train:
+        import ray
+
+        workers = sum(pool.n_workers for pool in pools)
+        places = learners.gather([(ray.get_runtime_context().get_node_id(), workers)])
+        n_nodes, workers = len({node for node, _ in places}), sum(count for _, count in places)
+        line = f"envs: {learners.n_envs} in {workers} worker processes of {learners.count} learners on {n_nodes} node"
+        return {"env_nodes": n_nodes, "env_workers": workers}, line + "s" * (n_nodes > 1)
     if not isinstance(pools[0], RayGamePool):
         workers = sum(pool.n_workers for pool in pools)
         return {"env_nodes": 1, "env_workers": workers}, f"envs: {n_envs} in {workers} worker processes on this machine"
@@ -545,9 +568,12 @@ def env_placement(pools: Sequence[GamePool]) -> tuple[dict[str, int], str]:
     return {"env_nodes": len(nodes), "env_workers": len(actors)}, line
 
 
-def progress_bar(total_frames: int, frames: int) -> tqdm:
-    """The bar a run shows: emulator frames done out of `total_frames`, starting at `frames` (a resumed run)."""
-    return tqdm(total=total_frames, initial=frames, unit="frame", unit_scale=True, dynamic_ncols=True)
+def progress_bar(total_frames: int, frames: int, shown: bool = True) -> tqdm:
+    """The bar a run shows (unless not `shown`: a learner other than the first): emulator frames done out of
+    `total_frames`, starting at `frames` (a resumed run)."""
+    return tqdm(
+        total=total_frames, initial=frames, unit="frame", unit_scale=True, dynamic_ncols=True, disable=not shown
+    )
 
 
 # --- logging --------------------------------------------------------------------------------------------
@@ -600,11 +626,10 @@ class RunLog:
         if self.tensorboard:
             self.tensorboard.add_scalar("charts/game_return", game_return, frames)
 
-    def record_games(self, info: dict, frames: int) -> None:
-        """Log the whole games (across lives, unclipped: the number papers report) a pool step's `info` ended."""
-        if "game" in info:
-            for k in np.flatnonzero(info["_game"]):
-                self.game_ended(frames, float(info["game"]["r"][k]), int(info["game"]["l"][k]))
+    def record_games(self, games: list[tuple[int, float, int]]) -> None:
+        """Log `games`, as `whole_games` lists them."""
+        for game in games:
+            self.game_ended(*game)
 
     def update(self, frames: int, seconds: float, stats: dict[str, float | str]) -> None:
         """Log an update at `frames` emulator frames, `seconds` into the run: its `stats`, the trainer's
@@ -625,6 +650,14 @@ class RunLog:
         self.file.close()
         if self.tensorboard:
             self.tensorboard.close()
+
+
+def whole_games(info: dict, frames: int) -> list[tuple[int, float, int]]:
+    """The whole games (across lives, unclipped: the number papers report) a pool step's `info` ended, at `frames`
+    emulator frames: (frames, return, length in agent steps) of each."""
+    if "game" not in info:
+        return []
+    return [(frames, float(info["game"]["r"][k]), int(info["game"]["l"][k])) for k in np.flatnonzero(info["_game"])]
 
 
 def torch_generators(device: torch.device) -> dict[str, torch.Tensor]:

@@ -453,7 +453,9 @@ def test_agent_gif_shows_the_checkpoints_agent_playing_in_colour_at_the_games_sp
     config = ppo.Config(game="Pong")
     agent = ppo.build_agent(config.game, torch.device("cpu"))
     optimizer = torch.optim.Adam(agent.parameters())
-    ppo.save_checkpoint(tmp_path / "checkpoint.pt", ppo.checkpoint_state(agent, optimizer, 0, 0, config))
+    ppo.save_checkpoint(
+        tmp_path / "checkpoint.pt", ppo.checkpoint_state(agent, optimizer, 0, 0, config, torch.Generator())
+    )
     command = [sys.executable, str(BENCHMARKS / "agent_gif.py"), str(tmp_path / "checkpoint.pt"),
                str(tmp_path / "a.gif"), "--seconds", "3", "--out", str(tmp_path / "r.json")]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)

@@ -146,7 +146,8 @@ def test_play_a_dqn_checkpoint(tmp_path):
     q_network = dqn.QNetwork(4)
     optimizer, rng = torch.optim.Adam(q_network.parameters()), np.random.default_rng(0)
     save_checkpoint(
-        tmp_path / "checkpoint.pt", dqn.checkpoint_state(q_network, q_network, optimizer, rng, 0, dqn.Config())
+        tmp_path / "checkpoint.pt",
+        dqn.checkpoint_state(q_network, q_network, optimizer, [rng.bit_generator.state], 0, dqn.Config()),
     )
     result = subprocess.run(
         [sys.executable, "-m", "atari_game", "play", "Breakout", "--checkpoint", "checkpoint.pt"],

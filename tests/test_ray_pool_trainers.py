@@ -1,6 +1,7 @@
-"""Both trainers with --ray on a two-node Ray cluster on this machine: the same seed gives the same run as on the
-local GamePool (losses and weights bit for bit), the log and progress.csv say where the envs ran, bad --ray
-values are usage errors."""
+"""Both trainers with --ray alone (the envs on a RayGamePool, the one learner here; --learners is
+tests/test_learners.py) on a two-node Ray cluster on this machine: the same seed gives the same run as on the local
+GamePool (losses and weights bit for bit), the log and progress.csv say where the envs ran, bad --ray values are
+usage errors."""
 
 import csv
 import re

@@ -1,0 +1,199 @@
+"""Data-parallel learners (``--learners K``): PPO's speed with 1 and 2 learners placed by Ray Train against the local
+trainer, the all-reduce's cost, and a model of k nodes from those costs.
+
+    pip install -e ".[ray,train]" && python benchmarks/learners.py      # ~6 min on 2 cores
+
+One machine stands for a cluster: two Ray nodes of ``--node-cpus`` CPUs each (ray.cluster_utils). The parts: ``ppo``,
+agent steps/s of a PPO run of ``--updates`` updates of ``--envs`` envs (128 steps each) with the local trainer (a
+GamePool over this machine's cores), with ``--ray`` alone (the envs on a RayGamePool, the learner here), and with 1
+learner and 2 learners of ``--envs / 2`` envs (``--learners``), and where an update's time goes (rollout, learning, and
+of it the all-reduces, waiting for the slower learner included); ``allreduce``, the time of one all-reduce of PPO's
+gradients (and of one number: the latency) between 2 gloo processes on loopback, and its bytes per update; ``model``,
+agent steps/s and scaling efficiency of k nodes of c cores (k = 2 to 64, 10 and 25 Gb/s) from those costs, and what one
+node at half speed costs. It writes every figure as common.py says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import common
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing
+
+PARTS = ("ppo", "allreduce", "model")
+NODES = (2, 4, 16, 64)
+LINKS_GBPS = (10, 25)
+
+
+def ppo_run(n_envs: int, updates: int, ray: str = "", learners: int = 0) -> dict[str, float]:
+    """A PPO run's agent steps/s (the whole run, after its first update) and the mean seconds per update of its
+    phases, read from its progress.csv; run by the command line, in a process of its own, as a user runs it."""
+    with tempfile.TemporaryDirectory() as directory:
+        run_dir = Path(directory)
+        command = [sys.executable, "-m", "atari_game", "train", "--n-envs", str(n_envs), "--run-dir", str(run_dir)]
+        command += ["--total-frames", str(4 * n_envs * 128 * updates), "--no-video", "--precision", "fp32"]
+        command += ["--ray", ray] * bool(ray) + ["--learners", str(learners)] * bool(learners)
+        subprocess.run(command, check=True, capture_output=True)
+        with (run_dir / "progress.csv").open() as file:
+            rows = [row for row in csv.DictReader(file) if row["policy_loss"]]
+    seconds = float(rows[-1]["seconds"]) - float(rows[0]["seconds"])
+    found = {"steps_per_s": (len(rows) - 1) * n_envs * 128 / seconds}
+    for phase in ("rollout", "learn", "sync"):
+        found[f"{phase}_seconds"] = float(np.mean([float(row[f"{phase}_seconds"]) for row in rows[1:]]))
+    return found
+
+
+def measure_ppo(address: str, n_envs: int, updates: int) -> dict:
+    """`ppo_run` with the local trainer, the envs on the cluster at `address` (RayGamePool) and one learner here, and
+    1 and 2 learners placed there by Ray Train."""
+    found = {}
+    sides = (("local", "", 0), ("RayGamePool", address, 0), ("1 learner", address, 1), ("2 learners", address, 2))
+    for name, ray, learners in sides:
+        found[name] = ppo_run(n_envs, updates, ray, learners)
+        print(f"PPO, {name}: {found[name]}", flush=True)
+    return found
+
+
+def timed_allreduces(rank: int, port: int, floats: int, repeats: int, times: dict) -> None:
+    """One of 2 gloo processes on 127.0.0.1: the median seconds of `repeats` all-reduces of `floats` float32 and of
+    one, into `times` (rank 0's)."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        for name, size, count in (("gradients", floats, repeats), ("one_number", 1, 20 * repeats)):
+            tensor, seconds = torch.ones(size), []
+            for _ in range(count):
+                dist.barrier()
+                start = time.perf_counter()
+                dist.all_reduce(tensor)
+                seconds.append(time.perf_counter() - start)
+            if rank == 0:
+                times[name] = float(np.median(seconds))
+    finally:
+        dist.destroy_process_group()
+
+
+def measure_allreduce(repeats: int) -> dict:
+    """The all-reduce of PPO's gradients (the Breakout agent's parameters and 5 statistics, float32) on loopback: its
+    time and latency, and the bytes each learner puts into the all-reduces of an update (default config: one of the
+    gradients per minibatch, 4 epochs x 4 minibatches; two of the minibatches' advantage sums, counts and squared
+    deviations)."""
+    from atari_game import ppo
+
+    floats = sum(parameter.numel() for parameter in ppo.build_agent("Breakout", torch.device("cpu")).parameters()) + 5
+    per_update = ppo.Config().n_epochs * ppo.Config().n_minibatches
+    small = 4 * 3 * per_update  # bytes: each minibatch's advantage sum, count and squared deviations
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    times = torch.multiprocessing.Manager().dict()
+    torch.multiprocessing.spawn(timed_allreduces, args=(port, floats, repeats, times), nprocs=2)
+    found = {
+        "gradient_bytes": 4 * floats,
+        "allreduces_per_update": per_update,
+        "bytes_per_update": per_update * 4 * floats + small,
+        "gradients_seconds": times["gradients"],
+        "latency_seconds": times["one_number"],
+        "seconds_per_update": per_update * times["gradients"] + 2 * times["one_number"],
+    }
+    print(f"all-reduce on loopback: {found}", flush=True)
+    return found
+
+
+def model(
+    steps_per_core: float, allreduce: dict, k: int, cores: int, gbps: float, envs_per_core: int, slow: float = 1.0
+) -> dict[str, float]:
+    """Agent steps/s and scaling efficiency of PPO on `k` nodes of `cores` cores, a learner each with
+    ``cores * envs_per_core`` envs of 128 steps, joined by links of `gbps` Gb/s, one node at `slow` times the others'
+    speed. A node computes its update (play and learn) at `steps_per_core` agent steps/s per core; a ring all-reduce
+    of B bytes over k nodes costs ``2 (k - 1) / k * B / bandwidth + 2 (k - 1) * latency`` (each node sends and
+    receives twice its share; 2 (k - 1) steps), and the slowest node sets every update's pace (all wait for its
+    gradients); the two all-reduces of the advantages' statistics cost their latency."""
+    samples = cores * envs_per_core * 128
+    compute = samples / (cores * steps_per_core)
+    steps = 2 * (k - 1) * allreduce["latency_seconds"]
+    ring = 2 * (k - 1) / k * allreduce["gradient_bytes"] / (gbps * 1e9 / 8) + steps
+    update = compute / slow + allreduce["allreduces_per_update"] * ring + 2 * steps
+    return {"steps_per_s": k * samples / update, "efficiency": compute / update}
+
+
+def build_table(allreduce: dict, cores: int, envs_per_core: int, steps_per_core: float) -> dict:
+    """`model` for each of `NODES` and `LINKS_GBPS`."""
+    table: dict = {"steps_per_core": steps_per_core}
+    for gbps in LINKS_GBPS:
+        for k in NODES:
+            even = model(steps_per_core, allreduce, k, cores, gbps, envs_per_core)
+            slow = model(steps_per_core, allreduce, k, cores, gbps, envs_per_core, slow=0.5)
+            table[f"{k} nodes, {gbps} Gb/s"] = {**even, "one_node_at_half_speed_steps_per_s": slow["steps_per_s"]}
+            print(
+                f"{k:3} nodes of {cores} cores, {gbps} Gb/s: {even['steps_per_s']:9,.0f} agent steps/s, "
+                f"{even['efficiency']:.1%}; one node at half speed: {slow['steps_per_s']:9,.0f}",
+                flush=True,
+            )
+    return table
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = common.parser(__doc__)
+    add = parser.add_argument
+    add("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure (default: all)")
+    add("--envs", type=int, default=8, help="PPO's envs, all learners together (default: %(default)s)")
+    add("--updates", type=int, default=4, help="PPO updates per run; the first is not timed (default: %(default)s)")
+    add("--node-cpus", type=int, default=1, help="CPUs of each of the 2 Ray nodes (default: %(default)s)")
+    add("--repeats", type=int, default=20, help="all-reduces of the gradients timed (default: %(default)s)")
+    add("--cores", type=int, default=16, help="the modelled nodes' cores (default: %(default)s)")
+    add("--envs-per-core", type=int, default=16, help="the modelled learners' envs per core (default: %(default)s)")
+    add(
+        "--steps-per-core",
+        type=float,
+        help="the modelled nodes' agent steps/s per core, playing and learning (default: the local trainer's run)",
+    )
+    add(
+        "--results",
+        type=Path,
+        help="an earlier results file whose ppo and allreduce figures the model part uses (default: this run's)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    results: dict = {"node_cpus": args.node_cpus}
+    if args.results:
+        import json
+
+        results.update(json.loads(args.results.read_text())["figures"])
+    print(common.describe_machine(), flush=True)
+    if "ppo" in args.parts:
+        import ray
+        from ray.cluster_utils import Cluster
+
+        node = {"num_cpus": args.node_cpus, "object_store_memory": 200 << 20}
+        cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+        cluster.add_node(**node)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        try:
+            results["ppo"] = measure_ppo(cluster.address, args.envs, args.updates)
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+    if "allreduce" in args.parts:
+        results["allreduce"] = measure_allreduce(args.repeats)
+    if "model" in args.parts:
+        per_core = args.steps_per_core or results["ppo"]["local"]["steps_per_s"] / common.machine()["cores"]
+        results["model"] = build_table(results["allreduce"], args.cores, args.envs_per_core, per_core)
+    common.save(__file__, args, results, argv)
+
+
+if __name__ == "__main__":
+    main()
