@@ -59,8 +59,8 @@ class Learners:
     `restart`, the checkpoint.pt Ray Train restarts it from after a learner died (None on a first start).
 
     The collectives (`all_sum`, `sum_gradients`, `gather`, `first`) are the identity for one learner.
-    `sync_seconds` counts the seconds spent in them (waiting for the slowest learner included), `sync_bytes` the
-    bytes each learner put into them, since they were last set to 0.
+    `sync_seconds` counts the seconds spent in them (waiting for the slowest learner included) since it was last set
+    to 0.
     """
 
     rank: int = 0
@@ -70,7 +70,6 @@ class Learners:
     cpus: int = 0
     restart: Path | None = None
     sync_seconds: float = 0.0
-    sync_bytes: int = 0
 
     @property
     def lead(self) -> bool:
@@ -102,11 +101,10 @@ class Learners:
         return step[mine] * (self.n_envs // self.count) + env[mine] - self.envs.start
 
     def _collective(self, tensor: torch.Tensor) -> torch.Tensor:
-        """`tensor` summed over the learners, in place, with its time and bytes counted."""
+        """`tensor` summed over the learners, in place, with its time counted."""
         start = time.perf_counter()
         dist.all_reduce(tensor)
         self.sync_seconds += time.perf_counter() - start
-        self.sync_bytes += tensor.numel() * tensor.element_size()
         return tensor
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -272,6 +270,7 @@ def learner_process(loop_config: dict[str, Any]) -> None:
     """One learner, as Ray Train runs it: its place among the learners, then the trainer's ``train``; restarted by
     Ray Train, it resumes from the checkpoint Ray Train kept."""
     import ray.train
+    from ray.train.torch import get_device
 
     context = ray.train.get_context()
     config = loop_config["config"]
@@ -283,7 +282,7 @@ def learner_process(loop_config: dict[str, Any]) -> None:
         cpus=loop_config["cpus"],
     )
     if loop_config["gpu"]:
-        config = dataclasses.replace(config, device=str(ray.train.torch.get_device()))
+        config = dataclasses.replace(config, device=str(get_device()))
     torch.set_num_threads(learners.cores)
     # A restart after a learner died goes on from the checkpoint Ray Train kept (a local directory: read in place).
     kept = ray.train.get_checkpoint()

@@ -146,8 +146,8 @@ def test_ppo_resumes_with_the_weights_optimizer_schedule_and_generator_of_the_ru
         precision=precision,
     )  # fmt: skip
 
-    def more(args: tuple) -> dict[str, Any]:  # collect(config, pools, agent, device, rollout, log, frames)
-        return {"frames": args[6]}
+    def more(args: tuple) -> dict[str, Any]:  # collect(config, pools, agent, device, rollout, frames)
+        return {"frames": args[5], "action_rng": args[4].generator.get_state()}
 
     watch = {"trainer": ppo, "build": "build_agent", "step": "collect", "more": more}
     never_stopped = dataclasses.replace(config, run_dir=str(tmp_path / "never-stopped"))
@@ -160,7 +160,7 @@ def test_ppo_resumes_with_the_weights_optimizer_schedule_and_generator_of_the_ru
     resumed_first, resumed_end = watched_train(monkeypatch, config=resumed, at={0}, **watch)
 
     # Update 2 starts from the same state either way: weights, Adam's moments and step count, the annealed learning
-    # rate, torch's generator (the next actions and minibatches) and the frame count.
+    # rate, torch's generator (the next minibatches), the actions' generator and the frame count.
     assert resumed_first[0]["frames"] == 256
     assert_equal(resumed_first[0], at_resume[0])
     # At the end the same number of Adam steps, at the same learning rate: 4 updates x 1 epoch x 2 minibatches. The
