@@ -437,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--json",
         type=Path,
-        default=Path("benchmarks/throughput.json"),
+        default=Path("runs/bench.json"),
         help="where every measurement is written (--parent-grid: parent.json beside it) (default: %(default)s)",
     )
     return parser

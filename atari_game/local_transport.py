@@ -54,6 +54,7 @@ class LocalWorker:
         self.command_fd = self.pipe.fileno()
 
     def describe(self) -> str:
+        """How a message names it: ``"pool worker (pid 12, envs 0-3)"``."""
         return describe_worker("pool worker", self.process.pid, self.env_ids)
 
     def died(self, **fields: Any) -> WorkerDied:

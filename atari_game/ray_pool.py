@@ -294,6 +294,7 @@ class RayActor:
     calls: list[Any] = dataclasses.field(default_factory=list)  # their object refs, in the same order
 
     def describe(self) -> str:
+        """How a message names it: ``"ray actor (pid 12 on node 1a2b3c4d at 10.0.0.2, envs 0-3)"``."""
         return describe_worker("ray actor", *self._place())
 
     def died(self, **fields: Any) -> WorkerDied:
@@ -512,7 +513,8 @@ class RayTransport:
         return replacement
 
     def post(self, worker: RayActor, command: str, data: Any, ids: list[int]) -> None:
-        # An actor has no shared segment to read actions from: a step names its envs and carries their actions.
+        """Call the actor's `GameActor.run`: an actor has no shared segment to read actions from, so a step names
+        its envs `ids` and carries their actions."""
         actions = self.shared["actions"][ids] if command == "step" else None
         worker.calls.append(worker.actor.run.remote(command, ids if command == "step" else data, actions))
 
@@ -523,7 +525,9 @@ class RayTransport:
         return False
 
     def next_answer(self, busy: set[RayActor], everything: bool) -> tuple[RayActor, tuple[str, list[int], Any]]:
-        # The first call to finish, whether or not the pool waits for `everything`.
+        """The answer of the first call of the `busy` actors to finish (whether or not the pool waits for
+        `everything`), its results copied into `shared`; an actor that died, or that Ray restarted since it last
+        answered, is a ``("died", [], WorkerDied)``."""
         ray = _ray()
         first_calls = {worker.calls[0]: worker for worker in busy}
         [done], _ = ray.wait(list(first_calls), num_returns=1)

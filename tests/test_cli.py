@@ -97,7 +97,7 @@ def test_bench_prints_its_table_and_writes_every_measurement(tmp_path):
     steps_per_s = float(row.split()[2].replace(",", ""))
     assert steps_per_s > 0
     assert row.endswith(" 1.00x  1.00x (1.00-1.00, 1/1)")  # the only system: ours / itself, in its one round
-    measured = json.loads((tmp_path / "benchmarks" / "throughput.json").read_text())
+    measured = json.loads((tmp_path / "runs" / "bench.json").read_text())
     rounds = measured["runs"]["2"]["systems"]["atari_game GamePool"]
     assert len(rounds) == 1 and round(rounds[0]["steps_per_s"]) == round(steps_per_s)
 

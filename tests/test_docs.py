@@ -30,7 +30,7 @@ DOCS = ROOT / "docs"
 # The modules the API reference documents, and why the others are not in it.
 PUBLIC_MODULES = (
     "game", "protocols", "worker", "pool", "ray_pool", "env", "spaces", "replay", "sb3", "evaluation", "scores",
-    "report", "ppo", "dqn", "training", "learners", "arguments",
+    "report", "ppo", "dqn", "training", "learners", "arguments", "local_transport", "pool_errors",
 )  # fmt: skip
 INTERNAL_MODULES = {
     "__main__": "`python -m atari_game`, the command line",
