@@ -216,7 +216,9 @@ def train_on_learners(
     counts.
     """
     import ray.train
-    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.train.torch import TorchTrainer
+
+    from atari_game.rendezvous import LoopbackTorchConfig
 
     connected_here = not importlib.import_module("ray").is_initialized()
     ray_module = connect(address)
@@ -245,7 +247,7 @@ def train_on_learners(
         trainer = TorchTrainer(
             learner_process,
             train_loop_config={"config": config, "train": train, "cpus": cpus, "gpu": gpus},
-            torch_config=TorchConfig(backend="nccl" if gpus else "gloo"),
+            torch_config=LoopbackTorchConfig(backend="nccl" if gpus else "gloo"),
             scaling_config=ray.train.ScalingConfig(
                 num_workers=learners, use_gpu=gpus, resources_per_worker={"CPU": cpus}, placement_strategy="SPREAD"
             ),

@@ -26,7 +26,7 @@ import re
 import socket
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -111,23 +111,32 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
-def _start_local(ray: Any) -> None:
-    """Start a new Ray on this machine that opens no door: every server it starts bound to 127.0.0.1, no dashboard,
-    token authentication as Ray sets it for a new cluster (on, unless RAY_AUTH_MODE says otherwise)."""
+@contextlib.contextmanager
+def single_machine_mode() -> Iterator[None]:
+    """Ray's single-machine mode, for the Ray processes started inside (and the drivers they start, which inherit it):
+    a node given the address 127.0.0.1 stays there, so that every server it starts listens on 127.0.0.1 only (outside
+    it, Ray turns 127.0.0.1 into the machine's own address). A driver connecting to such a cluster needs it too: the
+    tests' and benchmarks' local clusters run inside it."""
     from ray._private import ray_constants
 
-    # Ray turns a node address of 127.0.0.1 into the machine's own unless in its single-machine mode: on for the
-    # start, for this process (its constant, read at import) and the processes it starts (their environment).
+    # Read from the environment by every Ray process, and at import by this one (its constant).
     saved = os.environ.get(SINGLE_MACHINE), ray_constants.ENABLE_RAY_CLUSTER
     os.environ[SINGLE_MACHINE], ray_constants.ENABLE_RAY_CLUSTER = "0", False
     try:
-        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False)
+        yield
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = saved[1]
         if saved[0] is None:
             del os.environ[SINGLE_MACHINE]
         else:
             os.environ[SINGLE_MACHINE] = saved[0]
+
+
+def _start_local(ray: Any) -> None:
+    """Start a new Ray on this machine that opens no door: every server it starts bound to 127.0.0.1, no dashboard,
+    token authentication as Ray sets it for a new cluster (on, unless RAY_AUTH_MODE says otherwise)."""
+    with single_machine_mode():
+        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False)
 
 
 def connect(address: str | None) -> Any:

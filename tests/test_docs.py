@@ -39,6 +39,7 @@ INTERNAL_MODULES = {
     "play": "`atari-game play`'s loop",
     "pool_worker": "the pool's worker side",
     "segment": "the pool's shared-memory layout",
+    "rendezvous": "how `--learners` learners on a local Ray cluster meet: Ray Train's torch backend on 127.0.0.1",
     "validation": "the checks behind the API's argument errors, which the functions that raise them document",
 }
 

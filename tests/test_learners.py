@@ -2,6 +2,7 @@
 machine): PPO's update the very one of a single learner, the learners' weights identical, DQN's learners each with
 a memory of its own envs, a learner killed mid-run, and bad input, each an error naming the fix."""
 
+import contextlib
 import csv
 import socket
 import subprocess
@@ -152,6 +153,15 @@ def ray_train_workers():
     ]
 
 
+def listening(processes):
+    """The addresses `processes` listen on (those still running)."""
+    found = []
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found += [c.laddr.ip for c in process.net_connections("inet") if c.status == psutil.CONN_LISTEN]
+    return found
+
+
 @pytest.mark.timing
 def test_dqn_learners_each_with_its_memory_survive_a_learner_killed_mid_run(cluster, tmp_path):
     # 2 DQN learners of 2 envs each, from the command line, a checkpoint every 2 rows; one learner killed after 3 rows.
@@ -172,9 +182,14 @@ def test_dqn_learners_each_with_its_memory_survive_a_learner_killed_mid_run(clus
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 200
-        while len(update_rows(run_dir)) < 3 and time.monotonic() < deadline:
+        while len(update_rows(run_dir)) < 3 and time.monotonic() < deadline and run.poll() is None:
             time.sleep(0.2)
-        [victim, _] = ray_train_workers()
+        [victim, other] = ray_train_workers()
+        # The learners (the group's rendezvous store, gloo's sockets) and the whole cluster listen on loopback only.
+        learners_listening = listening([victim, other])
+        everything = listening(psutil.Process().children(recursive=True))
+        assert len(learners_listening) >= 3 and len(everything) >= 10
+        assert all(map(test_ray_pool.loopback, everything)), everything
         log = (run_dir / "progress.csv").stat().st_ino
         victim.kill()
         killed = time.monotonic()

@@ -21,9 +21,9 @@ from test_pool_values import LocalEnv, check_reset, play_async, send
 
 from atari_game import Game
 from atari_game.pool import GamePool, PoolError, WorkerDied
-from atari_game.ray_pool import RayGamePool, _ray
+from atari_game.ray_pool import RayGamePool, _ray, single_machine_mode
 
-NODE = {"num_cpus": 2, "object_store_memory": 100 << 20}
+NODE = {"num_cpus": 2, "object_store_memory": 100 << 20, "node_ip_address": "127.0.0.1"}
 
 
 # Ray notices a lost node after this many missed health checks (default: 5 of 3 s).
@@ -32,15 +32,16 @@ HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold"
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two nodes of 2 CPUs on this machine, and this process connected to them."""
+    """Two nodes of 2 CPUs on this machine, listening on 127.0.0.1 only, and this process connected to them."""
     head = {**NODE, "include_dashboard": False, "_system_config": HEALTH_CHECKS}
-    cluster = Cluster(initialize_head=True, head_node_args=head)
-    cluster.add_node(**NODE)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+    with single_machine_mode():
+        cluster = Cluster(initialize_head=True, head_node_args=head)
+        cluster.add_node(**NODE)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        yield cluster
+        ray.shutdown()
+        cluster.shutdown()
 
 
 @pytest.fixture
@@ -207,7 +208,7 @@ def test_restart_workers_uses_rays_actor_restart_and_reports_the_envs_truncated(
 
 
 def test_a_lost_node_is_survived_with_restart_workers(ray_pool, cluster):
-    node = cluster.add_node(num_cpus=1)
+    node = cluster.add_node(**{**NODE, "num_cpus": 1})
     cluster.wait_for_nodes()
     # Soft affinity: on the new node while it lives, anywhere after.
     place = NodeAffinitySchedulingStrategy(node.node_id, soft=True)

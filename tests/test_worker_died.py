@@ -80,11 +80,14 @@ def test_a_local_pools_dead_worker_is_reported_by_its_fields_whatever_the_wordin
 def test_a_node_actor_renumbers_its_pools_dead_worker_by_the_fields_whatever_the_wording(reworded):
     # The node actor's own code, run here (Ray connected for its location) so that the wording is changed in it too.
     ray = pytest.importorskip("ray")
-    from atari_game.ray_pool import NodeActor, versions
+    from atari_game.ray_pool import NodeActor, single_machine_mode, versions
 
     ours = not ray.is_initialized()
-    if ours:
-        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    if ours:  # a Ray of its own, listening on 127.0.0.1 only
+        with single_machine_mode():
+            ray.init(
+                address="local", _node_ip_address="127.0.0.1", num_cpus=1, include_dashboard=False, log_to_driver=False
+            )
     try:
         options = dataclasses.asdict(GameOptions.from_kwargs(seed=0, **OPTIONS))
         del options["seed"]
