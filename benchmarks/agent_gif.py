@@ -2,11 +2,11 @@
 
     python benchmarks/agent_gif.py runs/Breakout-1/checkpoint.pt docs/_static/ppo_breakout_10m.gif --seconds 30
 
-Plays one game (seeded ``--seed``) with the checkpoint's agent (either trainer's, as ``atari-game play
---checkpoint`` does) and writes the emulator's colour screen at every `--every`-th agent step of the first
-`--seconds` seconds as a looping GIF at the game's speed. Atari screens hold few colours, so the GIF keeps them
-exact and stays small, and browsers play it everywhere (an .mp4 of OpenCV's mp4v codec plays in few). Prints the
-GIF's length and size, and writes them as common.py says.
+Plays one game (seeded ``--seed``) with the checkpoint's agent (either trainer's, as ``atari-game play --checkpoint``
+does) and writes the emulator's colour screen at every ``--every``-th agent step of the first ``--seconds`` seconds as
+a looping GIF at the game's speed. Atari screens hold few colours, so the GIF keeps them exact and stays small, and
+browsers play it everywhere (an .mp4 of OpenCV's mp4v codec plays in few). Prints the GIF's length and size, and
+writes them as common.py says.
 """
 
 from __future__ import annotations
@@ -36,9 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-
-    game_name = load_checkpoint(args.checkpoint)["config"]["game"]
-    policy, options = trained_policy(args.checkpoint, game_name)
+    policy, options = trained_policy(args.checkpoint, load_checkpoint(args.checkpoint)["config"]["game"])
     game = Game(seed=args.seed, **options)
     torch.manual_seed(args.seed)  # PPO's policy samples its actions: the same GIF every time
     # The Atari draws 60 frames a second and an agent step lasts frame_skip of them.

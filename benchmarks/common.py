@@ -1,10 +1,8 @@
 """What the benchmark scripts share: their common flags, the machine's description, a stopwatch, and results files.
 
-Every script writes its figures into a JSON file (``--out``; by default benchmarks/results/<script>-<cpu>-<date>-<time>
-.json) holding ``script``, ``command``, ``date``, ``machine`` (``cpu``, ``cores``, ``cpu_flags``: which of AVX2,
-AVX-512, AVX512-BF16 and AMX it has, ``system``, ``python``), ``versions`` (the packages that move the figures, and
-``git describe`` of this checkout) and ``figures``. ``--compare OLD.json`` prints each figure's ratio to the same
-figure of an earlier run; ``python benchmarks/common.py OLD.json NEW.json`` compares two files written before.
+Every script writes its figures, and compares them with an earlier run's, as docs/contributing.md, "Benchmarks", says:
+the file `save` writes holds ``script``, ``command``, ``date``, ``machine`` (`machine`), ``versions`` (`versions`) and
+``figures``.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +37,8 @@ PACKAGES = ("atari_game", "ale-py", "numpy", "opencv-python", "torch", "zstandar
 @functools.cache
 def machine() -> dict[str, Any]:
     """The CPU (its model, the cores this process may use, which of `CPU_FLAGS` it has), the OS and Python."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        info = ""
+    cpuinfo = Path("/proc/cpuinfo")
+    info = cpuinfo.read_text() if cpuinfo.exists() else ""
     model = re.search(r"^model name\s*:\s*(.+)$", info, re.MULTILINE)
     flags = set(re.search(r"^flags\s*:(.*)$", info, re.MULTILINE).group(1).split()) if "flags" in info else set()
     return {
@@ -89,33 +86,82 @@ class Stopwatch:
         return {"wall": time.perf_counter() - self.wall, "cpu": cpu, "user": user, "system": system}
 
 
+def per_call(call: Callable[[], object], calls: int = 1) -> dict[str, float]:
+    """The `Stopwatch` reading of `calls` calls of `call`, per call."""
+    clock = Stopwatch()
+    for _ in range(calls):
+        call()
+    return {key: value / calls for key, value in clock.read().items()}
+
+
 def turns(names: list[str], round_number: int) -> list[str]:
     """`names` rotated by the round's number: each round starts with another, so drift hits all alike."""
     shift = round_number % len(names)
     return names[shift:] + names[:shift]
 
 
+def timed_steps(step: Callable[[int], object], seconds: float, warm_up: int) -> tuple[int, dict[str, float]]:
+    """`step(0)` ... `step(warm_up - 1)` untimed, then `step(0)`, `step(1)` ... for about `seconds`: their count and
+    `Stopwatch` reading."""
+    for k in range(warm_up):
+        step(k)
+    steps, clock = 0, Stopwatch()
+    while time.perf_counter() - clock.wall < seconds:
+        step(steps)
+        steps += 1
+    return steps, clock.read()
+
+
+def median_seconds(step: Callable, repeats: int, warm_up: int = 0, before: Callable = lambda: None) -> float:
+    """The median wall seconds of `repeats` calls of `step` after `warm_up` untimed ones; `before` runs, untimed, ahead
+    of each timed call."""
+    for _ in range(warm_up):
+        step()
+    times = []
+    for _ in range(repeats):
+        before()
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+@contextlib.contextmanager
+def ray_cluster(node_cpus: int) -> Iterator[str]:
+    """Two Ray nodes of `node_cpus` CPUs each on this machine (ray.cluster_utils), standing for a cluster, listening
+    on 127.0.0.1 only, this process its driver: the cluster's address."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from atari_game.ray_pool import single_machine_mode
+
+    node: dict[str, Any] = {"num_cpus": node_cpus, "object_store_memory": 200 << 20, "node_ip_address": "127.0.0.1"}
+    with single_machine_mode():
+        cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+        cluster.add_node(**node)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        try:
+            yield cluster.address
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+
+
 def parser(doc: str) -> argparse.ArgumentParser:
     """A script's command line, described by its docstring's first paragraph, with ``--out`` and ``--compare``."""
     made = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
-    made.add_argument(
-        "--out",
-        type=Path,
-        help="the JSON file the figures go into (default: benchmarks/results/<script>-<cpu>-<date>-<time>.json)",
-    )
-    made.add_argument(
-        "--compare", type=Path, help="an earlier results file: print each figure's ratio to it (default: none)"
-    )
+    add = made.add_argument
+    add("--out", type=Path, help="the figures' file (default: benchmarks/results/<script>-<cpu>-<date>-<time>.json)")
+    add("--compare", type=Path, help="an earlier results file: print each figure's ratio to it (default: none)")
     return made
 
 
 def add_cleanrl_arguments(made: argparse.ArgumentParser) -> None:
     """``--cleanrl-python`` and ``--cleanrl-script``: where CleanRL's venv and script are (see `cleanrl_paths`)."""
-    made.add_argument("--cleanrl-python", help="the python of CleanRL's own venv (default: $CLEANRL_PYTHON)")
-    made.add_argument(
-        "--cleanrl-script",
-        help="CleanRL's ppo_atari.py or dqn_atari.py, as --algo says (default: $CLEANRL_DIR/cleanrl/<algo>_atari.py)",
-    )
+    add = made.add_argument
+    add("--cleanrl-python", help="the python of CleanRL's own venv (default: $CLEANRL_PYTHON)")
+    add("--cleanrl-script", help="CleanRL's <algo>_atari.py (default: $CLEANRL_DIR/cleanrl/<algo>_atari.py)")
 
 
 def cleanrl_paths(made: argparse.ArgumentParser, args: argparse.Namespace, algo: str) -> tuple[str, str]:
@@ -127,9 +173,7 @@ def cleanrl_paths(made: argparse.ArgumentParser, args: argparse.Namespace, algo:
     if not python:
         made.error("CleanRL's runs need its venv's python: pass --cleanrl-python PATH or set CLEANRL_PYTHON")
     if not script:
-        made.error(
-            f"CleanRL's runs need its {algo}_atari.py: pass --cleanrl-script PATH or set CLEANRL_DIR (its checkout)"
-        )
+        made.error(f"CleanRL's runs need {algo}_atari.py: pass --cleanrl-script PATH or set CLEANRL_DIR (its checkout)")
     for flag, path in (("--cleanrl-python", python), ("--cleanrl-script", script)):
         if not Path(path).is_file():
             made.error(f"{flag} {path}: no such file")

@@ -3,19 +3,18 @@
     python benchmarks/dqn_final_agents.py --ours runs/ours-1/checkpoint.pt runs/ours-2/checkpoint.pt \\
         --cleanrl runs/cleanrl-1/runs/<run name>/dqn_atari.cleanrl_model --games 50
 
-A run's last 20 training games are few, played epsilon-greedy while the policy still changes. Here every run's final
-network (our checkpoint.pt, or the file CleanRL's dqn_atari.py writes with --save-model: the same Nature-CNN layers
-in the same order) plays `--games` whole games with epsilon `--epsilon`, unclipped returns across lives, the same
-games (the same seeds) in two environments: atari_game's `Game` with the DQN trainer's settings, in a `GamePool`, one
-game per env; and CleanRL's own wrapper stack (its make_env), one env after the other, run by CleanRL's python (see
-trainers.py). A network scored alike in both says the envs pose the same game, so a gap between the trainers is in
-the learning. It prints each network's mean with its standard error, each side's mean over its runs, and the sides'
-difference (Welch's standard error, over runs), and writes them as common.py says.
+Why, and what it found: docs/results.md, "The final agents, on the same fresh games". Every run's final network (our
+checkpoint.pt, or the file CleanRL's dqn_atari.py writes with --save-model: the same Nature-CNN layers in the same
+order) plays ``--games`` whole games with epsilon ``--epsilon``, the same games (the same seeds) in atari_game's env
+(`play_atari_game`) and in CleanRL's (`play_cleanrl`): a network scored alike in both says the envs pose the same game,
+so a gap between the trainers is in the learning. It prints each network's mean with its standard error, each side's
+mean over its runs, and the sides' difference (`common.difference`), and writes them as common.py says.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import tempfile
@@ -24,12 +23,13 @@ from pathlib import Path
 import common
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
 
-from atari_game import GamePool
 from atari_game.arguments import count, seed
 from atari_game.dqn import Config, QNetwork, build_q_network, choose_actions, load_q_network
+from atari_game.evaluation import evaluate
 from atari_game.training import game_options
+
+CPU = torch.device("cpu")
 
 # Played by CleanRL's python, set up as trainers.py launches CleanRL: its make_env and QNetwork (from dqn_atari.py,
 # imported without running it) play `games` whole games one after the other; the returns printed as JSON.
@@ -74,34 +74,28 @@ def load_network(path: Path) -> QNetwork:
     into our layers in order: the shapes must match one by one)."""
     saved = torch.load(path, map_location="cpu")
     if "q_network" in saved:
-        return load_q_network(path, torch.device("cpu"))[0]
-    network = build_q_network("Breakout", torch.device("cpu"))
-    names = list(network.state_dict())
+        return load_q_network(path, CPU)[0]
+    network = build_q_network("Breakout", CPU)
     shapes = [tuple(tensor.shape) for tensor in saved.values()]
     if shapes != [tuple(tensor.shape) for tensor in network.state_dict().values()]:
         raise SystemExit(f"{path}: not a Breakout Nature-CNN Q-network (layer shapes {shapes})")
-    network.load_state_dict(dict(zip(names, saved.values(), strict=True)))
+    network.load_state_dict(dict(zip(network.state_dict(), saved.values(), strict=True)))
     return network
 
 
 def play_atari_game(network: QNetwork, games: int, epsilon: float, seed: int) -> list[float]:
-    """`games` whole games in atari_game's env, one per env of a pool (env i seeded seed + i); their returns."""
-    options = game_options(Config())
-    returns = np.full(games, np.nan)
-    rng = np.random.default_rng(seed)
-    with GamePool(games, seed=seed, autoreset_mode=AutoresetMode.SAME_STEP, **options) as pool:
-        obs, _ = pool.reset()
-        while np.isnan(returns).any():
-            actions = choose_actions(network, obs, np.full(games, epsilon), rng, torch.device("cpu"))
-            obs, _, _, _, info = pool.step(actions)
-            if "_game" in info:  # keep each env's first game only
-                first = info["_game"] & np.isnan(returns)
-                returns[first] = info["game"]["r"][first]
-    return returns.tolist()
+    """`games` whole games in atari_game's env (a `Game` with the DQN trainer's settings), one per env of a pool (env
+    i seeded seed + i; `evaluate` with no protocol), epsilon-greedy as the trainer acts (`choose_actions`, its
+    generator seeded `seed`); their returns."""
+    options, rng = game_options(Config()), np.random.default_rng(seed)
+    game, protocol = options.pop("game"), options.pop("protocol")  # the trainer's default: no protocol
+    policy = functools.partial(choose_actions, network, epsilons=np.full(games, epsilon), rng=rng, device=CPU)
+    return evaluate(policy, game, protocol, games, seed, games, **options).returns.tolist()
 
 
 def play_cleanrl(network: QNetwork, games: int, epsilon: float, seed: int, python: str, script: str) -> list[float]:
-    """`games` whole games in CleanRL's env, by CleanRL's python (game g seeded seed + g); their returns."""
+    """`games` whole games in CleanRL's env (its make_env's wrapper stack), one after the other, by CleanRL's python
+    (see trainers.py; game g seeded seed + g); their returns."""
     with tempfile.TemporaryDirectory() as folder:
         weights = Path(folder) / "weights.pt"
         torch.save([tensor.contiguous() for tensor in network.state_dict().values()], weights)
@@ -138,12 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     figures: dict = {"runs": [], "differences": {}}
     for trainer, paths in (("atari_game", args.ours), ("CleanRL", args.cleanrl)):
         for path in paths:
-            network = load_network(path)
+            played = (load_network(path), args.games, args.epsilon, args.seed)  # the network, and how it plays
             for env in envs:
-                if env == "atari_game":
-                    returns = play_atari_game(network, args.games, args.epsilon, args.seed)
-                else:
-                    returns = play_cleanrl(network, args.games, args.epsilon, args.seed, *cleanrl)
+                returns = play_atari_game(*played) if env == "atari_game" else play_cleanrl(*played, *cleanrl)
                 mean, error = float(np.mean(returns)), float(np.std(returns, ddof=1) / np.sqrt(len(returns)))
                 means.setdefault((trainer, env), []).append(mean)
                 figures["runs"].append({"trainer": trainer, "run": str(path), "env": env, "mean": mean, "error": error})

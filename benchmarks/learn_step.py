@@ -2,23 +2,18 @@
 
     python benchmarks/learn_step.py --repeats 30
 
-Times, in this process, a PPO minibatch step (256 observations through the actor-critic: forward, backward,
-gradient clipping, Adam) and a DQN gradient step (32 observations through the Q-network and 32 through the target
-network: forward, backward, Adam), each under: fp32 with PyTorch's default Adam (PPO's), fp32 with fused Adam
-(DQN's), fp32 under ``torch.compile``, fp32 on one torch thread, and bf16 autocast (what ``--precision auto``
-picks where the CPU has bfloat16 natively). Prints the median ms of `--repeats` steps after warm-up, with the ratio
-to the first line, and writes them as common.py says. The losses are stand-ins with the real ones' shapes of work;
-what is timed is the network.
+Times, in this process, a PPO minibatch step (`ppo_step`) and a DQN gradient step (`dqn_step`), each under every option
+of the table in docs/performance.md, "What the fp32 path leaves" (`main` lists them). Prints the median ms of
+``--repeats`` steps after warm-up, with the ratio to the first line, and writes them as common.py says. The losses are
+stand-ins with the real ones' shapes of work; what is timed is the network.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import common
-import numpy as np
 import torch
 
 from atari_game import dqn, ppo
@@ -28,7 +23,8 @@ CPU = torch.device("cpu")
 
 
 def ppo_step(fused: bool, compiled: bool, bf16: bool) -> Callable[[], None]:
-    """One PPO minibatch step on random observations, as ppo.learn takes it."""
+    """One PPO minibatch step on 256 random observations, as ppo.learn takes it: through the actor-critic, backward,
+    gradient clipping, Adam."""
     agent = ppo.build_agent("Breakout", CPU)
     agent.trunk.bf16 = bf16
     optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5, fused=fused)
@@ -67,17 +63,6 @@ def dqn_step(fused: bool, compiled: bool, bf16: bool) -> Callable[[], None]:
     return step
 
 
-def median_ms(step: Callable[[], None], repeats: int) -> float:
-    for _ in range(5):  # warm-up: kernels built, compiled graphs traced
-        step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return 1000 * float(np.median(times))
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     parser.add_argument("--repeats", type=count, default=30, help="timed steps per option (default: %(default)s)")
@@ -102,7 +87,8 @@ def main(argv: list[str] | None = None) -> None:
         figures[name] = {}
         for option, fused, compiled, bf16, threads in options:
             torch.set_num_threads(threads)
-            ms = figures[name][option] = median_ms(build(fused, compiled, bf16), args.repeats)
+            # (5 untimed steps first: kernels built, compiled graphs traced)
+            ms = figures[name][option] = 1000 * common.median_seconds(build(fused, compiled, bf16), args.repeats, 5)
             print(f"  {option:32} {ms:7.1f}   {next(iter(figures[name].values())) / ms:4.2f}x")
     common.save(__file__, args, figures, argv)
 

@@ -3,25 +3,24 @@ trainer, the all-reduce's cost, and a model of k nodes from those costs.
 
     pip install -e ".[ray,train]" && python benchmarks/learners.py      # ~6 min on 2 cores
 
-One machine stands for a cluster: two Ray nodes of ``--node-cpus`` CPUs each (ray.cluster_utils). The parts: ``ppo``,
-agent steps/s of a PPO run of ``--updates`` updates of ``--envs`` envs (128 steps each) with the local trainer (a
-GamePool over this machine's cores), with ``--ray`` alone (the envs on a RayGamePool, the learner here), and with 1
-learner and 2 learners of ``--envs / 2`` envs (``--learners``), and where an update's time goes (rollout, learning, and
-of it the all-reduces, waiting for the slower learner included); ``allreduce``, the time of one all-reduce of PPO's
-gradients (and of one number: the latency) between 2 gloo processes on loopback, and its bytes per update; ``model``,
-agent steps/s and scaling efficiency of k nodes of c cores (k = 2 to 64, 10 and 25 Gb/s) from those costs, and what one
-node at half speed costs. It writes every figure as common.py says.
+On `common.ray_cluster`'s two nodes, the parts: ``ppo``, agent steps/s of PPO runs (`ppo_run`) with the local trainer
+(a GamePool over this machine's cores), with ``--ray`` alone (the envs on a RayGamePool, the learner here), and with 1
+and 2 learners (``--learners``), and where an update's time goes (rollout, learning, and of it the all-reduces,
+waiting for the slower learner included); ``allreduce``, the cost of the all-reduces between 2 gloo processes on
+loopback (`measure_allreduce`); ``model``, agent steps/s and scaling efficiency of `NODES` nodes of ``--cores`` cores
+from those costs, and with one node at half speed (`model`). It writes every figure as common.py says.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import functools
+import json
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import common
@@ -70,14 +69,10 @@ def timed_allreduces(rank: int, port: int, floats: int, repeats: int, times: dic
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     try:
         for name, size, count in (("gradients", floats, repeats), ("one_number", 1, 20 * repeats)):
-            tensor, seconds = torch.ones(size), []
-            for _ in range(count):
-                dist.barrier()
-                start = time.perf_counter()
-                dist.all_reduce(tensor)
-                seconds.append(time.perf_counter() - start)
+            reduce = functools.partial(dist.all_reduce, torch.ones(size))
+            seconds = common.median_seconds(reduce, count, before=dist.barrier)
             if rank == 0:
-                times[name] = float(np.median(seconds))
+                times[name] = seconds
     finally:
         dist.destroy_process_group()
 
@@ -112,12 +107,10 @@ def measure_allreduce(repeats: int) -> dict:
 def model(
     steps_per_core: float, allreduce: dict, k: int, cores: int, gbps: float, envs_per_core: int, slow: float = 1.0
 ) -> dict[str, float]:
-    """Agent steps/s and scaling efficiency of PPO on `k` nodes of `cores` cores, a learner each with
-    ``cores * envs_per_core`` envs of 128 steps, joined by links of `gbps` Gb/s, one node at `slow` times the others'
-    speed. A node computes its update (play and learn) at `steps_per_core` agent steps/s per core; a ring all-reduce
-    of B bytes over k nodes costs ``2 (k - 1) / k * B / bandwidth + 2 (k - 1) * latency`` (each node sends and
-    receives twice its share; 2 (k - 1) steps), and the slowest node sets every update's pace (all wait for its
-    gradients); the two all-reduces of the advantages' statistics cost their latency."""
+    """Agent steps/s and scaling efficiency of PPO on `k` nodes of `cores` cores (``cores * envs_per_core`` envs each,
+    playing and learning at `steps_per_core` agent steps/s per core), links of `gbps` Gb/s, one node at `slow` times the
+    others' speed: the model of docs/performance.md, "Data-parallel learners"; the two all-reduces of the advantages'
+    statistics cost their latency."""
     samples = cores * envs_per_core * 128
     compute = samples / (cores * steps_per_core)
     steps = 2 * (k - 1) * allreduce["latency_seconds"]
@@ -134,11 +127,8 @@ def build_table(allreduce: dict, cores: int, envs_per_core: int, steps_per_core:
             even = model(steps_per_core, allreduce, k, cores, gbps, envs_per_core)
             slow = model(steps_per_core, allreduce, k, cores, gbps, envs_per_core, slow=0.5)
             table[f"{k} nodes, {gbps} Gb/s"] = {**even, "one_node_at_half_speed_steps_per_s": slow["steps_per_s"]}
-            print(
-                f"{k:3} nodes of {cores} cores, {gbps} Gb/s: {even['steps_per_s']:9,.0f} agent steps/s, "
-                f"{even['efficiency']:.1%}; one node at half speed: {slow['steps_per_s']:9,.0f}",
-                flush=True,
-            )
+            line = f"{k:3} nodes of {cores} cores, {gbps} Gb/s: {even['steps_per_s']:9,.0f} agent steps/s, "
+            print(f"{line}{even['efficiency']:.1%}; one node at half speed: {slow['steps_per_s']:9,.0f}", flush=True)
     return table
 
 
@@ -152,16 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--repeats", type=int, default=20, help="all-reduces of the gradients timed (default: %(default)s)")
     add("--cores", type=int, default=16, help="the modelled nodes' cores (default: %(default)s)")
     add("--envs-per-core", type=int, default=16, help="the modelled learners' envs per core (default: %(default)s)")
-    add(
-        "--steps-per-core",
-        type=float,
-        help="the modelled nodes' agent steps/s per core, playing and learning (default: the local trainer's run)",
-    )
-    add(
-        "--results",
-        type=Path,
-        help="an earlier results file whose ppo and allreduce figures the model part uses (default: this run's)",
-    )
+    add("--steps-per-core", type=float, help="the model's agent steps/s per core (default: the local trainer's)")
+    add("--results", type=Path, help="earlier results whose ppo and allreduce the model uses (default: this run's)")
     return parser
 
 
@@ -169,24 +151,11 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     results: dict = {"node_cpus": args.node_cpus}
     if args.results:
-        import json
-
         results.update(json.loads(args.results.read_text())["figures"])
     print(common.describe_machine(), flush=True)
     if "ppo" in args.parts:
-        import ray
-        from ray.cluster_utils import Cluster
-
-        node = {"num_cpus": args.node_cpus, "object_store_memory": 200 << 20}
-        cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
-        cluster.add_node(**node)
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False)
-        try:
-            results["ppo"] = measure_ppo(cluster.address, args.envs, args.updates)
-        finally:
-            ray.shutdown()
-            cluster.shutdown()
+        with common.ray_cluster(args.node_cpus) as address:
+            results["ppo"] = measure_ppo(address, args.envs, args.updates)
     if "allreduce" in args.parts:
         results["allreduce"] = measure_allreduce(args.repeats)
     if "model" in args.parts:

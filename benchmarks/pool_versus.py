@@ -7,15 +7,13 @@ with each of its speed mechanisms against without it.
 
 Each round runs, per N, loop and comparison, one process per side (which goes first alternates), stepping a GamePool
 with the throughput benchmark's settings (random actions, a worker per core, "fork") for ``--seconds``, in the sync
-loop (``step``) or the async one (``send``/``recv``, batch N/2). A side measures agent steps/s and the parent's own
-CPU per batch step (user and system; the workers' not counted), which shows µs that a throughput on a noisy machine
-does not. ``--base REV``: the package at REV (``git archive``, first on PYTHONPATH) against this checkout's;
-``--without M``: this checkout with M switched off in the side's process and its forked workers against on:
-``restored-restarts`` (`FIXED_RESTART_GAMES` emptied), ``the-watch`` (`WATCH_SECONDS` = 0), ``one-wake-up`` (every
-step through `GamePool._step_each`: a command per worker, the parent woken by each answer). It prints each side's
-medians and the first side's figures over the second's round by round, and writes them as common.py says.
-``--slow-worker F`` puts each pool's first worker in a CPU cgroup that gives it F of a core (a quota per 2 ms), as a
-core other work shares would; it needs root and cgroup v1's or v2's cpu controller.
+loop (``step``) or the async one (``send``/``recv``, batch N/2): agent steps/s and the parent's own CPU per batch step
+(user and system, not the workers'), which shows µs that a throughput on a noisy machine does not. ``--base REV``: the
+package at REV (``git archive``, first on PYTHONPATH) against this checkout's; ``--without M``: this checkout with M
+switched off in the side's process and its forked workers (see `measure`) against on. It prints each side's medians
+and the first side's figures over the second's round by round, and writes them as common.py says. ``--slow-worker F``
+puts each pool's first worker in a CPU cgroup that gives it F of a core (a quota per 2 ms), as a core other work
+shares would; it needs root and cgroup v1's or v2's cpu controller.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
+from itertools import product
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +43,11 @@ def measure(loop: str, n: int, seconds: float, options: dict, switched_off: str 
     from atari_game import GamePool, pool_worker
     from atari_game import game as game_module
 
-    if switched_off == "restored-restarts":
+    if switched_off == "restored-restarts":  # every restart emulated
         game_module.FIXED_RESTART_GAMES = frozenset()
     elif switched_off == "the-watch":
         pool_worker.WATCH_SECONDS = 0.0
-    elif switched_off == "one-wake-up":
+    elif switched_off == "one-wake-up":  # a command per worker, the parent woken by each answer
         GamePool._step_all = GamePool._step_each  # type: ignore[method-assign]
     batch = n // 2 if loop == "async" else n
     with GamePool(n, batch_size=batch, start_method="fork", **options) as pool:
@@ -69,13 +67,7 @@ def measure(loop: str, n: int, seconds: float, options: dict, switched_off: str 
                 for half in (row[:batch], row[batch : 2 * batch]):
                     pool.send(half, pool.recv()[4]["env_id"])
 
-        for row in actions[:20]:
-            step(row)
-        steps, clock = 0, common.Stopwatch()
-        while time.perf_counter() - clock.wall < seconds:
-            step(actions[steps % len(actions)])
-            steps += 1
-        spent = clock.read()
+        steps, spent = common.timed_steps(lambda k: step(actions[k % len(actions)]), seconds, warm_up=20)
     return {"steps_per_s": n * steps / spent["wall"], "user_us": 1e6 * spent["user"] / steps,
             "system_us": 1e6 * spent["system"] / steps, "package": str(Path(atari_game.__file__).parent)}  # fmt: skip
 
@@ -112,9 +104,8 @@ def slow_cgroup(fraction: float) -> str:
 
 def export(revision: str, folder: Path) -> None:
     """The package as it is at `revision`, into `folder`."""
-    archive = subprocess.run(
-        ["git", "-C", str(common.REPO), "archive", revision, "atari_game"], capture_output=True, check=True
-    )
+    git = ["git", "-C", str(common.REPO), "archive", revision, "atari_game"]
+    archive = subprocess.run(git, capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
 
 
@@ -177,15 +168,13 @@ def main(argv: list[str] | None = None) -> None:
         comparisons = {"this / base": {"this": (common.REPO, None), "base": (Path(base), None)}} if args.base else {}
         for mechanism in args.without or []:
             comparisons[mechanism] = {"with": (common.REPO, None), "without": (common.REPO, mechanism)}
-        for n in args.envs:
-            for loop in args.loops:
-                for name, sides in comparisons.items():
-                    runs: dict[str, list[dict]] = {side: [] for side in sides}
-                    for round_number in range(args.rounds):
-                        for side in common.turns(list(sides), round_number):
-                            source, off = sides[side]
-                            runs[side].append(run_side(source, loop, n, args.seconds, options, off, slow_tasks))
-                    figures[f"{name}, {loop}, N={n}"] = report(name, loop, n, runs)
+        for n, loop, (name, sides) in product(args.envs, args.loops, comparisons.items()):
+            runs: dict[str, list[dict]] = {side: [] for side in sides}
+            for round_number in range(args.rounds):
+                for side in common.turns(list(sides), round_number):
+                    source, off = sides[side]
+                    runs[side].append(run_side(source, loop, n, args.seconds, options, off, slow_tasks))
+            figures[f"{name}, {loop}, N={n}"] = report(name, loop, n, runs)
     common.save(__file__, args, figures, argv)
 
 

@@ -3,13 +3,11 @@
     pip install -e ".[ray,train]" && python benchmarks/ray_pool.py            # all three parts, ~5 min on 2 cores
     python benchmarks/ray_pool.py --parts pools --node-cpus 2                  # actors per worker against per node
 
-One machine stands for a cluster: two Ray nodes (ray.cluster_utils, `--node-cpus` CPUs each). The parts: ``calls``,
-the round trip of a Ray actor call returning B bytes (0 to 64 observations of 28,224 bytes) on the driver's node and on
-the other (a + b * B fitted to each), and the driver's CPU per call with k actors called at once; ``pools``, agent
-steps/s of random actions and the learner's CPU per pool step (the driver's own, threads included) of GamePool against
-RayGamePool with an actor per CPU (``actors="worker"``) and per node (``actors="node"``), in rounds taking turns, with
-the Ray calls and bytes per step; ``ppo``, agent steps/s of a short PPO run (3 updates, --envs[0] envs) on each, whole
-and its rollouts alone. It writes every figure as common.py says.
+On `common.ray_cluster`'s two nodes, the parts: ``calls``, the round trip of a Ray actor call by the bytes it returns
+and the node, and the driver's CPU per call with k actors called at once (`measure_calls`); ``pools``, agent steps/s
+and the learner's CPU per step of GamePool against RayGamePool with an actor per CPU (``actors="worker"``) and per node
+(``actors="node"``) (`measure_pools`); ``ppo``, a short PPO run on each (`measure_ppo`). It writes every figure as
+common.py says.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ import csv
 import functools
 import itertools
 import tempfile
-import time
 from pathlib import Path
 
 import common
@@ -44,17 +41,12 @@ class Echo:
 
 def round_trips(ray, actor, nbytes: int, calls: int) -> float:
     """Seconds per round trip of a call returning `nbytes`, best of 3 runs of `calls` calls."""
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(calls):
-            ray.get(actor.get.remote(nbytes))
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
+    return min(common.per_call(lambda: ray.get(actor.get.remote(nbytes)), calls)["wall"] for _ in range(3))
 
 
 def measure_calls(ray, nodes: list[str], calls: int) -> dict:
-    """Round trips by size and node (fitted to a + b * bytes), and the driver's CPU per call with k actors at once."""
+    """Round trips by size (0 to 64 observations) on the driver's node and the other (each fitted to a + b * bytes),
+    and the driver's CPU per call with k actors at once."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     sizes = [0, OBS_BYTES, 4 * OBS_BYTES, 16 * OBS_BYTES, 64 * OBS_BYTES]
@@ -91,13 +83,7 @@ def timed_steps(pool: GamePool, seconds: float, rng: np.random.Generator) -> dic
     """Random-action steps of `pool` for about `seconds` after a short warm-up: agent steps/s, and the CPU of this
     process (the learner's: its threads, not its children) per pool step."""
     n = pool.num_envs
-    for _ in range(10):
-        pool.step(rng.integers(4, size=n))
-    steps, clock = 0, common.Stopwatch()
-    while time.perf_counter() - clock.wall < seconds:
-        pool.step(rng.integers(4, size=n))
-        steps += 1
-    spent = clock.read()
+    steps, spent = common.timed_steps(lambda _: pool.step(rng.integers(4, size=n)), seconds, warm_up=10)
     return {"steps_per_s": steps * n / spent["wall"], "learner_cpu_ms_per_step": 1e3 * spent["cpu"] / steps}
 
 
@@ -110,8 +96,9 @@ def step_bytes(pool: GamePool) -> int:
 
 
 def measure_pools(address: str, envs: list[int], node_cpus: int, rounds: int, seconds: float) -> dict:
-    """Agent steps/s and learner CPU per step of GamePool and of RayGamePool with actors per worker and per node on
-    the 2 nodes of `node_cpus` CPUs, N envs, in turns; Ray calls and bytes per step."""
+    """Agent steps/s of random actions and the learner's CPU per step (the driver's own, threads included) of GamePool
+    and of RayGamePool with actors per worker and per node, N envs, in rounds taking turns; Ray calls and bytes per
+    step."""
     from atari_game.ray_pool import RayGamePool
 
     rng, found, game = np.random.default_rng(0), {}, our_game("Breakout")
@@ -124,29 +111,25 @@ def measure_pools(address: str, envs: list[int], node_cpus: int, rounds: int, se
         }
         runs: dict[str, list[dict]] = {name: [] for name in makers}
         shape: dict[str, dict[str, int]] = {}
-        names = list(makers)
         for round_number in range(rounds):  # each round in another order
-            for name in common.turns(names, round_number):
+            for name in common.turns(list(makers), round_number):
                 with makers[name](**game) as pool:
                     pool.reset(seed=0)
                     # (GamePool's workers are local processes, told by a byte each way: no Ray call)
-                    calls = 0 if name == "GamePool" else pool.n_workers
-                    shape[name] = {"calls": calls, "bytes": step_bytes(pool)}
+                    shape[name] = {"calls": 0 if name == "GamePool" else pool.n_workers, "bytes": step_bytes(pool)}
                     runs[name].append(timed_steps(pool, seconds, rng))
         found[n] = {name: {**shape[name], "rounds": rounds_} for name, rounds_ in runs.items()}
         for name, rounds_ in runs.items():
-            rate = np.median([run["steps_per_s"] for run in rounds_])
-            cpu = np.median([run["learner_cpu_ms_per_step"] for run in rounds_])
-            print(
-                f"N={n} {name}: {rate:,.0f} agent steps/s, learner CPU {cpu:.2f} ms a step, "
-                f"{shape[name]['calls']} Ray calls and {shape[name]['bytes']:,} bytes a step",
-                flush=True,
-            )
+            rate, cpu = (np.median([run[key] for run in rounds_]) for key in ("steps_per_s", "learner_cpu_ms_per_step"))
+            calls, size = shape[name]["calls"], shape[name]["bytes"]
+            print(f"N={n} {name}: {rate:,.0f} agent steps/s, learner CPU {cpu:.2f} ms a step, {calls} Ray calls and "
+                  f"{size:,} bytes a step", flush=True)  # fmt: skip
     return found
 
 
 def measure_ppo(address: str, n_envs: int) -> dict:
-    """Agent steps/s of 3 PPO updates (128 steps of `n_envs` envs each) on GamePool and on RayGamePool."""
+    """Agent steps/s of 3 PPO updates (128 steps of `n_envs` envs each) on RayGamePool and on GamePool, whole and its
+    rollouts alone."""
     from atari_game import ppo
 
     found = {}
@@ -180,28 +163,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     import ray
-    from ray.cluster_utils import Cluster
 
     args = build_parser().parse_args(argv)
-    node = {"num_cpus": args.node_cpus, "object_store_memory": 200 << 20}
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
-    cluster.add_node(**node)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
-    print(f"{common.describe_machine()}; 2 Ray nodes of {args.node_cpus} CPUs each", flush=True)
     results: dict = {"node_cpus": args.node_cpus}
-    try:
+    with common.ray_cluster(args.node_cpus) as address:
+        print(f"{common.describe_machine()}; 2 Ray nodes of {args.node_cpus} CPUs each", flush=True)
         driver_node = ray.get_runtime_context().get_node_id()
         other = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != driver_node]
         if "calls" in args.parts:
             results["calls"] = measure_calls(ray, [driver_node, other[0]], args.calls)
         if "pools" in args.parts:
-            results["pools"] = measure_pools(cluster.address, args.envs, args.node_cpus, args.rounds, args.seconds)
+            results["pools"] = measure_pools(address, args.envs, args.node_cpus, args.rounds, args.seconds)
         if "ppo" in args.parts:
-            results["ppo"] = measure_ppo(cluster.address, args.envs[0])
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+            results["ppo"] = measure_ppo(address, args.envs[0])
     common.save(__file__, args, results, argv)
 
 

@@ -3,20 +3,19 @@ per game and compression, the time of sample and add, a filled memory's resident
 
     pip install -e ".[sb3,zstd]" && python benchmarks/replay_memory.py --recordings /tmp/recordings [--fill 1000000]
 
-The parts (``--only``), on ``(4, 84, 84)`` uint8 observations of ``--envs`` envs of real play (Breakout, Pong,
-Seaquest, MsPacman with random actions; Breakout by the PPO agent of ``--checkpoint``), recorded for ``--record-steps``
-pool steps (kept in ``--recordings``) and replayed cyclically where a part needs more (the cycle written into one
-pixel of each new frame, so that every frame is new):
+The parts (``--only``), on ``(4, 84, 84)`` uint8 observations of ``--envs`` envs of real play (`PLAYS`: random
+actions; Breakout by the PPO agent of ``--checkpoint`` too), recorded (kept in ``--recordings``) and replayed
+cyclically where a part needs more (the cycle written into one pixel of each new frame, so that every frame is new):
 
 - ``bytes``: FrameReplay's ``nbytes / len`` with each compression; SB3's ReplayBuffer's, with and without
   ``optimize_memory_usage``;
-- ``sample``: ``sample(32)`` on ``--transitions``: ours as numpy and as torch tensors, SB3's (torch), in CPU time,
-  alternating rounds; torch on ``--torch-threads`` (1: with two, SB3's copy into a tensor busy-waits for the second);
+- ``sample``: ``sample(32)``: ours as numpy and as torch tensors, SB3's (torch), in CPU time, alternating rounds;
+  torch on ``--torch-threads`` (1: with two, SB3's copy into a tensor busy-waits for the second);
 - ``add``: CPU time of adding a pool step of live Breakout in each compression, against the pool step's wall time;
-- ``peers``: sb3-extra-buffers' every method, with and without ``optimize_memory_usage``, and ours, on
-  ``--peer-transitions``: bytes (theirs as their example counts them, ``sys.getsizeof`` of every compressed
-  observation) and ``sample(32)``. It needs the package: ``python -m venv --system-site-packages sb3x &&
-  sb3x/bin/pip install "sb3-extra-buffers[fast]" && sb3x/bin/python benchmarks/replay_memory.py --only peers``;
+- ``peers``: sb3-extra-buffers' every method, with and without ``optimize_memory_usage``, and ours: bytes (theirs as
+  their example counts them, ``sys.getsizeof`` of every compressed observation) and ``sample(32)``. It needs the
+  package: ``python -m venv --system-site-packages sb3x && sb3x/bin/pip install "sb3-extra-buffers[fast]" &&
+  sb3x/bin/python benchmarks/replay_memory.py --only peers``;
 - ``--fill N``: a zstd FrameReplay of N transitions filled by live play of ``--fill-game``: its ``nbytes``, the
   process's resident memory before and after, its peak RSS; then ``save`` and ``load`` (time, file size).
 
@@ -26,6 +25,7 @@ Times are medians, ratios to SB3's plain ``ReplayBuffer.sample``; it writes the 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
 import statistics
@@ -49,17 +49,13 @@ from atari_game.replay import COMPRESSIONS
 from atari_game.training import trained_policy
 
 SHAPE = (4, 84, 84)
-# The recordings: name -> (game, played by the trained agent).
-PLAYS = {name: (name, False) for name in ("Breakout", "Pong", "Seaquest", "MsPacman")} | {
-    "Breakout-trained": ("Breakout", True)
-}
+# The recordings: name (its game's, but for "-trained") -> played by the trained agent.
+PLAYS = dict.fromkeys(("Breakout", "Pong", "Seaquest", "MsPacman"), False) | {"Breakout-trained": True}
 SB3 = "SB3 ReplayBuffer"  # whose sample time every other is compared with
 Buffer = FrameReplay | ReplayBuffer
 
 
-def live_play(
-    envs: int, steps: int, game: str, policy: Callable | None = None, options: dict | None = None
-) -> Iterator:
+def live_play(envs: int, steps: int, game: str, policy: Callable | None = None, **options: Any) -> Iterator:
     """`steps` steps of a pool of `envs` envs of `game` (same-step autoreset; DeepMind's episodes unless `options`),
     random actions or `policy`'s (one observation in, one action out): per step ``(obs, actions, rewards, next_obs,
     terminations, truncations)`` (next_obs: where each transition ended, the true final observation where an episode
@@ -87,13 +83,11 @@ class RecordedPlay:
 
     ARRAYS = ("start", "frames", "firsts", "terminations", "truncations", "rewards", "actions")
 
-    def __init__(
-        self, envs: int, steps: int, game: str = "Breakout", policy: Callable | None = None, **options
-    ) -> None:
+    def __init__(self, envs: int, steps: int, game: str, policy: Callable | None = None, **options: Any) -> None:
         self.frames, self.firsts = (np.zeros((steps, envs, *SHAPE[1:]), np.uint8) for _ in range(2))
         self.terminations, self.truncations = np.zeros((steps, envs), bool), np.zeros((steps, envs), bool)
         self.rewards, self.actions = np.zeros((steps, envs)), np.zeros((steps, envs), np.int64)
-        for step, (transition, next_obs, _) in enumerate(live_play(envs, steps, game, policy, options or None)):
+        for step, (transition, next_obs, _) in enumerate(live_play(envs, steps, game, policy, **options)):
             obs, self.actions[step], self.rewards[step], final, terminations, truncations = transition
             self.start = obs.copy() if step == 0 else self.start
             self.terminations[step], self.truncations[step] = terminations, truncations
@@ -109,8 +103,7 @@ class RecordedPlay:
     def load(cls, path: Path) -> RecordedPlay:
         record = cls.__new__(cls)
         with np.load(path) as arrays:
-            for name in cls.ARRAYS:
-                setattr(record, name, arrays[name])
+            vars(record).update({name: arrays[name] for name in cls.ARRAYS})
         record.steps, record.envs = record.frames.shape[:2]
         return record
 
@@ -136,13 +129,10 @@ def record(name: str, args: argparse.Namespace) -> RecordedPlay:
     path = Path(args.recordings) / f"{name}-{args.envs}x{args.record_steps}.npz" if args.recordings else None
     if path is not None and path.exists():
         return RecordedPlay.load(path)
-    game, trained = PLAYS[name]
-    if trained:
-        policy, options = trained_policy(args.checkpoint, game)
-        options.pop("game", None)
-        play = RecordedPlay(args.envs, args.record_steps, game, policy, **options)
-    else:
-        play = RecordedPlay(args.envs, args.record_steps, game)
+    game = name.removesuffix("-trained")
+    policy, options = trained_policy(args.checkpoint, game) if PLAYS[name] else (None, {})
+    options.pop("game", None)
+    play = RecordedPlay(args.envs, args.record_steps, game, policy, **options)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         play.save(path)
@@ -172,10 +162,12 @@ def filled(buffer: Buffer, play: RecordedPlay, transitions: int) -> Buffer:
     return buffer
 
 
-def ours(play: RecordedPlay, compression: str | None, transitions: int | None = None) -> FrameReplay:
-    """A FrameReplay holding `transitions` (default: the whole recording's) of `play`'s transitions."""
-    transitions = transitions or play.steps * play.envs
-    return filled(FrameReplay(transitions, play.envs, SHAPE, seed=0, compression=compression), play, transitions)
+def ours(play: RecordedPlay, transitions: int | None = None) -> dict[str, Buffer]:
+    """A FrameReplay of each compression, by name, holding `transitions` (default: the whole recording's) of
+    `play`'s transitions."""
+    n = transitions or play.steps * play.envs
+    made = {c: FrameReplay(n, play.envs, SHAPE, seed=0, compression=c) for c in COMPRESSIONS}
+    return {f"FrameReplay {c}": filled(buffer, play, n) for c, buffer in made.items()}
 
 
 def per_transition(buffer: Buffer) -> float:
@@ -210,10 +202,7 @@ def sample_times(buffers: dict[str, Buffer], rounds: int, batches: int) -> dict[
     np.random.seed(0)  # SB3 samples with numpy's global generator
     for _ in range(rounds):
         for name, call in calls.items():
-            clock = common.Stopwatch()
-            for _ in range(batches):
-                call()
-            times[name].append(clock.read()["cpu"] / batches * 1e6)
+            times[name].append(common.per_call(call, batches)["cpu"] * 1e6)
     medians = {name: statistics.median(values) for name, values in times.items()}
     print(f"\nsample(32), CPU µs per batch, median of {rounds} alternating rounds of {batches}:")
     for name, median in sorted(medians.items(), key=lambda item: item[1]):
@@ -238,7 +227,7 @@ def their_buffers(play: RecordedPlay, transitions: int) -> dict[str, Buffer]:
     """sb3-extra-buffers' buffers, every method with and without optimize_memory_usage, and ours, filled alike."""
     from sb3_extra_buffers.compressed.compression_methods import COMPRESSION_METHOD_MAP
 
-    made: dict[str, Buffer] = {f"FrameReplay {c}": ours(play, c, transitions) for c in COMPRESSIONS}
+    made = ours(play, transitions)
     made[SB3] = filled(sb3_buffer(transitions, play.envs, False), play, transitions)
     for method in COMPRESSION_METHOD_MAP:
         for optimize in (True, False):
@@ -255,9 +244,8 @@ def add_table(envs: int, steps: int) -> dict:
     for step, (transition, _, wall) in enumerate(live_play(envs, steps, "Breakout")):
         step_times.append(wall)
         for compression in COMPRESSIONS if step % 2 else COMPRESSIONS[::-1]:
-            clock = common.Stopwatch()
-            buffers[compression].add(*transition)
-            add_times[compression].append(clock.read()["cpu"])
+            add = functools.partial(buffers[compression].add, *transition)
+            add_times[compression].append(common.per_call(add)["cpu"])
     step_time, figures = statistics.median(step_times), {"pool_step_us": 1e6 * statistics.median(step_times)}
     print(f"\nadd of one pool step of {envs} envs (Breakout), {steps} steps; a pool step: {step_time * 1e6:,.0f} µs")
     for compression, values in add_times.items():
@@ -282,9 +270,7 @@ def fill(transitions: int, envs: int, game: str) -> dict:
     buffer = FrameReplay(transitions, envs, SHAPE, seed=0, compression="zstd")
     start, adding = time.perf_counter(), 0.0
     for transition, _, _ in live_play(envs, transitions // envs, game):
-        clock = common.Stopwatch()
-        buffer.add(*transition)
-        adding += clock.read()["cpu"]
+        adding += common.per_call(functools.partial(buffer.add, *transition))["cpu"]
     seconds = time.perf_counter() - start
     after, peak = resident_bytes(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     figures = {"held": len(buffer), "nbytes": buffer.nbytes, "resident_before": before, "resident_after": after,
@@ -313,13 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
     parts = ["bytes", "sample", "add", "peers"]
-    add(
-        "--only",
-        nargs="*",
-        choices=parts,
-        default=parts[:3],
-        help="the parts, none: --fill (default: bytes sample add)",
-    )
+    add("--only", nargs="*", choices=parts, default=parts[:3], help="parts; none: --fill (default: bytes sample add)")
     add("--envs", type=count, default=8, help="envs of the pools and buffers (default: %(default)s)")
     add("--games", nargs="+", choices=list(PLAYS), default=list(PLAYS), help="the recordings, in order (default: all)")
     add("--record-steps", type=count, default=12_500, help="pool steps of each recording (default: %(default)s)")
@@ -344,12 +324,10 @@ def main(argv: list[str] | None = None) -> None:
     plays = {name: record(name, args) for name in args.games} if {"bytes", "sample", "peers"} & set(args.only) else {}
     if "bytes" in args.only:
         sb3 = {f"SB3 ReplayBuffer optimize_memory_usage={o}": sb3_buffer(80_000, args.envs, o) for o in (True, False)}
-        figures["bytes"] = bytes_table(
-            plays, lambda play: {**{f"FrameReplay {c}": ours(play, c) for c in COMPRESSIONS}, **sb3}
-        )
+        figures["bytes"] = bytes_table(plays, lambda play: {**ours(play), **sb3})
     if "sample" in args.only:
         play, transitions = next(iter(plays.values())), args.transitions
-        buffers: dict[str, Buffer] = {f"FrameReplay {c}": ours(play, c, transitions) for c in COMPRESSIONS}
+        buffers = ours(play, transitions)
         for optimize, name in ((False, SB3), (True, f"{SB3} (optimize_memory_usage=True)")):
             buffers[name] = filled(sb3_buffer(transitions, args.envs, optimize), play, transitions)
         figures["sample"] = sample_times(buffers, args.rounds, args.batches)

@@ -3,11 +3,11 @@ ALE's reset again?
 
     python benchmarks/restart_states.py [--resets 1000] [--histories 200] [--plays 3000] [--games Breakout Pong]
 
-ALE's ``reset_game`` emulates about 70 frames (~3.9 ms); a `Game` of `atari_game.game.FIXED_RESTART_GAMES` restores
-instead the state its first restart reached (~20 µs). That is exact only where a reset's outcome depends neither on
-the console's generator (the RIOT timer's start, RAM a cartridge fills) nor on the game before (the RIOT's RAM, which
-a reset leaves as it was), and where what ALE's state leaves out (the TIA's frame buffers; in ale-py 0.12.1 its flag
-of a frame cut short) does not show. For each game (default mode and difficulty, no sticky actions) it checks:
+Why, and when to run it: docs/design.md, "Restored restarts", and docs/contributing.md, "Re-checking restored restarts".
+Restoring the state of a `Game`'s first restart is exact only where a reset depends neither on the console's generator
+(the RIOT timer's start, RAM a cartridge fills) nor on the game before (the RIOT's RAM, which a reset leaves as it was),
+and where what ALE's state leaves out (the TIA's frame buffers; in ale-py 0.12.1 its flag of a frame cut short) does not
+show. For each game (default mode and difficulty, no sticky actions) it checks:
 
 1. *states*: `--resets` restarts from random RAM, then `AFTER_PLAY` after up to `PLAY_FRAMES` frames of random play,
    must all reach one state (ALE's ``cloneState`` without the generators and its count of frames);
@@ -17,8 +17,7 @@ of a frame cut short) does not show. For each game (default mode and difficulty,
    must give the same observations, rewards, ends, episode statistics and lives.
 
 It prints the games that pass under the ale-py installed (restoring as if it were checked) and writes them as
-common.py says. `FIXED_RESTART_GAMES` must name only games printed: run it with each new ale-py release, then add the
-release to `FIXED_RESTART_CHECKED_ON`. It rests on samples: a state random play never reaches could still differ.
+common.py says. It rests on samples: a state random play never reaches could still differ.
 """
 
 from __future__ import annotations
@@ -84,9 +83,7 @@ def states_differ(name: str, resets: int) -> str | None:
             play_randomly(ale, int(rng.integers(PLAY_FRAMES)), rng)
         ale.reset_game()
         if restart_state(ale) != first:
-            return f"restart {k + 1} reached another state " + (
-                "from random RAM" if k < resets else "after random play"
-            )
+            return f"restart {k + 1} reached another state {'from random RAM' if k < resets else 'after random play'}"
     return None
 
 

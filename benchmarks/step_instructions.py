@@ -4,12 +4,9 @@ per-step code costs.
 
     python benchmarks/step_instructions.py --steps 400        # needs valgrind (apt install valgrind)
 
-Each system plays Breakout with the throughput benchmark's settings and the same random actions, in a process of its
-own under callgrind, for S and then 2S agent steps: (count(2S) - count(S)) / S is one agent step without the start-up.
-``game`` is atari_game's `Game.play` into an observation row, as a pool worker runs it; ``ale-vector`` ale-py's
-`AtariVectorEnv` with one env and one thread; ``bare-ale`` the least any Python pool must do (4 `act` calls, the last
-two grayscale screens, their max, a shift of the stack, one 84x84 area resize). It prints each system's count and
-writes them as common.py says.
+Each system (`play`) plays Breakout with the throughput benchmark's settings and the same random actions, in a
+process of its own under callgrind, for S and then 2S agent steps: (count(2S) - count(S)) / S is one agent step
+without the start-up. It prints each system's count and writes them as common.py says.
 """
 
 from __future__ import annotations
@@ -31,7 +28,10 @@ SYSTEMS = ("game", "ale-vector", "bare-ale")
 
 
 def play(system: str, steps: int) -> None:
-    """Play `steps` agent steps of Breakout with `system` (run in the process callgrind counts)."""
+    """Play `steps` agent steps of Breakout with `system` (run in the process callgrind counts): ``game``,
+    atari_game's `Game.play` into an observation row, as a pool worker runs it; ``ale-vector``, ale-py's
+    `AtariVectorEnv` with one env and one thread; ``bare-ale``, the least any Python pool must do (4 `act` calls, the
+    last two grayscale screens, their max, a shift of the stack, one 84x84 area resize)."""
     actions = np.random.default_rng(0).integers(4, size=steps)
     if system == "game":
         from atari_game import Game

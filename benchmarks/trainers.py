@@ -8,14 +8,12 @@ Breakout and how fast they run, with the same budget, seeds and hyperparameters.
 Per seed every side trains once, in turns that rotate from seed to seed: ``CleanRL`` its ppo_atari.py or dqn_atari.py,
 ``atari_game`` our trainer with its defaults, ``auto``/``fp32``/``bf16`` with that ``--precision``, ``none``/``zstd``
 with that ``--compression`` (DQN). Both run CleanRL's defaults but for ``--frames`` (PPO: whole updates of 8 envs x
-128 steps) and DQN's replay size, learning start and epsilon's fall (by default the issue's 250,000, 20,000, 40 %);
-ours runs CleanRL's DQN algorithm (``--cleanrl``) unless ``--rainbow-lite``. A run goes into RUN_DIR/<side>-<seed> (a
-temporary folder without ``--run-dir``); one finished there before is read, not run again, so the same command goes
-on where it stopped and, once all have run, prints the means. It prints each run's whole-game returns (unclipped:
-first and last 20 games, per 100k frames), agent steps/s (DQN: also from learning starts on), peak RSS and where our
-trainer's wall time went; then each side's means, its steps/s over the last side's seed by seed, and the first side's
-mean last-20 return minus the last side's (``--given-last-20``: the last side's reported before) with its standard
-error. It writes the figures as common.py says.
+128 steps) and DQN's replay size, learning start and epsilon's fall; ours runs CleanRL's DQN algorithm (``--cleanrl``)
+unless ``--rainbow-lite``. A run goes into RUN_DIR/<side>-<seed>; one finished there before is read, not run again,
+so the same command goes on where it stopped. It prints each run's whole-game returns (unclipped: first and last 20
+games, per 100k frames), agent steps/s (DQN: also from learning starts on), peak RSS and where our trainer's wall time
+went; then each side's means, its steps/s over the last side's seed by seed, and the first side's mean last-20 return
+minus the last side's (or ``--given-last-20``) with its standard error; and writes them as common.py says.
 
 CleanRL is not part of this repository: its scripts run unmodified in a venv of their own (gymnasium==0.29.1,
 ale-py==0.9.0, numpy<2, tyro, tensorboard, torch==2.13.0), started with ``ale_py`` imported and ``cleanrl_utils`` on
@@ -156,13 +154,9 @@ def per_100k(games: list[tuple[int, float]], frames: int) -> list[float]:
 
 def report(name: str, run: Run, frames: int, algo: str) -> dict:
     """Print the run's line; return its figures."""
-    figures = {
-        "games": len(run.games),
-        "first_20": run.mean_return(slice(20)),
-        "last_20": run.mean_return(slice(-20, None)),
-        "per_100k": per_100k(run.games, frames),
-        **{key: getattr(run, key) for key in (*RATES, "peak_rss_mb", "seconds")},
-    }
+    first, last = run.mean_return(slice(20)), run.mean_return(slice(-20, None))
+    figures = {"games": len(run.games), "first_20": first, "last_20": last, "per_100k": per_100k(run.games, frames)}
+    figures |= {key: getattr(run, key) for key in (*RATES, "peak_rss_mb", "seconds")}
     line = f"{name}: {len(run.games)} games; mean of the first 20 {figures['first_20']:.2f}, of the last 20 "
     line += f"{figures['last_20']:.2f}; per 100k frames: {', '.join(f'{m:.1f}' for m in figures['per_100k'])}; "
     line += f"{run.steps_per_s:.0f} agent steps/s"
@@ -179,14 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
     add("--algo", choices=("ppo", "dqn"), default="ppo", help="the trainers (default: %(default)s)")
-    sides = ["atari_game", "CleanRL"]
-    add(
-        "--sides",
-        nargs="+",
-        choices=(*OURS, "CleanRL"),
-        default=sides,
-        help="ratios are to the last (default: atari_game CleanRL)",
-    )
+    sides = {"choices": (*OURS, "CleanRL"), "default": ["atari_game", "CleanRL"]}
+    add("--sides", nargs="+", **sides, help="ratios are to the last (default: atari_game CleanRL)")
     add("--seeds", type=seed, nargs="+", default=[1], help="the seeds, one run each (default: 1)")
     add("--frames", type=count, default=1_000_000, help="emulator frames per run (default: %(default)s)")
     add("--run-dir", type=Path, help="where runs go and are found (default: a temporary folder)")
@@ -195,12 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--exploration-fraction", type=float, default=0.4, help="DQN: epsilon's fall (default: %(default)s)")
     add("--rainbow-lite", action="store_true", help="DQN: ours as Rainbow-lite (default: off: --cleanrl)")
     add("--torch-threads", type=int, default=0, help="DQN: our --torch-threads, 0: one per core (default: 0)")
-    add(
-        "--given-last-20",
-        type=float,
-        nargs="+",
-        help="the last side's, a seed each, instead of its runs (default: none)",
-    )
+    add("--given-last-20", type=float, nargs="+", help="the last side's, a seed each, instead of runs (default: none)")
     common.add_cleanrl_arguments(parser)
     return parser
 
@@ -229,11 +212,9 @@ def main(argv: list[str] | None = None) -> None:
         curve = np.mean([per_100k(run.games, args.frames) for run in done], axis=0)
         rates = {key: float(np.mean([getattr(run, key) for run in done])) for key in RATES}
         figures["means"][side] = {"last_20": finals, "per_100k": curve, **rates}
-        each = " / ".join(f"{f:.1f}" for f in finals)
-        print(
-            f"{side}, mean of {len(done)}: last 20 {np.mean(finals):.1f} ({each}); per 100k frames: "
-            f"{', '.join(f'{m:.1f}' for m in curve)}; {rates['steps_per_s']:.0f} agent steps/s"
-        )
+        each, points = " / ".join(f"{f:.1f}" for f in finals), ", ".join(f"{m:.1f}" for m in curve)
+        print(f"{side}, mean of {len(done)}: last 20 {np.mean(finals):.1f} ({each}); per 100k frames: {points}; "
+              f"{rates['steps_per_s']:.0f} agent steps/s")  # fmt: skip
     first, base = args.sides[0], args.sides[-1]
     keys = RATES if args.algo == "dqn" else {"steps_per_s": RATES["steps_per_s"]}
     for side in [side for side in running if side != base and base in runs]:

@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from itertools import product
 from typing import Any
 
 import common
@@ -38,14 +39,14 @@ class Clock:
         self.phase = "loop"
         self.on = True
 
-    def wrap(self, owner: Any, name: str, what: str, phase: str = "") -> None:
+    def wrap(self, owner: Any, name: str, what: str, phase: str = "", starts: bool = False) -> None:
         """Time every call of ``owner.name`` as `what`, in the phase of its caller; with `phase`, as the total of
-        that phase, which the calls it makes are counted in."""
+        that phase, which the calls it makes are counted in; with `starts`, its first call switches the timers on."""
         original: Callable = getattr(owner, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             outer, start = self.phase, time.perf_counter()
-            self.phase = phase or outer
+            self.phase, self.on = phase or outer, self.on or starts
             try:
                 return original(*args, **kwargs)
             finally:
@@ -57,47 +58,34 @@ class Clock:
 
     def table(self) -> dict[str, float]:
         """Seconds by line: each timed call, and each phase's rest (its total less the calls timed inside it)."""
-        lines: dict[str, float] = {}
-        for (phase, what), seconds in self.seconds.items():
-            if what != "total":
-                lines[f"{phase}: {what}"] = seconds
+        timed = {key: seconds for key, seconds in self.seconds.items() if key[1] != "total"}
+        lines = {f"{phase}: {what}": seconds for (phase, what), seconds in timed.items()}
         for (phase, what), seconds in self.seconds.items():
             if what == "total":
-                inside = sum(s for (p, w), s in self.seconds.items() if p == phase and w != "total")
-                lines[f"{phase}: the rest"] = seconds - inside
+                lines[f"{phase}: the rest"] = seconds - sum(s for (p, _), s in timed.items() if p == phase)
         return lines
 
 
-def instrument_ppo(clock: Clock) -> None:
-    clock.wrap(ppo, "collect", "total", phase="rollout")
-    clock.wrap(ppo, "learn", "total", phase="learn")
+def instrument(clock: Clock, algo: str) -> None:
+    """Timers around `algo`'s phases and the calls of its work."""
     for name in ("send", "recv"):
         clock.wrap(GamePool, name, "env steps (send, recv)")
-    for name in ("act", "value"):
-        clock.wrap(ppo.Agent, name, "the network")  # inference in the rollout, the forward pass in learn
     clock.wrap(torch.Tensor, "backward", "backward")
-    clock.wrap(torch.nn.utils, "clip_grad_norm_", "optimizer (clipping, Adam)")
-    clock.wrap(torch.optim.Adam, "step", "optimizer (clipping, Adam)")
-
-
-def instrument_dqn(clock: Clock) -> None:
+    if algo == "ppo":
+        clock.wrap(ppo, "collect", "total", phase="rollout")
+        clock.wrap(ppo, "learn", "total", phase="learn")
+        for name in ("act", "value"):
+            clock.wrap(ppo.Agent, name, "the network")  # inference in the rollout, the forward pass in learn
+        clock.wrap(torch.nn.utils, "clip_grad_norm_", "optimizer (clipping, Adam)")
+        clock.wrap(torch.optim.Adam, "step", "optimizer (clipping, Adam)")
+        return
     clock.wrap(dqn, "choose_actions", "total", phase="act")
-    clock.wrap(dqn, "gradient_step", "total", phase="learn")
-    for name in ("send", "recv"):
-        clock.wrap(GamePool, name, "env steps (send, recv)")
+    # The timers start with the first gradient step: the table is the learning phase's.
+    clock.wrap(dqn, "gradient_step", "total", phase="learn", starts=True)
     clock.wrap(FrameReplay, "add", "storing transitions")
     clock.wrap(FrameReplay, "sample", "sampling the memory")
     clock.wrap(dqn.QNetwork, "forward", "the networks")  # the Q-network acting; the Q and target networks learning
-    clock.wrap(torch.Tensor, "backward", "backward")
     clock.wrap(torch.optim.Adam, "step", "optimizer (Adam)")
-    # The timers start with the first gradient step: the table is the learning phase's.
-    gradient_step = dqn.gradient_step
-
-    def timers_on(*args: Any) -> tuple[float, float]:
-        clock.on = True
-        return gradient_step(*args)
-
-    dqn.gradient_step = timers_on
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,30 +104,25 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     clock = Clock()
-    (instrument_ppo if args.algo == "ppo" else instrument_dqn)(clock)
+    instrument(clock, args.algo)
     compressions = args.compression if args.algo == "dqn" else ["none"]
     # The runs of a round, each a (precision, compression) and the table's column for it.
-    variants = {
-        (precision, compression): precision if len(compressions) == 1 else f"{precision} {compression}"
-        for precision in args.precision
-        for compression in compressions
-    }
+    variants = {(p, c): p if len(compressions) == 1 else f"{p} {c}" for p, c in product(args.precision, compressions)}
     tables: dict[str, dict[str, float]] = {column: defaultdict(float) for column in variants.values()}
-    steps = dict.fromkeys(variants.values(), 0)
+    # Each column's agent steps over the rounds (DQN's from learning's start on).
+    steps = args.rounds * (1024 * args.updates if args.algo == "ppo" else args.steps - args.learning_starts)
     for _ in range(args.rounds):
         for (precision, compression), column in variants.items():
             clock.seconds.clear()
+            clock.on = args.algo == "ppo"  # DQN's timers: off until the first gradient step
             with tempfile.TemporaryDirectory() as run_dir:
                 if args.algo == "ppo":
                     config: Any = ppo.Config(total_frames=4 * 1024 * args.updates, run_dir=run_dir, video=False)
-                    steps[column] += 1024 * args.updates
                 else:
                     config = dqn.Config(
                         total_frames=4 * args.steps, buffer_size=args.steps, learning_starts=args.learning_starts,
                         run_dir=run_dir, video=False, cleanrl=True, compression=compression, save_memory=False,
                     )  # fmt: skip
-                    steps[column] += args.steps - args.learning_starts
-                    clock.on = False  # until the first gradient step
                 config.precision = precision
                 (ppo if args.algo == "ppo" else dqn).train(config)
             for line, seconds in clock.table().items():
@@ -152,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     for line in [*lines, "total"]:  # (the time outside the timed calls, logging and checkpoints, is not in it)
         for column in columns:
             seconds = sum(tables[column].values()) if line == "total" else tables[column].get(line, 0.0)
-            figures[column][line] = 1000 * 1000 * seconds / steps[column]
+            figures[column][line] = 1000 * 1000 * seconds / steps
         print(f"{line:48}" + "".join(f"{figures[column][line]:12.1f}" for column in columns))
     common.save(__file__, args, figures, argv)
 
