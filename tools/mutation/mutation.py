@@ -278,9 +278,8 @@ def cosmic_ray() -> Any:
 
 def runner_command(directory: Path, target: Target) -> list[str]:
     """The pytest command line, without the tests to run, for `target` in the copy `directory`: it stops at the first
-    failure, leaves out the ``timing`` tests and the target's deselected ones, in one process (``-n 0``: the coverage
-    run labels each test in pytest's own process, and -x stops there at once)."""
-    pytest = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not timing", "-n", "0"]
+    failure, leaves out the ``timing`` tests and the target's deselected ones."""
+    pytest = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not timing"]
     deselected = [f"--deselect={test}" for test in target.deselect]
     return [*pytest, *deselected, f"--basetemp={directory / '.pytest-tmp'}"]
 
