@@ -1,5 +1,6 @@
 """What several test modules share, and the directory every test runs in."""
 
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,16 @@ def in_a_directory_holding_a_users_runs(tmp_path_factory, monkeypatch):
     yield
     changed = changed_runs(directory)
     assert not changed, f"the test changed a user's runs where it ran (give it a tmp_path of its own): {changed}"
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """Ctrl-C (SIGINT) raises `KeyboardInterrupt` in this process during the test, as it does in a terminal: a pytest
+    started as a background job (``python -m pytest &`` in a script, as CI runners may) inherits SIGINT ignored, and
+    Python then installs no handler of its own, so a test that sends itself SIGINT would wait forever."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture

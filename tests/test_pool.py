@@ -1037,7 +1037,7 @@ def test_every_start_method_works(pool_factory, start_method):
     assert np.array_equal(pool.step([1, 2])[0][1], local.step(2)[0])
 
 
-def test_ctrl_c_at_any_moment_of_a_step_leaves_the_pool_in_step():
+def test_ctrl_c_at_any_moment_of_a_step_leaves_the_pool_in_step(ctrl_c_raises):
     # Ctrl-C lands when it lands: during the wait, as an answer is read, between sends. The next step must be
     # answered (no answer lost, none left over), not hang or take an earlier step's answer.
     rng = np.random.default_rng(0)

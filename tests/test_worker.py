@@ -142,7 +142,7 @@ def test_no_process_remains_after_close():
     assert not multiprocessing.active_children()
 
 
-def test_ctrl_c_during_a_step_never_leaves_a_reply_for_the_next_command():
+def test_ctrl_c_during_a_step_never_leaves_a_reply_for_the_next_command(ctrl_c_raises):
     rng = np.random.default_rng(0)
     with Worker(0, game="Pong") as worker:
         worker.reset()
@@ -156,7 +156,7 @@ def test_ctrl_c_during_a_step_never_leaves_a_reply_for_the_next_command():
             assert worker.reset().shape == (4, 84, 84)  # reset's own reply, not an earlier step's 4-tuple
 
 
-def test_ctrl_c_is_held_until_the_block_ends_and_a_second_one_stops_at_once():
+def test_ctrl_c_is_held_until_the_block_ends_and_a_second_one_stops_at_once(ctrl_c_raises):
     from atari_game.worker import interrupts_deferred
 
     done = []
@@ -184,7 +184,7 @@ def test_ctrl_c_is_held_until_the_block_ends_and_a_second_one_stops_at_once():
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def test_the_first_ctrl_c_stops_a_recv_that_waits_with_nothing_sent():
+def test_the_first_ctrl_c_stops_a_recv_that_waits_with_nothing_sent(ctrl_c_raises):
     with Worker(0) as worker:
         worker.reset()
         timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
