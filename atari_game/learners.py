@@ -23,7 +23,9 @@ import dataclasses
 import hashlib
 import importlib
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -258,10 +260,16 @@ def train_on_learners(
                 checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
             ),
         )
+        ctrl_c = signal.getsignal(signal.SIGINT)
         try:
             trainer.fit()
         except ray.train.TrainingFailedError as error:
             raise LearnersFailed(f"the learners failed: {error}".strip()) from None
+        finally:
+            # Ray Train leaves its own Ctrl-C handler (one that aborts its run) installed after the run: the caller's
+            # back, for a notebook's or a script's next Ctrl-C.
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, ctrl_c)
     finally:
         if connected_here:
             ray_module.shutdown()

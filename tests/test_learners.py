@@ -4,6 +4,7 @@ a memory of its own envs, a learner killed mid-run, and bad input, each an error
 
 import contextlib
 import csv
+import signal
 import socket
 import subprocess
 import sys
@@ -62,7 +63,9 @@ def test_two_learners_compute_the_update_of_one(cluster, tmp_path):
     config = ppo.Config(**{**PPO_TINY, "total_frames": 3 * 4 * 64})
     ppo.train(ppo.Config(**{**vars(config), "run_dir": str(tmp_path / "one")}))
     shared = ppo.Config(**{**vars(config), "run_dir": str(tmp_path / "two"), "ray": cluster.address, "learners": 2})
+    ctrl_c = signal.getsignal(signal.SIGINT)
     learners.train_on_learners(shared, ppo.train, tmp_path / "two", 2, cluster.address)
+    assert signal.getsignal(signal.SIGINT) is ctrl_c  # Ray Train's own handler not left behind
 
     one, two = torch.load(tmp_path / "one/checkpoint.pt"), torch.load(tmp_path / "two/checkpoint.pt")
     difference = max((one["agent"][name] - two["agent"][name]).abs().max().item() for name in one["agent"])
