@@ -29,9 +29,11 @@ POOL_STEP_TAGS = 8
 POOL_STEP_BYTES = tuple(bytes((tag,)) for tag in range(POOL_STEP_TAGS))
 # How long a worker that has answered watches the segment for its next command, yielding its core meanwhile,
 # before it sleeps on its pipe: a command that comes within it wakes nobody, and waking a sleeping process costs
-# more than the watch (see the docs' Design page). A watch that finds nothing makes the worker sleep at once
-# for the next 1, 3, 7, ... commands (at most 2 ** WATCH_BACKOFF - 1), so that a parent busy between steps (a
-# learner, a slow policy) does not pay a core's millisecond for every step.
+# more than the watch (0.1-1 ms on a VM: see the docs' Design page). The watch lasts as long as the worker's last
+# command took to play, at least WATCH_SECONDS: in a whole-pool step the next command comes once the slowest
+# worker and the parent are done, which the slack of a block as long grows with. A watch that finds nothing makes
+# the worker sleep at once for the next 1, 3, 7, ... commands (at most 2 ** WATCH_BACKOFF - 1), so that a parent
+# busy between steps (a learner, a slow policy) does not pay a core's watch for every step.
 WATCH_SECONDS = 0.001
 WATCH_BACKOFF = 6
 
@@ -149,12 +151,13 @@ class CommandWatch:
         self.misses = 0  # watches in a row that found no command
         self.skip = 0  # commands still to wait for asleep, after a watch that found none
 
-    def wait(self, sent: np.ndarray, handled: int) -> None:
-        """Return once command `handled + 1` was sent, or when watching for it is not worth it (any longer)."""
+    def wait(self, sent: np.ndarray, handled: int, played: float) -> None:
+        """Return once command `handled + 1` was sent, or when watching for it is not worth it (any longer);
+        `played`: the seconds the last command took."""
         if self.skip:
             self.skip -= 1
             return
-        deadline = time.perf_counter() + WATCH_SECONDS
+        deadline = time.perf_counter() + max(WATCH_SECONDS, played)
         while sent[0] <= handled:
             if time.perf_counter() > deadline:
                 self.misses = min(self.misses + 1, WATCH_BACKOFF)
@@ -196,12 +199,12 @@ def pool_worker(
     rows = slice(env_ids[0], env_ids[-1] + 1)  # a worker's envs are one contiguous block
     block = GameBlock(env_ids, seeds, next_step_autoreset, options, {name: shared[name][rows] for name in shared})
     command_fd, answers_fd, wake_fd, tickets_fd = remote.fileno(), answers.fileno(), wake.fileno(), tickets.fileno()
-    sent, handled, watch = shared["commands"][env_ids[0]], 0, CommandWatch()
+    sent, handled, watch, played = shared["commands"][env_ids[0]], 0, CommandWatch(), 0.0
     # A send of four bytes on a Unix stream socket is queued whole, so answers of several workers never interleave.
     done, failed = struct.pack("=i", env_ids[0]), struct.pack("=i", -1 - env_ids[0])
     try:
         while True:
-            watch.wait(sent, handled)
+            watch.wait(sent, handled, played)
             byte = os.read(command_fd, 1)
             handled += 1
             if not byte:  # the parent is gone
@@ -210,7 +213,9 @@ def pool_worker(
             command, data = ("step", None) if byte == STEP_ALL or pool_step else remote.recv()
             if command == "close":
                 return
+            started = time.perf_counter()
             status, _, payload = block.run(command, data)
+            played = time.perf_counter() - started
             # A ticket taken before answering: once the parent has every answer, every worker has taken its ticket.
             last = pool_step and not _take_ticket(tickets_fd)
             os.write(answers_fd, failed if status == "error" else done)

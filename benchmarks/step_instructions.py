@@ -22,7 +22,7 @@ import common
 import numpy as np
 
 from atari_game import arguments
-from atari_game.benchmark import FRAME_SKIP, MAX_FRAMES, OUR_GAME, ale_vector_env, bare_emulator
+from atari_game.benchmark import GAME, OUR_GAME, ale_vector_env, bare_steps
 
 SYSTEMS = ("game", "ale-vector", "bare-ale")
 
@@ -30,8 +30,8 @@ SYSTEMS = ("game", "ale-vector", "bare-ale")
 def play(system: str, steps: int) -> None:
     """Play `steps` agent steps of Breakout with `system` (run in the process callgrind counts): ``game``,
     atari_game's `Game.play` into an observation row, as a pool worker runs it; ``ale-vector``, ale-py's
-    `AtariVectorEnv` with one env and one thread; ``bare-ale``, the least any Python pool must do (4 `act` calls, the
-    last two grayscale screens, their max, a shift of the stack, one 84x84 area resize)."""
+    `AtariVectorEnv` with one env and one thread; ``bare-ale``, the least any Python pool must do
+    (`bare_steps`: ALE's own work for the same steps, the emulation limit's loop)."""
     actions = np.random.default_rng(0).integers(4, size=steps)
     if system == "game":
         from atari_game import Game
@@ -48,22 +48,7 @@ def play(system: str, steps: int) -> None:
             env.step(np.array([action]))
         env.close()
     else:
-        import cv2
-
-        ale = bare_emulator(max_frames=MAX_FRAMES)
-        minimal = ale.getMinimalActionSet()
-        screens, pooled = np.zeros((2, 210, 160), np.uint8), np.zeros((210, 160), np.uint8)
-        stack = np.zeros((4, 84, 84), np.uint8)
-        for action in actions:
-            for frame in range(FRAME_SKIP):
-                ale.act(minimal[action])
-                if frame >= FRAME_SKIP - 2:
-                    ale.getScreenGrayscale(screens[frame - FRAME_SKIP + 2])
-            if ale.game_over():
-                ale.reset_game()
-            np.maximum(screens[0], screens[1], out=pooled)
-            stack[:-1] = stack[1:]
-            cv2.resize(pooled, (84, 84), dst=stack[-1], interpolation=cv2.INTER_AREA)
+        bare_steps(GAME, actions)
 
 
 def count(system: str, steps: int, directory: Path) -> int:

@@ -92,7 +92,7 @@ def test_bench_prints_its_table_and_writes_every_measurement(tmp_path):
     result = atari_game("bench", *args, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "Breakout, N=2: agent steps/s, mean of 1 alternating rounds (emulator ceiling" in result.stdout
+    assert "Breakout, N=2: agent steps/s, mean of 1 alternating rounds; % limit: of the emulation" in result.stdout
     row = next(line for line in lines if line.startswith("atari_game GamePool "))
     steps_per_s = float(row.split()[2].replace(",", ""))
     assert steps_per_s > 0
@@ -100,6 +100,10 @@ def test_bench_prints_its_table_and_writes_every_measurement(tmp_path):
     measured = json.loads((tmp_path / "runs" / "bench.json").read_text())
     rounds = measured["runs"]["2"]["systems"]["atari_game GamePool"]
     assert len(rounds) == 1 and round(rounds[0]["steps_per_s"]) == round(steps_per_s)
+    # The emulation limit, measured in the same round: ALE's own work for the same steps, one process per core.
+    (limit,) = measured["runs"]["2"]["limit_steps_per_s"]
+    share = float(row.split()[5].rstrip("%"))
+    assert limit > 0 and round(100 * rounds[0]["steps_per_s"] / limit) == share
 
 
 def test_a_random_agent_plays_a_whole_game_with_all_its_lives():

@@ -690,7 +690,7 @@ def test_a_worker_watches_less_and_less_while_commands_come_late():
     watched = []
     for command in range(1, 131):
         watching, start = watch.skip == 0, time.perf_counter()
-        watch.wait(sent, 0)  # command 1 never comes
+        watch.wait(sent, 0, 0.0)  # command 1 never comes
         if watching:
             watched.append(command)
             assert time.perf_counter() - start >= WATCH_SECONDS
@@ -699,10 +699,24 @@ def test_a_worker_watches_less_and_less_while_commands_come_late():
     sent[0] = 1
     for _ in range(64):
         watching = watch.skip == 0
-        watch.wait(sent, 0)
+        watch.wait(sent, 0, 0.0)
         if watching:
             break
     assert watching and watch.misses == 0 and watch.skip == 0
+
+
+def test_a_worker_watches_as_long_as_its_last_command_took_to_play():
+    # In a whole-pool step the next command comes once the slowest worker and the parent are done: with 16 envs a
+    # worker, milliseconds after the first worker answers. A watch of WATCH_SECONDS alone would sleep through them.
+    sent = np.zeros(1, np.int64)
+    for played in (0.0, 0.004):
+        start = time.perf_counter()
+        CommandWatch().wait(sent, 0, played)  # the command never comes
+        assert time.perf_counter() - start >= max(WATCH_SECONDS, played)
+    sent[0] = 1  # it came: no wait
+    start = time.perf_counter()
+    CommandWatch().wait(sent, 0, 10.0)
+    assert time.perf_counter() - start < 1
 
 
 def test_late_and_false_wake_ups_leave_every_step_exact(pool_factory):
