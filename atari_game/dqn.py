@@ -305,6 +305,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     run_dir = run_directory(config, "dqn")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
+    callers_threads = torch.get_num_threads()  # given back at the end: a notebook's torch as it was
     torch.set_num_threads(config.torch_threads or learners.cores)
     torch.manual_seed(config.seed)
     # Exploration (which envs explore, and their random actions): each learner its own stream, the first the seed's.
@@ -444,6 +445,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         pool.close()
         if log:
             log.close()
+        torch.set_num_threads(callers_threads)
     if not log:  # the first learner draws the curve and records the video
         return run_dir
     plot_learning_curve(log.games, run_dir / "learning_curve.png", f"DQN on {config.game}")

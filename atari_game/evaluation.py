@@ -206,7 +206,7 @@ def evaluate_checkpoint(
     """
     import torch
 
-    from atari_game.training import game_options, load_checkpoint
+    from atari_game.training import game_options, load_checkpoint, torch_threads
 
     saved = load_checkpoint(checkpoint)
     trainer = importlib.import_module(f"atari_game.{saved['algo']}")
@@ -230,8 +230,8 @@ def evaluate_checkpoint(
     fixed = get_protocol(protocol).evaluate
     free = {name: value for name, value in game_options(config).items() if name not in (*fixed, "protocol", "game")}
     torch.manual_seed(seed)
-    torch.set_num_threads(1)  # inference beside the pool's workers, as in training
-    result = evaluate(policy, config.game, protocol, episodes, seed, n_envs, **free)
+    with torch_threads(1):  # inference beside the pool's workers, as in training
+        result = evaluate(policy, config.game, protocol, episodes, seed, n_envs, **free)
     result = dataclasses.replace(
         result,
         algorithm=saved["algo"],

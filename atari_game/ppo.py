@@ -199,7 +199,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     run_dir = run_directory(config, "ppo")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
-    cores = learners.cores
+    cores, callers_threads = learners.cores, torch.get_num_threads()  # (the caller's given back at the end)
     torch.manual_seed(config.seed)
 
     agent = build_agent(config.game, device, full_action_space(config))
@@ -284,6 +284,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             pool.close()
         if log:
             log.close()
+        torch.set_num_threads(callers_threads)
     if not log:  # the first learner draws the curve and records the video
         return run_dir
     plot_learning_curve(log.games, run_dir / "learning_curve.png", f"PPO on {config.game}")

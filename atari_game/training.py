@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
 import csv
 import dataclasses
@@ -31,7 +32,7 @@ import itertools
 import re
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -711,12 +712,24 @@ def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, title: 
     plt.close(figure)
 
 
+@contextlib.contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """torch's thread count `count` within the block, and the caller's again after it: a library call leaves a
+    notebook's torch as it found it."""
+    callers = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(callers)
+
+
 def record_game(policy: Callable[[np.ndarray], int], config: RunConfig, path: Path) -> float:
     """Play one whole game with `policy` (the game options of `config`, seeded ``config.seed + 10_000``, a game
     not trained on), write it as a colour .mp4 at `path`, and return its (unclipped) score."""
-    torch.set_num_threads(available_cores())
     game = Game(seed=config.seed + 10_000, **game_options(config))
-    return play_game(game, policy, path)[0]
+    with torch_threads(available_cores()):
+        return play_game(game, policy, path)[0]
 
 
 def load_checkpoint(checkpoint: str | Path) -> dict:

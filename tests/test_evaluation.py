@@ -101,6 +101,31 @@ def runs(tmp_path_factory):
     return directory
 
 
+def test_scoring_training_and_recording_leave_torchs_thread_count_as_they_found_it(runs, tmp_path):
+    # Each sets torch's threads for its own work (1 beside the pool's workers, every core to learn); a notebook that
+    # chose its own count keeps it afterwards.
+    import torch
+
+    from atari_game import ppo
+    from atari_game.evaluation import evaluate_checkpoint
+    from atari_game.training import record_game
+    from atari_game.worker import available_cores
+
+    callers = torch.get_num_threads()
+    chosen = available_cores() + 2  # a count none of them sets
+    torch.set_num_threads(chosen)
+    try:
+        evaluate_checkpoint(runs / "default" / "checkpoint.pt", episodes=1, n_envs=1)
+        assert torch.get_num_threads() == chosen
+        tiny = ["--total-frames", "256", "--n-envs", "2", "--n-steps", "32", "--n-epochs", "1", "--n-minibatches", "2"]
+        ppo.train(ppo.parse_config([*tiny, "--no-video", "--run-dir", str(tmp_path / "run")]))
+        assert torch.get_num_threads() == chosen
+        record_game(lambda obs: 1, ppo.Config(game="Breakout"), tmp_path / "fire.mp4")  # FIRE until the game is over
+        assert torch.get_num_threads() == chosen
+    finally:
+        torch.set_num_threads(callers)
+
+
 def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs):
     checkpoint = runs / "default" / "checkpoint.pt"
     first = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--seed", "5", timeout=300)
