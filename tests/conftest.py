@@ -1,5 +1,6 @@
 """What several test modules share, and the directory every test runs in."""
 
+import os
 import signal
 from pathlib import Path
 
@@ -20,6 +21,16 @@ def changed_runs(directory: Path) -> list[str]:
     files = [path for path in directory.glob("runs/**/*") if path.is_file()]
     found = {path.relative_to(directory).as_posix(): path.read_bytes() for path in files}
     return sorted(name for name in found.keys() | USERS_RUNS.keys() if found.get(name) != USERS_RUNS.get(name))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def sb3_logs_in_pytests_own_temporary_directory(tmp_path_factory):
+    """Stable-Baselines3 makes a folder in the system's temporary directory (``SB3-<date and time>``, empty unless
+    asked to log) for every model that learns; $SB3_LOGDIR, which the tests' subprocesses inherit, keeps them all in
+    one folder of pytest's own, removed with the rest."""
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3_logs"))
+    yield
+    del os.environ["SB3_LOGDIR"]
 
 
 @pytest.fixture(autouse=True)
