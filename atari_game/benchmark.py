@@ -321,7 +321,8 @@ def bare_steps(game: str, actions: np.ndarray, seconds: float = math.inf) -> int
     of `actions`, or as many as `seconds` allow."""
     import cv2
 
-    ale, rng = bare_emulator(resolve_game(game), max_frames=MAX_FRAMES), np.random.default_rng(0)
+    rom, rng = resolve_game(game), np.random.default_rng(0)
+    ale, restores = bare_emulator(rom, max_frames=MAX_FRAMES), rom in FIXED_RESTART_GAMES
     minimal, restart_state = ale.getMinimalActionSet(), None
     screens, pooled = np.zeros((2, 210, 160), np.uint8), np.zeros((210, 160), np.uint8)
     stack = np.zeros((4, 84, 84), np.uint8)
@@ -336,7 +337,7 @@ def bare_steps(game: str, actions: np.ndarray, seconds: float = math.inf) -> int
                 ale.restoreState(restart_state)
             else:
                 ale.reset_game()
-                if resolve_game(game) in FIXED_RESTART_GAMES:
+                if restores:
                     restart_state = ale.cloneState(include_rng=False)
             for _ in range(rng.integers(1, NOOP_MAX + 1)):
                 ale.act(minimal[0])
