@@ -9,8 +9,6 @@ browsers play it everywhere (an .mp4 of OpenCV's mp4v codec plays in few). Print
 writes them as common.py says.
 """
 
-from __future__ import annotations
-
 import argparse
 from pathlib import Path
 
@@ -39,8 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     policy, options = trained_policy(args.checkpoint, load_checkpoint(args.checkpoint)["config"]["game"])
     game = Game(seed=args.seed, **options)
     torch.manual_seed(args.seed)  # PPO's policy samples its actions: the same GIF every time
-    # The Atari draws 60 frames a second and an agent step lasts frame_skip of them.
-    steps = int(args.seconds * 60 / game.options.frame_skip)
+    steps = int(args.seconds * 60 / game.options.frame_skip)  # the Atari draws 60 frames a second, a step frame_skip
     obs, frames = game.reset(), []
     for step in range(steps):
         if step % args.every == 0:

@@ -5,8 +5,6 @@ the file `save` writes holds ``script``, ``command``, ``date``, ``machine`` (`ma
 ``figures``.
 """
 
-from __future__ import annotations
-
 import argparse
 import contextlib
 import datetime
@@ -32,6 +30,9 @@ BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")  # what the CPU path of torch and OpenCV uses
 PACKAGES = ("atari_game", "ale-py", "numpy", "opencv-python", "torch", "zstandard", "stable-baselines3", "ray")
+# The start of what CleanRL's python runs (``python -c CLEANRL_START + code SCRIPT ARGUMENT...``): ale_py imported (it
+# registers the Atari ids), and cleanrl_utils, beside the cleanrl folder of SCRIPT, on the path.
+CLEANRL_START = "import os, runpy, sys, ale_py\nsys.path.insert(0, os.path.dirname(os.path.dirname(sys.argv[1])))\n"
 
 
 @functools.cache
@@ -71,12 +72,9 @@ def versions() -> dict[str, str]:
 class Stopwatch:
     """Wall seconds (``time.perf_counter``) and this process's CPU seconds (all its threads, not its children): in
     all (``time.process_time``, to the ns) and split into user and system (``getrusage``, sampled at the kernel's
-    ticks: read it over many steps), since it was made or last restarted."""
+    ticks: read it over many steps), since it was made."""
 
     def __init__(self) -> None:
-        self.restart()
-
-    def restart(self) -> None:
         self.usage = resource.getrusage(resource.RUSAGE_SELF)
         self.wall, self.cpu = time.perf_counter(), time.process_time()
 
@@ -86,12 +84,16 @@ class Stopwatch:
         return {"wall": time.perf_counter() - self.wall, "cpu": cpu, "user": user, "system": system}
 
 
-def per_call(call: Callable[[], object], calls: int = 1) -> dict[str, float]:
-    """The `Stopwatch` reading of `calls` calls of `call`, per call."""
-    clock = Stopwatch()
-    for _ in range(calls):
+def per_call(call: Callable[[], object], calls: int = 1, seconds: float = 0.0, warm_up: int = 0) -> dict[str, float]:
+    """The `Stopwatch` reading per call of `calls` calls of `call`, or of as many as fill about `seconds`, after
+    `warm_up` untimed ones; and their count (``calls``)."""
+    for _ in range(warm_up):
         call()
-    return {key: value / calls for key, value in clock.read().items()}
+    clock, done = Stopwatch(), 0
+    while done < calls or time.perf_counter() - clock.wall < seconds:
+        call()
+        done += 1
+    return {**{key: value / done for key, value in clock.read().items()}, "calls": done}
 
 
 def turns(names: list[str], round_number: int) -> list[str]:
@@ -100,21 +102,8 @@ def turns(names: list[str], round_number: int) -> list[str]:
     return names[shift:] + names[:shift]
 
 
-def timed_steps(step: Callable[[int], object], seconds: float, warm_up: int) -> tuple[int, dict[str, float]]:
-    """`step(0)` ... `step(warm_up - 1)` untimed, then `step(0)`, `step(1)` ... for about `seconds`: their count and
-    `Stopwatch` reading."""
-    for k in range(warm_up):
-        step(k)
-    steps, clock = 0, Stopwatch()
-    while time.perf_counter() - clock.wall < seconds:
-        step(steps)
-        steps += 1
-    return steps, clock.read()
-
-
 def median_seconds(step: Callable, repeats: int, warm_up: int = 0, before: Callable = lambda: None) -> float:
-    """The median wall seconds of `repeats` calls of `step` after `warm_up` untimed ones; `before` runs, untimed, ahead
-    of each timed call."""
+    """The median wall seconds of `repeats` calls of `step`, after `warm_up` untimed ones, each after `before()`."""
     for _ in range(warm_up):
         step()
     times = []

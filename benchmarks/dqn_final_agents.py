@@ -11,8 +11,6 @@ so a gap between the trainers is in the learning. It prints each network's mean 
 mean over its runs, and the sides' difference (`common.difference`), and writes them as common.py says.
 """
 
-from __future__ import annotations
-
 import argparse
 import functools
 import json
@@ -31,24 +29,19 @@ from atari_game.training import game_options
 
 CPU = torch.device("cpu")
 
-# Played by CleanRL's python, set up as trainers.py launches CleanRL: its make_env and QNetwork (from dqn_atari.py,
-# imported without running it) play `games` whole games one after the other; the returns printed as JSON.
+# Played by CleanRL's python after common.CLEANRL_START: its make_env and QNetwork (from dqn_atari.py, imported
+# without running it) play `games` whole games one after the other; the returns printed as JSON.
 CLEANRL_GAMES = """
-import importlib.util, json, os, sys, types
-import ale_py  # registers the Atari ids
+import json, types
 import gymnasium as gym, numpy as np, torch
 script, weights, games, epsilon, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
-sys.path.insert(0, os.path.dirname(os.path.dirname(script)))  # cleanrl_utils, beside its cleanrl folder
-spec = importlib.util.spec_from_file_location("dqn_atari", script)
-dqn_atari = importlib.util.module_from_spec(spec)
 sys.argv = [script]  # its module level parses nothing, but keep tyro away from our arguments
-spec.loader.exec_module(dqn_atari)
+dqn_atari = types.SimpleNamespace(**runpy.run_path(script, run_name="dqn_atari"))  # all but its __main__ part
 torch.set_num_threads(1)
 tensors = torch.load(weights)
 # CleanRL's own QNetwork (it asks its env for the number of actions), with the tensors in its layers' order.
 network = dqn_atari.QNetwork(types.SimpleNamespace(single_action_space=gym.spaces.Discrete(tensors[-1].shape[0])))
-for parameter, tensor in zip(network.parameters(), tensors, strict=True):
-    parameter.data.copy_(tensor)
+network.load_state_dict(dict(zip(network.state_dict(), tensors, strict=True)))
 rng, returns = np.random.default_rng(seed), []
 for game in range(games):
     env = dqn_atari.make_env("BreakoutNoFrameskip-v4", seed + game, 0, False, "eval")()
@@ -74,7 +67,7 @@ def load_network(path: Path) -> QNetwork:
     into our layers in order: the shapes must match one by one)."""
     saved = torch.load(path, map_location="cpu")
     if "q_network" in saved:
-        return load_q_network(path, CPU)[0]
+        return load_q_network(saved, CPU)[0]
     network = build_q_network("Breakout", CPU)
     shapes = [tuple(tensor.shape) for tensor in saved.values()]
     if shapes != [tuple(tensor.shape) for tensor in network.state_dict().values()]:
@@ -99,7 +92,8 @@ def play_cleanrl(network: QNetwork, games: int, epsilon: float, seed: int, pytho
     with tempfile.TemporaryDirectory() as folder:
         weights = Path(folder) / "weights.pt"
         torch.save([tensor.contiguous() for tensor in network.state_dict().values()], weights)
-        command = [python, "-c", CLEANRL_GAMES, script, str(weights), str(games), str(epsilon), str(seed)]
+        code = common.CLEANRL_START + CLEANRL_GAMES
+        command = [python, "-c", code, script, str(weights), str(games), str(epsilon), str(seed)]
         child = subprocess.run(command, capture_output=True, text=True)
     if child.returncode:
         raise SystemExit(f"CleanRL's env failed ({child.returncode}): {child.stderr[-2000:]}")
@@ -128,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)  # the pool's workers take the other cores
 
     envs = ["atari_game"] + ([] if args.skip_cleanrl_env else ["CleanRL"])
-    means: dict[tuple[str, str], list[float]] = {}  # (trainer, env) -> each run's mean
+    means = {env: {"atari_game": [], "CleanRL": []} for env in envs}  # each run's mean, by env and trainer
     figures: dict = {"runs": [], "differences": {}}
     for trainer, paths in (("atari_game", args.ours), ("CleanRL", args.cleanrl)):
         for path in paths:
@@ -136,13 +130,12 @@ def main(argv: list[str] | None = None) -> None:
             for env in envs:
                 returns = play_atari_game(*played) if env == "atari_game" else play_cleanrl(*played, *cleanrl)
                 mean, error = float(np.mean(returns)), float(np.std(returns, ddof=1) / np.sqrt(len(returns)))
-                means.setdefault((trainer, env), []).append(mean)
+                means[env][trainer].append(mean)
                 figures["runs"].append({"trainer": trainer, "run": str(path), "env": env, "mean": mean, "error": error})
                 print(f"{trainer} run {path}, in {env}'s env: {mean:5.1f} (standard error {error:.1f}) over "
                       f"{args.games} games", flush=True)  # fmt: skip
 
-    for env in envs:
-        sides = {trainer: means.get((trainer, env), []) for trainer in ("atari_game", "CleanRL")}
+    for env, sides in means.items():
         for trainer, runs in sides.items():
             if runs:
                 each = " / ".join(f"{m:.1f}" for m in runs)

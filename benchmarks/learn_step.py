@@ -8,8 +8,6 @@ of the table in docs/performance.md, "What the fp32 path leaves" (`main` lists t
 stand-ins with the real ones' shapes of work; what is timed is the network.
 """
 
-from __future__ import annotations
-
 import argparse
 from collections.abc import Callable
 
@@ -23,8 +21,7 @@ CPU = torch.device("cpu")
 
 
 def ppo_step(fused: bool, compiled: bool, bf16: bool) -> Callable[[], None]:
-    """One PPO minibatch step on 256 random observations, as ppo.learn takes it: through the actor-critic, backward,
-    gradient clipping, Adam."""
+    """A PPO minibatch step on 256 random observations as ppo.learn takes it: actor-critic, backward, clipping, Adam."""
     agent = ppo.build_agent("Breakout", CPU)
     agent.trunk.bf16 = bf16
     optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5, fused=fused)

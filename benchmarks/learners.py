@@ -11,13 +11,11 @@ loopback (`measure_allreduce`); ``model``, agent steps/s and scaling efficiency 
 from those costs, and with one node at half speed (`model`). It writes every figure as common.py says.
 """
 
-from __future__ import annotations
-
 import argparse
 import csv
 import functools
+import itertools
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,18 +30,19 @@ import torch.multiprocessing
 PARTS = ("ppo", "allreduce", "model")
 NODES = (2, 4, 16, 64)
 LINKS_GBPS = (10, 25)
+# The runs of the ppo part by name: (the envs on the cluster, learners placed there by Ray Train; 0: the learner here).
+PPO_RUNS = {"local": (False, 0), "RayGamePool": (True, 0), "1 learner": (True, 1), "2 learners": (True, 2)}
 
 
 def ppo_run(n_envs: int, updates: int, ray: str = "", learners: int = 0) -> dict[str, float]:
     """A PPO run's agent steps/s (the whole run, after its first update) and the mean seconds per update of its
     phases, read from its progress.csv; run by the command line, in a process of its own, as a user runs it."""
-    with tempfile.TemporaryDirectory() as directory:
-        run_dir = Path(directory)
-        command = [sys.executable, "-m", "atari_game", "train", "--n-envs", str(n_envs), "--run-dir", str(run_dir)]
+    with tempfile.TemporaryDirectory() as run_dir:
+        command = [sys.executable, "-m", "atari_game", "train", "--n-envs", str(n_envs), "--run-dir", run_dir]
         command += ["--total-frames", str(4 * n_envs * 128 * updates), "--no-video", "--precision", "fp32"]
         command += ["--ray", ray] * bool(ray) + ["--learners", str(learners)] * bool(learners)
         subprocess.run(command, check=True, capture_output=True)
-        with (run_dir / "progress.csv").open() as file:
+        with (Path(run_dir) / "progress.csv").open() as file:
             rows = [row for row in csv.DictReader(file) if row["policy_loss"]]
     seconds = float(rows[-1]["seconds"]) - float(rows[0]["seconds"])
     found = {"steps_per_s": (len(rows) - 1) * n_envs * 128 / seconds}
@@ -52,21 +51,10 @@ def ppo_run(n_envs: int, updates: int, ray: str = "", learners: int = 0) -> dict
     return found
 
 
-def measure_ppo(address: str, n_envs: int, updates: int) -> dict:
-    """`ppo_run` with the local trainer, the envs on the cluster at `address` (RayGamePool) and one learner here, and
-    1 and 2 learners placed there by Ray Train."""
-    found = {}
-    sides = (("local", "", 0), ("RayGamePool", address, 0), ("1 learner", address, 1), ("2 learners", address, 2))
-    for name, ray, learners in sides:
-        found[name] = ppo_run(n_envs, updates, ray, learners)
-        print(f"PPO, {name}: {found[name]}", flush=True)
-    return found
-
-
-def timed_allreduces(rank: int, port: int, floats: int, repeats: int, times: dict) -> None:
-    """One of 2 gloo processes on 127.0.0.1: the median seconds of `repeats` all-reduces of `floats` float32 and of
-    one, into `times` (rank 0's)."""
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+def timed_allreduces(rank: int, meet: str, floats: int, repeats: int, times: dict) -> None:
+    """One of 2 gloo processes on this machine, meeting at the file `meet`: the median seconds of `repeats` all-reduces
+    of `floats` float32 and of one, into `times` (rank 0's)."""
+    dist.init_process_group("gloo", init_method=f"file://{meet}", rank=rank, world_size=2)
     try:
         for name, size, count in (("gradients", floats, repeats), ("one_number", 1, 20 * repeats)):
             reduce = functools.partial(dist.all_reduce, torch.ones(size))
@@ -78,20 +66,17 @@ def timed_allreduces(rank: int, port: int, floats: int, repeats: int, times: dic
 
 
 def measure_allreduce(repeats: int) -> dict:
-    """The all-reduce of PPO's gradients (the Breakout agent's parameters and 5 statistics, float32) on loopback: its
-    time and latency, and the bytes each learner puts into the all-reduces of an update (default config: one of the
-    gradients per minibatch, 4 epochs x 4 minibatches; two of the minibatches' advantage sums, counts and squared
-    deviations)."""
+    """The all-reduce of PPO's gradients (the Breakout agent's parameters and 5 statistics, float32) on this machine:
+    its time and latency, and the bytes a learner puts into an update's all-reduces (default config: the gradients'
+    per minibatch, 4 epochs x 4 minibatches; two of the minibatches' advantage sums, counts and squared deviations)."""
     from atari_game import ppo
 
     floats = sum(parameter.numel() for parameter in ppo.build_agent("Breakout", torch.device("cpu")).parameters()) + 5
     per_update = ppo.Config().n_epochs * ppo.Config().n_minibatches
     small = 4 * 3 * per_update  # bytes: each minibatch's advantage sum, count and squared deviations
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     times = torch.multiprocessing.Manager().dict()
-    torch.multiprocessing.spawn(timed_allreduces, args=(port, floats, repeats, times), nprocs=2)
+    with tempfile.TemporaryDirectory() as folder:
+        torch.multiprocessing.spawn(timed_allreduces, args=(f"{folder}/meet", floats, repeats, times), nprocs=2)
     found = {
         "gradient_bytes": 4 * floats,
         "allreduces_per_update": per_update,
@@ -119,19 +104,6 @@ def model(
     return {"steps_per_s": k * samples / update, "efficiency": compute / update}
 
 
-def build_table(allreduce: dict, cores: int, envs_per_core: int, steps_per_core: float) -> dict:
-    """`model` for each of `NODES` and `LINKS_GBPS`."""
-    table: dict = {"steps_per_core": steps_per_core}
-    for gbps in LINKS_GBPS:
-        for k in NODES:
-            even = model(steps_per_core, allreduce, k, cores, gbps, envs_per_core)
-            slow = model(steps_per_core, allreduce, k, cores, gbps, envs_per_core, slow=0.5)
-            table[f"{k} nodes, {gbps} Gb/s"] = {**even, "one_node_at_half_speed_steps_per_s": slow["steps_per_s"]}
-            line = f"{k:3} nodes of {cores} cores, {gbps} Gb/s: {even['steps_per_s']:9,.0f} agent steps/s, "
-            print(f"{line}{even['efficiency']:.1%}; one node at half speed: {slow['steps_per_s']:9,.0f}", flush=True)
-    return table
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
@@ -154,13 +126,22 @@ def main(argv: list[str] | None = None) -> None:
         results.update(json.loads(args.results.read_text())["figures"])
     print(common.describe_machine(), flush=True)
     if "ppo" in args.parts:
+        results["ppo"] = {}
         with common.ray_cluster(args.node_cpus) as address:
-            results["ppo"] = measure_ppo(address, args.envs, args.updates)
+            for name, (on_cluster, learners) in PPO_RUNS.items():
+                results["ppo"][name] = ppo_run(args.envs, args.updates, address if on_cluster else "", learners)
+                print(f"PPO, {name}: {results['ppo'][name]}", flush=True)
     if "allreduce" in args.parts:
         results["allreduce"] = measure_allreduce(args.repeats)
     if "model" in args.parts:
         per_core = args.steps_per_core or results["ppo"]["local"]["steps_per_s"] / common.machine()["cores"]
-        results["model"] = build_table(results["allreduce"], args.cores, args.envs_per_core, per_core)
+        results["model"] = table = {"steps_per_core": per_core}
+        for gbps, k in itertools.product(LINKS_GBPS, NODES):  # and with one node at half speed
+            even = model(per_core, results["allreduce"], k, args.cores, gbps, args.envs_per_core)
+            slow = model(per_core, results["allreduce"], k, args.cores, gbps, args.envs_per_core, slow=0.5)
+            table[f"{k} nodes, {gbps} Gb/s"] = {**even, "one_node_at_half_speed_steps_per_s": slow["steps_per_s"]}
+            line = f"{k:3} nodes of {args.cores} cores, {gbps} Gb/s: {even['steps_per_s']:9,.0f} agent steps/s, "
+            print(f"{line}{even['efficiency']:.1%}; one node at half speed: {slow['steps_per_s']:9,.0f}", flush=True)
     common.save(__file__, args, results, argv)
 
 

@@ -16,8 +16,6 @@ puts each pool's first worker in a CPU cgroup that gives it F of a core (a quota
 shares would; it needs root and cgroup v1's or v2's cpu controller.
 """
 
-from __future__ import annotations
-
 import argparse
 import contextlib
 import json
@@ -25,7 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from itertools import product
+from itertools import cycle, product
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +65,14 @@ def measure(loop: str, n: int, seconds: float, options: dict, switched_off: str 
                 for half in (row[:batch], row[batch : 2 * batch]):
                     pool.send(half, pool.recv()[4]["env_id"])
 
-        steps, spent = common.timed_steps(lambda k: step(actions[k % len(actions)]), seconds, warm_up=20)
-    return {"steps_per_s": n * steps / spent["wall"], "user_us": 1e6 * spent["user"] / steps,
-            "system_us": 1e6 * spent["system"] / steps, "package": str(Path(atari_game.__file__).parent)}  # fmt: skip
+        rows = cycle(actions)
+        spent = common.per_call(lambda: step(next(rows)), seconds=seconds, warm_up=20)
+    return {
+        "steps_per_s": n / spent["wall"],
+        "user_us": 1e6 * spent["user"],
+        "system_us": 1e6 * spent["system"],
+        "package": str(Path(atari_game.__file__).parent),
+    }
 
 
 def run_side(source: Path, *arguments: Any) -> dict:

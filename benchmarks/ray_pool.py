@@ -10,8 +10,6 @@ and the learner's CPU per step of GamePool against RayGamePool with an actor per
 common.py says.
 """
 
-from __future__ import annotations
-
 import argparse
 import csv
 import functools
@@ -22,6 +20,7 @@ from pathlib import Path
 import common
 import numpy as np
 
+from atari_game import ppo
 from atari_game.benchmark import our_game
 from atari_game.pool import GamePool
 
@@ -39,9 +38,9 @@ class Echo:
         return self.data[:nbytes]
 
 
-def round_trips(ray, actor, nbytes: int, calls: int) -> float:
-    """Seconds per round trip of a call returning `nbytes`, best of 3 runs of `calls` calls."""
-    return min(common.per_call(lambda: ray.get(actor.get.remote(nbytes)), calls)["wall"] for _ in range(3))
+def round_trips(ray, actors: list, nbytes: int, calls: int) -> dict[str, float]:
+    """The `Stopwatch` reading per round trip of `calls`, after one: all `actors` called at once, returning `nbytes`."""
+    return common.per_call(lambda: ray.get([actor.get.remote(nbytes) for actor in actors]), calls, warm_up=1)
 
 
 def measure_calls(ray, nodes: list[str], calls: int) -> dict:
@@ -53,8 +52,7 @@ def measure_calls(ray, nodes: list[str], calls: int) -> dict:
     echo, found = ray.remote(num_cpus=0)(Echo), {}
     for where, node in zip(("same node", "other node"), nodes, strict=True):
         actor = echo.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
-        ray.get(actor.get.remote(0))
-        seconds = [round_trips(ray, actor, size, calls) for size in sizes]
+        seconds = [min(round_trips(ray, [actor], size, calls)["wall"] for _ in range(3)) for size in sizes]  # best of 3
         slope, intercept = np.polyfit(sizes, seconds, 1)
         found[where] = {"bytes": sizes, "seconds": seconds, "a_seconds": intercept, "b_seconds_per_byte": slope}
         trips = zip(sizes, seconds, strict=True)
@@ -66,12 +64,8 @@ def measure_calls(ray, nodes: list[str], calls: int) -> dict:
     found["parallel"] = []
     for k, envs in itertools.product((1, 2, 4, 8), (1, 16)):
         actors = [echo.options(scheduling_strategy="SPREAD").remote() for _ in range(k)]
-        ray.get([actor.get.remote(0) for actor in actors])
-        clock = common.Stopwatch()
-        for _ in range(calls):
-            ray.get([actor.get.remote(envs * OBS_BYTES) for actor in actors])
-        spent = clock.read()
-        wall, cpu = spent["wall"] / calls, spent["cpu"] / calls / k
+        spent = round_trips(ray, actors, envs * OBS_BYTES, calls)
+        wall, cpu = spent["wall"], spent["cpu"] / k
         found["parallel"].append({"actors": k, "envs": envs, "step_seconds": wall, "driver_cpu_seconds_per_call": cpu})
         print(f"{k} actors at once, {envs} obs each: {wall * 1e3:.2f} ms a step, driver CPU {cpu * 1e3:.2f} ms a call")
         for actor in actors:
@@ -79,26 +73,26 @@ def measure_calls(ray, nodes: list[str], calls: int) -> dict:
     return found
 
 
-def timed_steps(pool: GamePool, seconds: float, rng: np.random.Generator) -> dict[str, float]:
-    """Random-action steps of `pool` for about `seconds` after a short warm-up: agent steps/s, and the CPU of this
-    process (the learner's: its threads, not its children) per pool step."""
+def measure_pool(pool: GamePool, seconds: float, rng: np.random.Generator) -> dict[str, float]:
+    """`pool` reset, then stepped at random for about `seconds` after a warm-up: agent steps/s, this process's CPU (the
+    learner's: its threads, not its children) per pool step, its Ray calls, and the bytes a step of every env brings
+    back when no episode ends (observations, rewards, lives and 4 flags: terminated, truncated, ended, game ended)."""
     n = pool.num_envs
-    steps, spent = common.timed_steps(lambda _: pool.step(rng.integers(4, size=n)), seconds, warm_up=10)
-    return {"steps_per_s": steps * n / spent["wall"], "learner_cpu_ms_per_step": 1e3 * spent["cpu"] / steps}
-
-
-def step_bytes(pool: GamePool) -> int:
-    """The bytes of results one step of every env brings back when no episode ends: observations, rewards, the
-    four flags (terminated, truncated, ended, game ended) and lives."""
-    obs, rewards, terminations, truncations, info = pool.step(np.zeros(pool.num_envs, np.int64))
-    arrays = (obs, rewards, terminations, truncations, info["lives"])
-    return sum(array.nbytes for array in arrays) + 2 * pool.num_envs  # ended and game ended: a bool each
+    pool.reset(seed=0)
+    obs, rewards, terminations, truncations, info = pool.step(np.zeros(n, np.int64))
+    size = sum(array.nbytes for array in (obs, rewards, terminations, truncations, info["lives"])) + 2 * n
+    spent = common.per_call(lambda: pool.step(rng.integers(4, size=n)), seconds=seconds, warm_up=10)
+    calls = 0 if type(pool) is GamePool else pool.n_workers  # GamePool's workers: local, told by a byte each way
+    return {
+        "steps_per_s": n / spent["wall"],
+        "learner_cpu_ms_per_step": 1e3 * spent["cpu"],
+        "calls": calls,
+        "bytes": size,
+    }
 
 
 def measure_pools(address: str, envs: list[int], node_cpus: int, rounds: int, seconds: float) -> dict:
-    """Agent steps/s of random actions and the learner's CPU per step (the driver's own, threads included) of GamePool
-    and of RayGamePool with actors per worker and per node, N envs, in rounds taking turns; Ray calls and bytes per
-    step."""
+    """`measure_pool` of GamePool and RayGamePool with actors per worker and per node, N envs, rounds taking turns."""
     from atari_game.ray_pool import RayGamePool
 
     rng, found, game = np.random.default_rng(0), {}, our_game("Breakout")
@@ -109,29 +103,21 @@ def measure_pools(address: str, envs: list[int], node_cpus: int, rounds: int, se
             "actors per worker": functools.partial(RayGamePool, n, n_workers=min(n, 2 * node_cpus), address=address),
             "actors per node": functools.partial(RayGamePool, n, actors="node", address=address),
         }
-        runs: dict[str, list[dict]] = {name: [] for name in makers}
-        shape: dict[str, dict[str, int]] = {}
+        found[n] = runs = {name: [] for name in makers}
         for round_number in range(rounds):  # each round in another order
             for name in common.turns(list(makers), round_number):
                 with makers[name](**game) as pool:
-                    pool.reset(seed=0)
-                    # (GamePool's workers are local processes, told by a byte each way: no Ray call)
-                    shape[name] = {"calls": 0 if name == "GamePool" else pool.n_workers, "bytes": step_bytes(pool)}
-                    runs[name].append(timed_steps(pool, seconds, rng))
-        found[n] = {name: {**shape[name], "rounds": rounds_} for name, rounds_ in runs.items()}
+                    runs[name].append(measure_pool(pool, seconds, rng))
         for name, rounds_ in runs.items():
             rate, cpu = (np.median([run[key] for run in rounds_]) for key in ("steps_per_s", "learner_cpu_ms_per_step"))
-            calls, size = shape[name]["calls"], shape[name]["bytes"]
+            calls, size = rounds_[0]["calls"], rounds_[0]["bytes"]
             print(f"N={n} {name}: {rate:,.0f} agent steps/s, learner CPU {cpu:.2f} ms a step, {calls} Ray calls and "
                   f"{size:,} bytes a step", flush=True)  # fmt: skip
     return found
 
 
 def measure_ppo(address: str, n_envs: int) -> dict:
-    """Agent steps/s of 3 PPO updates (128 steps of `n_envs` envs each) on RayGamePool and on GamePool, whole and its
-    rollouts alone."""
-    from atari_game import ppo
-
+    """Agent steps/s of 3 PPO updates (128 steps of `n_envs` envs) on RayGamePool and GamePool, and of the rollouts."""
     found = {}
     for name, ray_address in (("RayGamePool", address), ("GamePool", "")):
         with tempfile.TemporaryDirectory() as run_dir:
@@ -140,10 +126,11 @@ def measure_ppo(address: str, n_envs: int) -> dict:
             with (Path(run_dir) / "progress.csv").open() as file:
                 rows = [row for row in csv.DictReader(file) if row["policy_loss"]]
         rollout = sum(float(row["rollout_seconds"]) for row in rows)
+        learn = float(np.mean([float(row["learn_seconds"]) for row in rows]))
         found[name] = {
             "steps_per_s": float(rows[-1]["frames_per_second"]) / 4,
+            "learn_seconds_per_update": learn,
             "rollout_steps_per_s": len(rows) * n_envs * 128 / rollout,
-            "learn_seconds_per_update": float(np.mean([float(row["learn_seconds"]) for row in rows])),
         }
         print(f"PPO on {name}: {found[name]}", flush=True)
     return found

@@ -22,17 +22,14 @@ cyclically where a part needs more (the cycle written into one pixel of each new
 Times are medians, ratios to SB3's plain ``ReplayBuffer.sample``; it writes the figures as common.py says.
 """
 
-from __future__ import annotations
-
 import argparse
 import functools
-import os
+import itertools
 import resource
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +75,7 @@ def live_play(envs: int, steps: int, game: str, policy: Callable | None = None, 
 
 
 class RecordedPlay:
-    """Real pool steps (`live_play`'s), kept as each env's new frame per step and, where an episode ended, its next
-    first frame."""
-
-    ARRAYS = ("start", "frames", "firsts", "terminations", "truncations", "rewards", "actions")
+    """Real pool steps (`live_play`'s): each env's new frame a step and, where an episode ended, its next first one."""
 
     def __init__(self, envs: int, steps: int, game: str, policy: Callable | None = None, **options: Any) -> None:
         self.frames, self.firsts = (np.zeros((steps, envs, *SHAPE[1:]), np.uint8) for _ in range(2))
@@ -97,14 +91,14 @@ class RecordedPlay:
         self.envs, self.steps = envs, steps
 
     def save(self, path: Path) -> None:
-        np.savez(path, **{name: getattr(self, name) for name in self.ARRAYS})
+        np.savez(path, **vars(self))
 
     @classmethod
-    def load(cls, path: Path) -> RecordedPlay:
+    def load(cls, path: Path) -> "RecordedPlay":
         record = cls.__new__(cls)
         with np.load(path) as arrays:
-            vars(record).update({name: arrays[name] for name in cls.ARRAYS})
-        record.steps, record.envs = record.frames.shape[:2]
+            vars(record).update({name: arrays[name] for name in arrays.files})
+        record.steps, record.envs = record.frames.shape[:2]  # (not the 0-d arrays saved)
         return record
 
     def transitions(self, count: int) -> Iterator:
@@ -124,8 +118,7 @@ class RecordedPlay:
 
 
 def record(name: str, args: argparse.Namespace) -> RecordedPlay:
-    """The recording `name` of `PLAYS`: loaded from --recordings where it is there with as many steps, else played
-    (and kept there)."""
+    """The recording `name` of `PLAYS`: from --recordings if there with as many steps, else played (and kept there)."""
     path = Path(args.recordings) / f"{name}-{args.envs}x{args.record_steps}.npz" if args.recordings else None
     if path is not None and path.exists():
         return RecordedPlay.load(path)
@@ -163,8 +156,7 @@ def filled(buffer: Buffer, play: RecordedPlay, transitions: int) -> Buffer:
 
 
 def ours(play: RecordedPlay, transitions: int | None = None) -> dict[str, Buffer]:
-    """A FrameReplay of each compression, by name, holding `transitions` (default: the whole recording's) of
-    `play`'s transitions."""
+    """A FrameReplay of each compression by name, holding `transitions` of `play`'s (default: the whole recording)."""
     n = transitions or play.steps * play.envs
     made = {c: FrameReplay(n, play.envs, SHAPE, seed=0, compression=c) for c in COMPRESSIONS}
     return {f"FrameReplay {c}": filled(buffer, play, n) for c, buffer in made.items()}
@@ -198,16 +190,24 @@ def sample_times(buffers: dict[str, Buffer], rounds: int, batches: int) -> dict[
             calls[f"{name} + torch.as_tensor"] = lambda b=buffer: as_torch(b.sample(32))
         else:
             calls[name] = lambda b=buffer: b.sample(32)
-    times: dict[str, list[float]] = {name: [] for name in calls}
     np.random.seed(0)  # SB3 samples with numpy's global generator
-    for _ in range(rounds):
-        for name, call in calls.items():
-            times[name].append(common.per_call(call, batches)["cpu"] * 1e6)
-    medians = {name: statistics.median(values) for name, values in times.items()}
+    times = [{name: common.per_call(call, batches)["cpu"] * 1e6 for name, call in calls.items()} for _ in range(rounds)]
+    medians = {name: float(np.median([round_[name] for round_ in times])) for name in calls}
     print(f"\nsample(32), CPU µs per batch, median of {rounds} alternating rounds of {batches}:")
     for name, median in sorted(medians.items(), key=lambda item: item[1]):
         print(f"  {name:56s} {median:9,.0f} µs   {median / medians[SB3]:6.2f}x SB3's")
     return medians
+
+
+def sample_buffers(play: RecordedPlay, transitions: int, methods: Iterable[str] = ()) -> dict[str, Buffer]:
+    """Ours of each compression and SB3's ReplayBuffer (or with `methods`, also sb3-extra-buffers' of each) with and
+    without optimize_memory_usage, all holding `transitions` of `play`'s transitions."""
+    made = ours(play, transitions)
+    for method, optimize in itertools.product(["", *methods], (False, True)):
+        name = f"{SB3} (optimize_memory_usage=True)" if optimize else SB3
+        name = f"sb3-extra-buffers {method} optimize={optimize}" if method else name
+        made[name] = filled(sb3_buffer(transitions, play.envs, optimize, method), play, transitions)
+    return made
 
 
 def bytes_table(plays: dict[str, RecordedPlay], buffers: Callable[[RecordedPlay], dict[str, Buffer]]) -> dict:
@@ -223,19 +223,6 @@ def bytes_table(plays: dict[str, RecordedPlay], buffers: Callable[[RecordedPlay]
     return table
 
 
-def their_buffers(play: RecordedPlay, transitions: int) -> dict[str, Buffer]:
-    """sb3-extra-buffers' buffers, every method with and without optimize_memory_usage, and ours, filled alike."""
-    from sb3_extra_buffers.compressed.compression_methods import COMPRESSION_METHOD_MAP
-
-    made = ours(play, transitions)
-    made[SB3] = filled(sb3_buffer(transitions, play.envs, False), play, transitions)
-    for method in COMPRESSION_METHOD_MAP:
-        for optimize in (True, False):
-            buffer = sb3_buffer(transitions, play.envs, optimize, method)
-            made[f"sb3-extra-buffers {method} optimize={optimize}"] = filled(buffer, play, transitions)
-    return made
-
-
 def add_table(envs: int, steps: int) -> dict:
     """Print and return the CPU time of adding a pool step of live Breakout, with each compression, against the pool
     step's wall time (medians; the mean counts the zstd dictionary's training)."""
@@ -246,10 +233,10 @@ def add_table(envs: int, steps: int) -> dict:
         for compression in COMPRESSIONS if step % 2 else COMPRESSIONS[::-1]:
             add = functools.partial(buffers[compression].add, *transition)
             add_times[compression].append(common.per_call(add)["cpu"])
-    step_time, figures = statistics.median(step_times), {"pool_step_us": 1e6 * statistics.median(step_times)}
+    step_time, figures = float(np.median(step_times)), {"pool_step_us": 1e6 * float(np.median(step_times))}
     print(f"\nadd of one pool step of {envs} envs (Breakout), {steps} steps; a pool step: {step_time * 1e6:,.0f} µs")
     for compression, values in add_times.items():
-        median, mean = statistics.median(values), statistics.mean(values)
+        median, mean = float(np.median(values)), float(np.mean(values))
         figures[f"add_us {compression}"] = {"median": 1e6 * median, "mean": 1e6 * mean, "longest": 1e6 * max(values)}
         print(
             f"  FrameReplay {compression!s:5s} add: {median * 1e6:6.0f} µs = {median / step_time:6.1%} of a pool "
@@ -268,29 +255,28 @@ def fill(transitions: int, envs: int, game: str) -> dict:
     """Live play of `game` into a zstd FrameReplay of `transitions`: its resident memory, then save and load."""
     before = resident_bytes()
     buffer = FrameReplay(transitions, envs, SHAPE, seed=0, compression="zstd")
-    start, adding = time.perf_counter(), 0.0
+    clock, adding = common.Stopwatch(), 0.0
     for transition, _, _ in live_play(envs, transitions // envs, game):
         adding += common.per_call(functools.partial(buffer.add, *transition))["cpu"]
-    seconds = time.perf_counter() - start
+    seconds = clock.read()["wall"]
     after, peak = resident_bytes(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     figures = {"held": len(buffer), "nbytes": buffer.nbytes, "resident_before": before, "resident_after": after,
                "peak_rss": peak, "add_us": adding / (transitions // envs) * 1e6}  # fmt: skip
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "replay.npz"
+        figures["save_seconds"] = common.per_call(functools.partial(buffer.save, path))["wall"]
         clock = common.Stopwatch()
-        buffer.save(path)
-        figures["save_seconds"], figures["file_bytes"] = clock.read()["wall"], os.path.getsize(path)
-        clock.restart()
         loaded = FrameReplay.load(path)
-        figures["load_seconds"] = clock.read()["wall"]
+        figures["load_seconds"], figures["file_bytes"] = clock.read()["wall"], path.stat().st_size
     a, b = buffer.sample(32), loaded.sample(32)
     assert a.obs.tobytes() == b.obs.tobytes() and a.next_obs.tobytes() == b.next_obs.tobytes()
     held, grown = len(buffer), after - before
     print(
         f"\n--fill {transitions:,} ({game}, live, random actions, {seconds:.0f} s): {held:,} held, nbytes "
-        f"{buffer.nbytes / held:,.0f} B a transition; resident memory +{grown / 1e9:.3f} GB ({grown / held:,.0f} B a "
-        f"transition), peak RSS {peak / 1e9:.3f} GB; add {figures['add_us']:,.0f} µs CPU a pool step; save "
-        f"{figures['save_seconds']:.1f} s, {figures['file_bytes'] / 1e9:.3f} GB; load {figures['load_seconds']:.1f} s"
+        f"{buffer.nbytes / held:,.0f} B a transition; resident memory +{grown / 1e9:.3f} GB ({grown / held:,.0f} B "
+        f"a transition), peak RSS {peak / 1e9:.3f} GB; add {figures['add_us']:,.0f} µs CPU a pool step; save "
+        f"{figures['save_seconds']:.1f} s, {figures['file_bytes'] / 1e9:.3f} GB; load "
+        f"{figures['load_seconds']:.1f} s"
     )
     return figures
 
@@ -325,16 +311,15 @@ def main(argv: list[str] | None = None) -> None:
     if "bytes" in args.only:
         sb3 = {f"SB3 ReplayBuffer optimize_memory_usage={o}": sb3_buffer(80_000, args.envs, o) for o in (True, False)}
         figures["bytes"] = bytes_table(plays, lambda play: {**ours(play), **sb3})
+    first = next(iter(plays.values()), None)  # the one the sample and peers parts sample
     if "sample" in args.only:
-        play, transitions = next(iter(plays.values())), args.transitions
-        buffers = ours(play, transitions)
-        for optimize, name in ((False, SB3), (True, f"{SB3} (optimize_memory_usage=True)")):
-            buffers[name] = filled(sb3_buffer(transitions, args.envs, optimize), play, transitions)
-        figures["sample"] = sample_times(buffers, args.rounds, args.batches)
+        figures["sample"] = sample_times(sample_buffers(first, args.transitions), args.rounds, args.batches)
     if "peers" in args.only:
-        figures["peers_bytes"] = bytes_table(plays, lambda play: their_buffers(play, args.peer_transitions))
-        first = their_buffers(next(iter(plays.values())), args.peer_transitions)
-        figures["peers_sample"] = sample_times(first, args.rounds, args.batches)
+        from sb3_extra_buffers.compressed.compression_methods import COMPRESSION_METHOD_MAP
+
+        peers = functools.partial(sample_buffers, transitions=args.peer_transitions, methods=COMPRESSION_METHOD_MAP)
+        figures["peers_bytes"] = bytes_table(plays, peers)
+        figures["peers_sample"] = sample_times(peers(first), args.rounds, args.batches)
     if "add" in args.only:
         figures["add"] = add_table(args.envs, args.add_steps)
     if args.fill:

@@ -20,8 +20,6 @@ It prints the games that pass under the ale-py installed (restoring as if it wer
 common.py says. It rests on samples: a state random play never reaches could still differ.
 """
 
-from __future__ import annotations
-
 import argparse
 import re
 from typing import Any
@@ -107,12 +105,10 @@ def histories_differ(name: str, histories: int) -> str | None:
 
 
 def plays_differ(name: str, plays: int, options: dict[str, Any]) -> str | None:
-    """Where a Game of `name` and `options` restoring its restarts first differs from one emulating them (None:
-    nowhere)."""
+    """Where a restoring Game of `name` and `options` first differs from an emulating one (None: nowhere)."""
     # Restoring under the release installed, whether or not it is one of FIXED_RESTART_CHECKED_ON yet.
-    with mock.patch.multiple(
-        game, FIXED_RESTART_GAMES=frozenset({resolve_game(name)}), FIXED_RESTART_CHECKED_ON=(ale_py.__version__,)
-    ):
+    restored = dict(FIXED_RESTART_GAMES=frozenset({resolve_game(name)}), FIXED_RESTART_CHECKED_ON=(ale_py.__version__,))
+    with mock.patch.multiple(game, **restored):
         restoring = Game(game=name, seed=7, **options)
     with mock.patch.object(game, "FIXED_RESTART_GAMES", frozenset()):
         emulating = Game(game=name, seed=7, **options)
@@ -128,17 +124,7 @@ def plays_differ(name: str, plays: int, options: dict[str, Any]) -> str | None:
             restarts += done
         if emulating.lives != restoring.lives or not np.array_equal(expected, got):
             return f"play {t}: {int((expected != got).sum())} pixels, lives {emulating.lives} / {restoring.lives}"
-    if restarts == 0:
-        return f"no restart in {plays} plays: nothing compared"
-    return None
-
-
-def first_difference(name: str, resets: int, histories: int, plays: int) -> str | None:
-    """The first of the three checks that `name` fails, and where (None: it passes them all)."""
-    where = states_differ(name, resets) or histories_differ(name, histories)
-    for options in OPTIONS:
-        where = where or plays_differ(name, plays, options)
-    return where
+    return None if restarts else f"no restart in {plays} plays: nothing compared"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,12 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    fixed, found = [], {}
-    for name in args.games:
-        where = found[name] = first_difference(name, args.resets, args.histories, args.plays) or "one state"
+    found = {}
+    for name in args.games:  # where the first of the three checks that it fails found a difference
+        where = states_differ(name, args.resets) or histories_differ(name, args.histories)
+        for options in OPTIONS:
+            where = where or plays_differ(name, args.plays, options)
+        found[name] = where = where or "one state"
         print(f"{name}: {where}", flush=True)
-        if where == "one state":
-            fixed.append(resolve_game(name))
+    fixed = [resolve_game(name) for name, where in found.items() if where == "one state"]
     wrongly_listed = sorted((game.FIXED_RESTART_GAMES & set(map(resolve_game, args.games))) - set(fixed))
     print(
         f"ale-py {ale_py.__version__}, {args.resets} + {AFTER_PLAY} restarts, {args.histories} histories, "

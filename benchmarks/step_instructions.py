@@ -9,8 +9,6 @@ process of its own under callgrind, for S and then 2S agent steps: (count(2S) - 
 without the start-up. It prints each system's count and writes them as common.py says.
 """
 
-from __future__ import annotations
-
 import argparse
 import re
 import subprocess

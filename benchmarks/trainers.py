@@ -20,8 +20,6 @@ ale-py==0.9.0, numpy<2, tyro, tensorboard, torch==2.13.0), started with ``ale_py
 the path. Give ``--cleanrl-python`` and ``--cleanrl-script``, or set CLEANRL_PYTHON and CLEANRL_DIR (the checkout).
 """
 
-from __future__ import annotations
-
 import argparse
 import csv
 import dataclasses
@@ -42,12 +40,8 @@ FRAMES_PER_UPDATE = 4 * 8 * 128  # PPO: CleanRL's 8 envs x 128 steps of 4 frames
 OURS = {"atari_game": [], **{name: ["--precision", name] for name in ("auto", "fp32", "bf16")}}
 OURS |= {name: ["--compression", name] for name in ("none", "zstd")}
 RATES = {"steps_per_s": "agent steps/s", "learning_steps_per_s": "from learning starts on"}
-# CleanRL's script run as __main__ (its arguments after it), `ale_py` imported first, `cleanrl_utils` on the path.
-CLEANRL_LAUNCH = (
-    "import runpy, sys, os, ale_py; sys.argv = sys.argv[1:]; "
-    "sys.path.insert(0, os.path.dirname(os.path.dirname(sys.argv[0]))); "
-    "runpy.run_path(sys.argv[0], run_name='__main__')"
-)
+# CleanRL's script run as __main__, its arguments after it.
+CLEANRL_LAUNCH = common.CLEANRL_START + "sys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')"
 
 
 @dataclasses.dataclass
@@ -76,22 +70,18 @@ def run_child(command: list[str], output: Path, cwd: Path | None = None) -> floa
     return usage.ru_maxrss / 1024  # kilobytes on Linux
 
 
-def settings(args: argparse.Namespace) -> list[str]:
-    """The DQN settings both trainers get, as CleanRL's flags (in transitions); none for PPO."""
-    names = ("buffer_size", "learning_starts", "exploration_fraction") if args.algo == "dqn" else ()
-    return [word for name in names for word in (f"--{name.replace('_', '-')}", str(getattr(args, name)))]
-
-
 def command(side: str, seed_: int, args: argparse.Namespace, run_dir: Path, script: tuple[str, str] | None) -> list:
     """The command line of `side`'s run with `seed_`, into `run_dir` (CleanRL's: run there, `script` = its python
-    and script)."""
+    and script). Both trainers get DQN's `settings` as CleanRL's flags (in transitions)."""
+    names = ("buffer_size", "learning_starts", "exploration_fraction") if args.algo == "dqn" else ()
+    settings = [word for name in names for word in (f"--{name.replace('_', '-')}", str(getattr(args, name)))]
     if side == "CleanRL":
         flags = ["--env-id", "BreakoutNoFrameskip-v4", "--seed", str(seed_), "--total-timesteps", str(args.frames // 4)]
-        return [script[0], "-u", "-c", CLEANRL_LAUNCH, script[1], *flags, *settings(args)]  # -u: readable as it runs
+        return [script[0], "-u", "-c", CLEANRL_LAUNCH, script[1], *flags, *settings]  # -u: readable as it runs
     ours = [sys.executable, "-m", "atari_game", "train", "--algo", args.algo, "--total-frames", str(args.frames)]
     ours += ["--seed", str(seed_), "--run-dir", str(run_dir), "--no-video", *OURS[side]]
     if args.algo == "dqn":  # (PPO's trainer takes no --torch-threads: it sets its own per phase)
-        ours += [*settings(args), "--torch-threads", str(args.torch_threads), "--log-every", str(args.frames // 10)]
+        ours += [*settings, "--torch-threads", str(args.torch_threads), "--log-every", str(args.frames // 10)]
         ours += ["--no-save-memory"] + ([] if args.rainbow_lite else ["--cleanrl"])
     return ours
 
@@ -157,9 +147,8 @@ def report(name: str, run: Run, frames: int, algo: str) -> dict:
     first, last = run.mean_return(slice(20)), run.mean_return(slice(-20, None))
     figures = {"games": len(run.games), "first_20": first, "last_20": last, "per_100k": per_100k(run.games, frames)}
     figures |= {key: getattr(run, key) for key in (*RATES, "peak_rss_mb", "seconds")}
-    line = f"{name}: {len(run.games)} games; mean of the first 20 {figures['first_20']:.2f}, of the last 20 "
-    line += f"{figures['last_20']:.2f}; per 100k frames: {', '.join(f'{m:.1f}' for m in figures['per_100k'])}; "
-    line += f"{run.steps_per_s:.0f} agent steps/s"
+    line = f"{name}: {len(run.games)} games; mean of the first 20 {first:.2f}, of the last 20 {last:.2f}; per 100k "
+    line += f"frames: {', '.join(f'{m:.1f}' for m in figures['per_100k'])}; {run.steps_per_s:.0f} agent steps/s"
     line += f" ({run.learning_steps_per_s:.0f} from learning starts on)" if algo == "dqn" else ""
     line += f"; peak RSS {run.peak_rss_mb:,.0f} MB" if run.peak_rss_mb is not None else ""
     whole = sum(run.seconds.values())

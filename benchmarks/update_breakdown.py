@@ -11,13 +11,10 @@ send and recv), and each phase's rest. Each line is ms of wall time per 1,000 ag
 on), summed over the rounds, printed and written as common.py says. Compare the columns: the numbers are the machine's.
 """
 
-from __future__ import annotations
-
 import argparse
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from itertools import product
 from typing import Any
 
@@ -36,13 +33,12 @@ class Clock:
 
     def __init__(self) -> None:
         self.seconds: dict[tuple[str, str], float] = defaultdict(float)
-        self.phase = "loop"
-        self.on = True
+        self.phase, self.on = "loop", True
 
     def wrap(self, owner: Any, name: str, what: str, phase: str = "", starts: bool = False) -> None:
         """Time every call of ``owner.name`` as `what`, in the phase of its caller; with `phase`, as the total of
         that phase, which the calls it makes are counted in; with `starts`, its first call switches the timers on."""
-        original: Callable = getattr(owner, name)
+        original = getattr(owner, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             outer, start = self.phase, time.perf_counter()
@@ -116,27 +112,32 @@ def main(argv: list[str] | None = None) -> None:
             clock.seconds.clear()
             clock.on = args.algo == "ppo"  # DQN's timers: off until the first gradient step
             with tempfile.TemporaryDirectory() as run_dir:
+                settings = {"run_dir": run_dir, "video": False, "precision": precision}
                 if args.algo == "ppo":
-                    config: Any = ppo.Config(total_frames=4 * 1024 * args.updates, run_dir=run_dir, video=False)
+                    ppo.train(ppo.Config(total_frames=4 * 1024 * args.updates, **settings))
                 else:
-                    config = dqn.Config(
-                        total_frames=4 * args.steps, buffer_size=args.steps, learning_starts=args.learning_starts,
-                        run_dir=run_dir, video=False, cleanrl=True, compression=compression, save_memory=False,
-                    )  # fmt: skip
-                config.precision = precision
-                (ppo if args.algo == "ppo" else dqn).train(config)
+                    dqn.train(
+                        dqn.Config(
+                            total_frames=4 * args.steps,
+                            buffer_size=args.steps,
+                            cleanrl=True,
+                            learning_starts=args.learning_starts,
+                            compression=compression,
+                            save_memory=False,
+                            **settings,
+                        )
+                    )
             for line, seconds in clock.table().items():
                 tables[column][line] += seconds
     lines = sorted({line for table in tables.values() for line in table})  # the phases' lines together
-    columns = list(tables)
     print(f"\n{args.algo.upper()}, Breakout, ms of wall time per 1,000 agent steps ({args.rounds} runs each):")
-    print(f"{'':48}" + "".join(f"{column:>12}" for column in columns))
-    figures: dict[str, dict[str, float]] = {column: {} for column in columns}
+    print(f"{'':48}" + "".join(f"{column:>12}" for column in tables))
+    figures: dict[str, dict[str, float]] = {column: {} for column in tables}
     for line in [*lines, "total"]:  # (the time outside the timed calls, logging and checkpoints, is not in it)
-        for column in columns:
+        for column in tables:
             seconds = sum(tables[column].values()) if line == "total" else tables[column].get(line, 0.0)
             figures[column][line] = 1000 * 1000 * seconds / steps
-        print(f"{line:48}" + "".join(f"{figures[column][line]:12.1f}" for column in columns))
+        print(f"{line:48}" + "".join(f"{figures[column][line]:12.1f}" for column in tables))
     common.save(__file__, args, figures, argv)
 
 
