@@ -52,6 +52,7 @@ from atari_game.training import (
     choose_precision,
     env_placement,
     full_action_space,
+    load_checkpoint,
     make_pools,
     on_device,
     pick_device,
@@ -600,9 +601,9 @@ def agent_policy(
     return policy
 
 
-def load_q_network(checkpoint: str | Path, device: torch.device) -> tuple[QNetwork, Config]:
-    """The Q-network saved in a checkpoint, and the config it was trained with."""
-    saved = torch.load(checkpoint, map_location=device)
+def load_q_network(saved: dict, device: torch.device) -> tuple[QNetwork, Config]:
+    """The Q-network of a checkpoint loaded by `training.load_checkpoint`, on `device`, and the config it trained
+    with."""
     config = Config(**saved["config"])
     q_network = build_q_network(config.game, device, full_action_space(config))
     q_network.load_state_dict(saved["q_network"])
@@ -610,17 +611,17 @@ def load_q_network(checkpoint: str | Path, device: torch.device) -> tuple[QNetwo
     return q_network, config
 
 
-def checkpoint_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], int], Config]:
+def checkpoint_policy(saved: dict) -> tuple[Callable[[np.ndarray], int], Config]:
     """For `atari-game play --checkpoint`: the checkpoint's policy on the CPU (its eval_epsilon), and its config."""
-    q_network, config = load_q_network(checkpoint, torch.device("cpu"))
+    q_network, config = load_q_network(saved, torch.device("cpu"))
     return agent_policy(q_network, torch.device("cpu"), config.eval_epsilon, config.seed), config
 
 
-def batch_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray], Config]:
+def batch_policy(saved: dict) -> tuple[Callable[[np.ndarray], np.ndarray], Config]:
     """For `atari_game.evaluation`: the checkpoint's Q-network on the CPU as a greedy policy for a batch of games
     (observations ``(n, *obs_shape)`` in, ``n`` actions of the highest Q-value out; a protocol's epsilon is added by
     the evaluation), and its config."""
-    q_network, config = load_q_network(checkpoint, torch.device("cpu"))
+    q_network, config = load_q_network(saved, torch.device("cpu"))
 
     def policy(obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -633,7 +634,7 @@ def evaluate(config: Config) -> None:
     """Play and record one whole game with the Q-network of the checkpoint ``config.eval`` (eval.mp4 beside it),
     epsilon-greedy with ``config.eval_epsilon``, seeded with ``config.seed``, and print its unclipped score."""
     device = pick_device(config.device)
-    q_network, trained = load_q_network(config.eval, device)
+    q_network, trained = load_q_network(load_checkpoint(config.eval), device)
     path = Path(config.eval).with_name("eval.mp4")
     policy = agent_policy(q_network, device, config.eval_epsilon, config.seed)
     score = record_game(policy, dataclasses.replace(trained, seed=config.seed), path)

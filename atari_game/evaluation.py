@@ -210,7 +210,7 @@ def evaluate_checkpoint(
 
     saved = load_checkpoint(checkpoint)
     trainer = importlib.import_module(f"atari_game.{saved['algo']}")
-    policy, config = trainer.batch_policy(checkpoint)
+    policy, config = trainer.batch_policy(saved)
     trained = trained_protocol(saved["config"])
     protocol = protocol or trained
     if not protocol:

@@ -34,6 +34,7 @@ from atari_game.training import (
     choose_precision,
     env_placement,
     full_action_space,
+    load_checkpoint,
     make_pools,
     on_device,
     pick_device,
@@ -514,9 +515,8 @@ def build_agent(game: str, device: torch.device, full_action_space: bool = False
     return on_device(Agent(len(action_meanings(game, full_action_space))), device)
 
 
-def load_agent(checkpoint: str | Path, device: torch.device) -> tuple[Agent, Config]:
-    """The agent saved in a checkpoint, and the config it was trained with."""
-    saved = torch.load(checkpoint, map_location=device)
+def load_agent(saved: dict, device: torch.device) -> tuple[Agent, Config]:
+    """The agent of a checkpoint loaded by `training.load_checkpoint`, on `device`, and the config it trained with."""
     config = Config(**saved["config"])
     agent = build_agent(config.game, device, full_action_space(config))
     agent.load_state_dict(saved["agent"])
@@ -524,16 +524,16 @@ def load_agent(checkpoint: str | Path, device: torch.device) -> tuple[Agent, Con
     return agent, config
 
 
-def checkpoint_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], int], Config]:
+def checkpoint_policy(saved: dict) -> tuple[Callable[[np.ndarray], int], Config]:
     """For `atari-game play --checkpoint`: the checkpoint's policy on the CPU, and the config it was trained with."""
-    agent, config = load_agent(checkpoint, torch.device("cpu"))
+    agent, config = load_agent(saved, torch.device("cpu"))
     return agent_policy(agent, torch.device("cpu")), config
 
 
-def batch_policy(checkpoint: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray], Config]:
+def batch_policy(saved: dict) -> tuple[Callable[[np.ndarray], np.ndarray], Config]:
     """For `atari_game.evaluation`: the checkpoint's agent on the CPU as a policy for a batch of games (observations
     ``(n, *obs_shape)`` in, ``n`` actions sampled from its policy out, with torch's generator), and its config."""
-    agent, config = load_agent(checkpoint, torch.device("cpu"))
+    agent, config = load_agent(saved, torch.device("cpu"))
 
     def policy(obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -546,7 +546,7 @@ def evaluate(config: Config) -> None:
     """Play and record one whole game with the agent of the checkpoint ``config.eval`` (eval.mp4 beside it), seeded
     with ``config.seed``, and print its unclipped score."""
     device = pick_device(config.device)
-    agent, trained = load_agent(config.eval, device)
+    agent, trained = load_agent(load_checkpoint(config.eval), device)
     path = Path(config.eval).with_name("eval.mp4")
     score = record_game(agent_policy(agent, device), dataclasses.replace(trained, seed=config.seed), path)
     print(f"{trained.game}: one game scored {score:g} (unclipped); video: {path}")

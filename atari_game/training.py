@@ -749,10 +749,10 @@ def trained_policy(checkpoint: str | Path, game: str) -> tuple[Callable[[np.ndar
     """For `atari-game play --checkpoint`: the policy saved in a checkpoint of either trainer (on the CPU), and the
     game options it was trained with."""
     try:
-        algo = load_checkpoint(checkpoint)["algo"]
+        saved = load_checkpoint(checkpoint)
     except ValueError as error:
         raise SystemExit(str(error)) from None
-    policy, config = importlib.import_module(f"atari_game.{algo}").checkpoint_policy(checkpoint)
+    policy, config = importlib.import_module(f"atari_game.{saved['algo']}").checkpoint_policy(saved)
     if resolve_game(game) != resolve_game(config.game):
         raise SystemExit(f"{checkpoint} was trained on {config.game}, not {game}")
     return policy, game_options(config)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from atari_game import dqn, ppo, training
-from atari_game.training import NatureCNN, RunLog, choose_precision, probe_ms
+from atari_game.training import NatureCNN, RunLog, choose_precision, load_checkpoint, probe_ms
 
 CPU = torch.device("cpu")
 
@@ -150,9 +150,9 @@ def test_the_checkpoint_records_the_choice_and_resume_keeps_it_on_any_machine(tm
     resumed = trainer.parse_config(["--run-dir", str(run_dir), "--resume", "--total-frames", "1000000"])
     assert resumed.precision == "bf16"
     loaded = (
-        ppo.load_agent(run_dir / "checkpoint.pt", CPU)
+        ppo.load_agent(load_checkpoint(run_dir / "checkpoint.pt"), CPU)
         if trainer is ppo
-        else dqn.load_q_network(run_dir / "checkpoint.pt", CPU)
+        else dqn.load_q_network(load_checkpoint(run_dir / "checkpoint.pt"), CPU)
     )
     assert loaded[0].trunk.bf16 and probes == []
 
@@ -165,7 +165,7 @@ def test_a_checkpoint_from_before_precision_resumes_in_fp32(tmp_path, monkeypatc
     del saved["config"]["precision"]  # as the checkpoints written before --precision
     torch.save(saved, run_dir / "checkpoint.pt")
     assert ppo.parse_config(["--run-dir", str(run_dir), "--resume"]).precision == "fp32"
-    assert not ppo.load_agent(run_dir / "checkpoint.pt", CPU)[0].trunk.bf16
+    assert not ppo.load_agent(load_checkpoint(run_dir / "checkpoint.pt"), CPU)[0].trunk.bf16
 
 
 def test_an_unknown_precision_is_a_usage_error_naming_the_choices(capsys):
