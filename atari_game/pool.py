@@ -101,6 +101,14 @@ class Books:
         self.was_reset = True
 
 
+def _check_n_envs(n_envs: Any, game: Any) -> int:
+    """`n_envs` as an int in [1, 65536]; a game name in its place (gym.make_vec's order) gets the call to write."""
+    if isinstance(n_envs, str):
+        count = game if isinstance(game, int) else 8
+        raise TypeError(f"GamePool(n_envs, game): the count comes first, as in GamePool({count}, {n_envs!r})")
+    return check_count("n_envs", n_envs, 1, 1 << 16)
+
+
 def _check_games(
     n_envs: int, game: str | Sequence[str], seed: int | None, game_options: dict[str, Any]
 ) -> tuple[GameOptions, tuple[str, ...]]:
@@ -276,7 +284,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         **game_options: Any,
     ) -> None:
         # Validate everything before any process or shared memory exists.
-        n_envs = check_count("n_envs", n_envs, 1, 1 << 16)
+        n_envs = _check_n_envs(n_envs, game)
         self.options, self.games = _check_games(n_envs, game, seed, game_options)
         if n_workers is not None:
             n_workers = check_count("n_workers", n_workers, 1, n_envs)

@@ -380,6 +380,10 @@ def test_bad_continuous_actions_are_refused_before_anything_is_sent(pool_factory
     ("kwargs", "message"),
     [
         ({"n_envs": 0}, r"n_envs must be an integer in \[1, 65536\], got 0"),
+        (
+            {"n_envs": "Pong", "game": 16},
+            r"GamePool\(n_envs, game\): the count comes first, as in GamePool\(16, 'Pong'\)",
+        ),
         ({"n_envs": 2, "n_workers": 3}, r"n_workers must be an integer in \[1, 2\], got 3"),
         ({"n_envs": 2, "batch_size": 0}, r"batch_size must be an integer in \[1, 2\]"),
         ({"n_envs": 2, "autoreset_mode": "Disabled"}, r"autoreset_mode must be one of \('NextStep', 'SameStep'\)"),
