@@ -1009,9 +1009,15 @@ def test_a_parent_stopped_by_ctrl_c_killed_or_hung_up_on_leaves_nothing_behind(t
     )
     path = tmp_path / "parent.py"
     path.write_text(script)
-    # A session of its own, as a terminal gives: closing the terminal hangs up its whole process group.
+    # A session of its own, as a terminal gives: closing the terminal hangs up its whole process group. (TMPDIR: a
+    # killed parent leaves its fork server's socket folder, pymp-*, behind; here in pytest's folder, not in /tmp.)
     parent = subprocess.Popen(
-        [sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        [sys.executable, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     pids = parent.stdout.readline().split()
     time.sleep(0.5)

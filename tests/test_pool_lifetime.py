@@ -111,9 +111,15 @@ def wait_for_line(process: subprocess.Popen, within: float) -> str:
 def test_kill_9_of_the_whole_process_group_leaves_nothing_in_dev_shm(tmp_path):
     (tmp_path / "script.py").write_text(SCRIPT)
     before = dev_shm()
-    # Its own session and process group, as a job scheduler (or setsid) starts a run.
+    # Its own session and process group, as a job scheduler (or setsid) starts a run. (TMPDIR: the fork server's
+    # socket folder, pymp-*, which Python's multiprocessing removes at exit, stays after kill -9: in pytest's folder.)
     process = subprocess.Popen(
-        [sys.executable, "script.py"], cwd=tmp_path, stdout=subprocess.PIPE, text=True, start_new_session=True
+        [sys.executable, "script.py"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     try:
         assert wait_for_line(process, within=120) == "ready\n"

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -58,6 +59,15 @@ def pool_workers(actor_pid):
     """The worker processes of a node actor's pool: the children of its forkserver, in the order they started."""
     [server] = [child for child in psutil.Process(actor_pid).children() if "forkserver" in " ".join(child.cmdline())]
     return [child.pid for child in sorted(server.children(), key=psutil.Process.create_time)]
+
+
+def fork_server_folders(actor_pids):
+    """The folders of the sockets the node actors' fork servers listen on (multiprocessing's /tmp/pymp-*)."""
+    folders = set()
+    for pid in actor_pids:
+        [server] = [child for child in psutil.Process(pid).children() if "forkserver" in " ".join(child.cmdline())]
+        folders |= {Path(socket.laddr).parent for socket in server.net_connections("unix") if socket.laddr}
+    return folders
 
 
 def segments(pids):
@@ -476,8 +486,11 @@ def test_closing_a_pool_of_node_actors_leaves_no_process_and_no_shared_memory(cl
     actors = pids(pool)
     processes = [*actors, *(pid for actor in actors for pid in pool_workers(actor))]
     assert len(processes) == 6 and len(segments(actors)) == 2
+    folders = fork_server_folders(actors)
+    assert len(folders) == 2 and all(folder.is_dir() for folder in folders)
     pool.close()
     assert all_gone(processes, within=10) and segments(actors) == []
+    assert not any(folder.exists() for folder in folders)  # the actors ended as programs do, not killed
     deadline = time.monotonic() + 10  # its CPUs free again
     while ray.available_resources().get("CPU") != 4 and time.monotonic() < deadline:
         time.sleep(0.2)
