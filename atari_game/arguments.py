@@ -57,18 +57,25 @@ def game_name(name: str) -> str:
     try:
         resolve_game(name)
     except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error).replace("atari_game.list_games()", "`atari-game games`")) from None
+        # ("game: " off the front: argparse's own "argument game: " names it already.)
+        message = str(error).removeprefix("game: ").replace("atari_game.list_games()", "`atari-game games`")
+        raise argparse.ArgumentTypeError(message) from None
     return name
 
 
 def protocol_name(name: str) -> str:
     """An argparse type: a protocol of `atari_game.protocols` by name, or ``none`` (returned as "")."""
-    if name == "none":
-        return ""
+    return "" if name == "none" else scoring_protocol(name, or_none=True)
+
+
+def scoring_protocol(name: str, or_none: bool = False) -> str:
+    """An argparse type: a protocol of `atari_game.protocols` by name (`atari-game evaluate` scores under one);
+    `or_none`: the error lists ``none`` too."""
     try:
         return get_protocol(name).name
     except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{error}, or none") from None
+        valid = str(error).removeprefix("protocol: ") + (", or none" if or_none else "")
+        raise argparse.ArgumentTypeError(valid) from None
 
 
 def checkpoint_file(text: str) -> Path:

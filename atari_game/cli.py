@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_game import benchmark
-from atari_game.arguments import checkpoint_file, count, game_name, mp4_file, protocol_name, seed
+from atari_game.arguments import checkpoint_file, count, game_name, mp4_file, scoring_protocol, seed
 from atari_game.evaluation import evaluate_checkpoint
 from atari_game.game import Game, action_meanings, list_games
 from atari_game.play import play_game
@@ -62,7 +62,10 @@ def play(args: argparse.Namespace) -> None:
         policy = lambda obs: int(rng.integers(n_actions))  # noqa: E731
     # The score is the whole game's, unclipped, whatever the options: play_game reads it from the Game's statistics.
     game = Game(seed=args.seed, **options)
-    score, length = play_game(game, policy, args.record)
+    try:
+        score, length = play_game(game, policy, args.record)
+    except OSError as error:  # a video that cannot be written: one line, not a traceback
+        raise SystemExit(f"atari-game play: {error}") from None
     agent = "trained agent" if args.checkpoint else "random agent"
     recorded = f"; video: {args.record}" if args.record else ""
     print(f"{game.name}, {agent}: one game scored {score:g} in {length} steps{recorded}")
@@ -92,7 +95,7 @@ def train(arguments: list[str]) -> None:
 def evaluate(args: argparse.Namespace) -> None:
     for checkpoint in args.checkpoints:
         try:
-            result, note = evaluate_checkpoint(checkpoint, args.protocol or None, args.episodes, args.seed, args.envs)
+            result, note = evaluate_checkpoint(checkpoint, args.protocol, args.episodes, args.seed, args.envs)
         except ImportError as error:  # torch, which it imports to load the checkpoint
             missing_extra("evaluate", error, TRAIN_EXTRA)
         except ValueError as error:
@@ -162,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate_parser.add_argument(
         "--protocol",
-        type=protocol_name,
+        type=scoring_protocol,
         default=None,
         help="the protocol to score under: machado or nature (default: the one the run trained under)",
     )

@@ -170,9 +170,12 @@ def check_config(config: Config) -> str:
     # A gradient step samples from what was stored before its pool step (see train) and n-step transitions
     # become sampleable n_step - 1 steps late: learning_starts must leave a batch's worth in the memory.
     if config.learning_starts < config.batch_size + config.n_envs * config.n_step:
-        return "learning_starts must be at least batch_size + n_envs * n_step"
+        least = config.batch_size + config.n_envs * config.n_step
+        return (
+            f"--learning-starts {config.learning_starts} must be at least --batch-size + --n-envs x --n-step = {least}"
+        )
     if config.buffer_size < config.learning_starts:
-        return "buffer_size must be at least learning_starts"
+        return f"--buffer-size {config.buffer_size} must be at least --learning-starts {config.learning_starts}"
     if not 0 <= config.end_e <= config.start_e <= 1 or not 0 < config.exploration_fraction <= 1:
         return "epsilon needs 0 <= end_e <= start_e <= 1 and 0 < exploration_fraction <= 1"
     if min(config.n_envs, config.n_step, config.train_frequency, config.target_network_frequency) < 1:

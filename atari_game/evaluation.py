@@ -160,7 +160,12 @@ def evaluate(
         n_actions = len(pool.action_meanings)
         obs, _ = pool.reset()
         while any(len(done) < want for done, want in zip(scores, quota, strict=True)):
-            actions = np.asarray(policy(obs)).reshape(n_envs)
+            actions = np.asarray(policy(obs))
+            if actions.size != n_envs:  # a scalar, say: name what the policy must return
+                raise ValueError(
+                    f"policy must return one action per observation ({n_envs} here), got shape {actions.shape}"
+                )
+            actions = actions.reshape(n_envs)
             # The protocol's epsilon: a random action instead of the agent's, drawn the same whatever the agent does.
             explore = rng.random(n_envs) < epsilon
             actions = np.where(explore, rng.integers(n_actions, size=n_envs), actions)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,17 +22,20 @@ def play_game(game: Game, policy: Callable[[np.ndarray], int], video: Path | Non
     """Play `game` from a reset until the whole game is over; return its unclipped score and length in steps.
 
     `policy` maps an observation (``uint8``, the Game's observation shape) to an action. With `video` (an .mp4
-    path), the emulator's full-colour screen (210x160, not the 84x84 input) is written at one frame per agent step.
-    A whole game ends at game over or truncation; with ``life_loss="reset"`` every episode is a whole game.
+    path; its folder is made if missing), the emulator's full-colour screen (210x160, not the 84x84 input) is written
+    at one frame per agent step. A whole game ends at game over or truncation; with ``life_loss="reset"`` every
+    episode is a whole game.
     """
     writer = None
     if video is not None:
         check_video_path(video)
+        with contextlib.suppress(OSError):  # its folder made, as `atari-game evaluate --out`'s (if not: see below)
+            Path(video).parent.mkdir(parents=True, exist_ok=True)
         # Real-time playback: the Atari draws 60 frames/s and an agent step lasts frame_skip of them.
         fps = 60 / game.options.frame_skip
         writer = cv2.VideoWriter(str(video), cv2.VideoWriter.fourcc(*"mp4v"), fps, (160, 210))
         if not writer.isOpened():  # OpenCV would otherwise write nothing and say nothing
-            raise OSError(f"cannot write the video {video}: its directory must exist and be writable")
+            raise OSError(f"cannot write the video {video}: its folder cannot be made or written to")
     obs = game.reset()
     try:
         while True:

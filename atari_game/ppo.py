@@ -120,8 +120,16 @@ def check_config(config: Config) -> str:
     """What is wrong with `config` as a PPO run, as a usage error would say it; "" if nothing is."""
     if problem := broken_rule(config, RULES):
         return problem
-    if config.batch_size % config.n_minibatches or (config.async_envs and config.n_envs // max(1, config.learners) % 2):
-        return "n_envs * n_steps must divide into n_minibatches, and async_envs needs an even n_envs (per learner)"
+    if config.batch_size % config.n_minibatches:
+        return (
+            f"--n-minibatches {config.n_minibatches} must divide a rollout's --n-envs x --n-steps = "
+            f"{config.n_envs} x {config.n_steps} = {config.batch_size} agent steps"
+        )
+    if config.async_envs and config.n_envs // max(1, config.learners) % 2:
+        envs, whose = f"--n-envs {config.n_envs}", "the"
+        if config.learners > 1:
+            envs, whose = f"{envs} / --learners {config.learners}", "each learner's"
+        return f"--async-envs plays two halves of {whose} envs in turn: {envs} must be even (or --no-async-envs)"
     if config.total_frames < 4 * config.batch_size:
         return f"total_frames must be at least one update's 4 * n_envs * n_steps = {4 * config.batch_size}"
     return ""

@@ -34,7 +34,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 import numpy as np
 import torch
@@ -318,6 +318,12 @@ def config_parser(config_class: type, doc: str, prog: str | None = None) -> argp
     return parser
 
 
+def usage_error(parser: argparse.ArgumentParser, problem: str) -> NoReturn:
+    """Exit as `parser.error` does (status 2, ``PROG: error: PROBLEM``) without its usage block: the command was
+    written right, a value in it is wrong, and the trainer's usage is 25 lines that would hide the one that says so."""
+    parser.exit(2, f"{parser.prog}: error: {problem}\n")
+
+
 def parse_config(
     config_class: type[ConfigT],
     argv: list[str] | None,
@@ -340,9 +346,10 @@ def parse_config(
         for name, value in fixed.items():
             if name in given and given[name] != value:
                 flag = f"--{name.replace('_', '-')}"
-                parser.error(
+                usage_error(
+                    parser,
                     f"{flag} {given[name]} conflicts with --protocol {protocol.name}, which sets {flag} {value} "
-                    f"({protocol.sources[name]}): drop {flag}, or --protocol"
+                    f"({protocol.sources[name]}): drop {flag}, or --protocol",
                 )
         config = dataclasses.replace(config, **fixed)
     algo = config_class.__module__.rsplit(".", 1)[-1]
@@ -358,7 +365,7 @@ def parse_config(
     else:
         problem = overwrite_problem(run_dir)
     if problem:
-        parser.error(problem)
+        usage_error(parser, problem)
     problem = broken_rule(config, RUN_RULES) or device_problem(config.device) or ray_problem(config.ray)
     problem = problem or learners_problem(config.learners, config.ray, config.n_envs) or check(config)
     try:  # a misspelt game or a bad env option is a usage error too, found before the run directory is made
@@ -366,7 +373,7 @@ def parse_config(
     except (TypeError, ValueError) as error:
         problem = problem or str(error)
     if problem:
-        parser.error(problem)
+        usage_error(parser, problem)
     return config
 
 
@@ -737,8 +744,8 @@ def load_checkpoint(checkpoint: str | Path) -> dict:
     `ValueError` if it is no trainer's checkpoint."""
     try:
         saved = torch.load(checkpoint, map_location="cpu")
-    except Exception as error:  # torch.load's errors on a file that is not its own are of many kinds
-        reason = f"{type(error).__name__}: {error}"
+    except Exception as error:  # of many kinds; torch's text (advice to load unsafely) is not for this reader
+        reason = f"torch.load cannot read it: {type(error).__name__}"
         raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train ({reason})") from None
     if not isinstance(saved, dict) or "config" not in saved:
         raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train (it holds no config)")

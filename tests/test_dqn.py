@@ -138,7 +138,7 @@ def test_the_variants_run_and_bad_arguments_are_usage_errors(tmp_path):
     run(tmp_path, "--total-frames", "800", "--run-dir", str(tmp_path), *variants, *TINY)
     assert [int(row["gradient_steps"]) for row in update_rows(tmp_path)] == [0, 24]
     bad = run(tmp_path, "--learning-starts", "10", status=2)  # in tmp_path: runs/Breakout-1-dqn is free
-    assert "learning_starts must be at least batch_size + n_envs * n_step" in bad.stderr
+    assert "--learning-starts 10 must be at least --batch-size + --n-envs x --n-step = " in bad.stderr
 
 
 def test_play_a_dqn_checkpoint(tmp_path):

@@ -62,6 +62,8 @@ def test_evaluate_refuses_bad_input_by_name():
         evaluate(scripted, "Breakout", life_loss="terminal")
     with pytest.raises(ValueError, match=r"unknown game 'Breakot' \(closest: Breakout"):
         evaluate(scripted, "Breakot")
+    with pytest.raises(ValueError, match=r"policy must return one action per observation \(2 here\), got shape \(\)"):
+        evaluate(lambda obs: 0, "Breakout", episodes=2)
 
 
 def test_an_evaluation_saves_the_json_report_reads_and_a_csv_of_its_games(tmp_path):

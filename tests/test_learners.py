@@ -128,7 +128,7 @@ def test_a_learners_share_of_a_minibatch_is_its_envs_samples_in_its_own_rollout(
     [
         (ppo, ["--learners", "2"], "--learners 2 needs --ray ADDRESS, the cluster Ray Train places the learners on"),
         (ppo, ["--learners", "3", "--ray", "local"], "--n-envs 8 must divide among --learners 3"),
-        (ppo, ["--learners", "2", "--ray", "local", "--n-envs", "6"], "async_envs needs an even n_envs (per learner)"),
+        (ppo, ["--learners", "2", "--ray", "local", "--n-envs", "6"], "--n-envs 6 / --learners 2 must be even"),
         (dqn, ["--learners", "2", "--ray", "local", "--batch-size", "33"], "batch_size 33 must divide among"),
         (ppo, ["--learners", "-1", "--ray", "local"], "learners must be"),
     ],

@@ -71,7 +71,7 @@ def test_sync_rollout_and_bad_arguments(tmp_path):
     run(tmp_path, "--total-frames", "256", "--run-dir", str(tmp_path / "sync"), "--no-async-envs", "--no-video", *TINY)
     assert len(update_rows(tmp_path / "sync")) == 1
     bad = run(tmp_path, "--n-envs", "3", status=2)  # in tmp_path: the default run directory runs/Breakout-1 is free
-    assert "async_envs needs an even n_envs" in bad.stderr
+    assert "--async-envs plays two halves of the envs in turn: --n-envs 3 must be even (or" in bad.stderr
 
 
 def test_a_trainer_run_where_the_test_stands_meets_a_users_earlier_run():

@@ -104,4 +104,6 @@ def test_a_trainer_flag_against_the_protocol_is_a_usage_error_naming_both(tmp_pa
     )
     with pytest.raises(SystemExit):
         ppo.parse_config(["--protocol", "deepmind", "--run-dir", str(tmp_path / "run")])
-    assert "the protocols are machado, nature, or none" in capsys.readouterr().err
+    assert "argument --protocol: unknown protocol 'deepmind'; the protocols are machado, nature, or none" in (
+        capsys.readouterr().err
+    )
