@@ -288,8 +288,9 @@ class NodeActor:
         return answer, _reply(answer, arrays, rows, self.same_step), self.location
 
     def close(self) -> None:
-        """Stop the pool's worker processes and delete its shared memory, then end the actor as a Python program ends:
-        its exit handlers remove the folder of its fork server's socket (/tmp/pymp-*), which `ray.kill` would leave."""
+        """Stop the pool's worker processes and delete its shared memory, then end the actor as a Python program
+        ends: its exit handlers remove the folder of its fork server's socket (``/tmp/pymp-*``), which `ray.kill`
+        would leave."""
         self.pool.close()
         _ray().actor.exit_actor()
 
