@@ -1,5 +1,7 @@
 """atari_game: Atari 2600 games as fast, correct, ready-to-train reinforcement-learning environments."""
 
+import importlib.metadata
+
 from atari_game.env import AtariGameEnv, make_game_pool, register_games
 from atari_game.evaluation import Evaluation, evaluate
 from atari_game.game import (
@@ -47,6 +49,9 @@ __all__ = [
     "resolve_game",
     "worker_process",
 ]
+
+#: The installed release (pyproject.toml's version), as bug reports and `atari-game --version` give it.
+__version__ = importlib.metadata.version("atari_game")
 
 # gymnasium.make("atari_game/Breakout-v0") and friends work as soon as atari_game is imported.
 register_games()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+import atari_game
 from atari_game import benchmark
 from atari_game.arguments import checkpoint_file, count, game_name, mp4_file, scoring_protocol, seed
 from atari_game.evaluation import evaluate_checkpoint
@@ -131,11 +133,22 @@ def build_parser() -> argparse.ArgumentParser:
     """The `atari-game` command's parser: its commands, and the flags of `games` and `play` (`bench` and `train`
     parse their own: `atari_game.benchmark.build_parser`, `trainer_parser` and the trainers' `Config`)."""
     parser = argparse.ArgumentParser(prog="atari-game", description=__doc__.splitlines()[0])
+    versions = ", ".join(f"{name} {importlib.metadata.version(name)}" for name in ("ale-py", "gymnasium", "numpy"))
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {atari_game.__version__} ({versions}, Python {sys.version.split()[0]})",
+    )
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", help="what to do (`atari-game COMMAND --help`: its flags)"
     )
-    games_parser = commands.add_parser("games", help="list the bundled games with their actions")
-    play_parser = commands.add_parser("play", help="play one whole game (random or trained agent), optionally recorded")
+
+    def command(name: str, about: str) -> argparse.ArgumentParser:
+        """A command's parser: `about` in the list of commands, and atop its own --help."""
+        return commands.add_parser(name, help=about, description=f"{about[0].upper()}{about[1:]}.")
+
+    games_parser = command("games", "list the bundled games with their actions")
+    play_parser = command("play", "play one whole game (random or trained agent), optionally recorded")
     play_parser.add_argument(
         "game", type=game_name, help="the game, e.g. Breakout, Pong, MsPacman (`atari-game games` lists them)"
     )
@@ -150,8 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     play_parser.add_argument(
         "--seed", type=seed, default=0, help="the game's seed, an integer >= 0 (default: %(default)s)"
     )
-    evaluate_parser = commands.add_parser(
-        "evaluate", help="score trained agents: whole games under a protocol, mean, standard error and HNS"
+    evaluate_parser = command(
+        "evaluate", "score trained agents: whole games under a protocol, mean, standard error and HNS"
     )
     evaluate_parser.add_argument(
         "checkpoints",
@@ -184,8 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="where the JSON and CSV go (default: beside each checkpoint, evaluation-PROTOCOL.json)",
     )
-    report_parser = commands.add_parser(
-        "report", help="aggregate scores across games: IQM, median, mean of HNS with confidence intervals, Atari-5"
+    report_parser = command(
+        "report", "aggregate scores across games: IQM, median, mean of HNS with confidence intervals, Atari-5"
     )
     report_parser.add_argument(
         "inputs",

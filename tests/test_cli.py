@@ -3,7 +3,9 @@
 import ast
 import csv
 import graphlib
+import importlib.metadata
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -315,3 +317,16 @@ def test_the_package_imports_without_a_cycle():
                 imported |= {alias.name.split(".")[1] for alias in node.names if alias.name.startswith("atari_game.")}
         graph[path.stem] = (imported & modules) - {path.stem}
     graphlib.TopologicalSorter(graph).prepare()  # a cycle raises CycleError, naming its modules
+
+
+def test_version_names_the_release_with_the_emulator_and_python(capsys):
+    import atari_game
+
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    release = re.search(r'^version = "(.+)"$', pyproject, re.MULTILINE).group(1)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and atari_game.__version__ == release
+    shown = capsys.readouterr().out
+    assert shown.startswith(f"atari-game {release} (ale-py {importlib.metadata.version('ale-py')}, gymnasium ")
+    assert shown.endswith(f", Python {sys.version.split()[0]})\n")

@@ -67,7 +67,7 @@ def test_every_flag_has_a_description_its_default_and_its_choices():
     for name, parser in parsers.items():
         whole_help = " ".join(parser.format_help().split())  # also fails on a help with a stray %
         for action in parser._actions:
-            if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
+            if action.help == argparse.SUPPRESS or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
                 continue
             where = f"{name} {'/'.join(action.option_strings) or action.dest}"
             about = action.help % {**vars(action), "prog": parser.prog} if action.help else ""
