@@ -249,7 +249,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     for k, pool in enumerate(pools):
         rollout.next_obs[k * pool.num_envs : (k + 1) * pool.num_envs] = torch.from_numpy(pool.reset()[0])
     start, start_frames = time.perf_counter(), frames
-    progress = progress_bar(config.total_frames, frames, shown=learners.lead)
+    progress = progress_bar(4 * config.batch_size * n_updates, frames, shown=learners.lead)  # whole updates' frames
     try:
         for update in range(first_update, n_updates):
             # Anneal the learning rate linearly to zero over the whole run (a resumed run continues the schedule).
