@@ -87,6 +87,7 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
             )
         self.render_mode = render_mode
         self.game = Game(game, seed=None, **game_options)
+        self.closed = False  # close() sets it: reset and step refuse to play on
 
         self.observation_space = observation_space(self.game.options)
         self.action_space = action_space(self.game.options)
@@ -111,6 +112,7 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
 
         ``options`` must be None or empty: there are no reset options.
         """
+        self._check_open()
         if options:
             raise ValueError(f"reset options are not supported, got {options!r}: use None")
         # Seed Gymnasium's own generator too (env.np_random), as its API promises; the Game has its own.
@@ -125,6 +127,7 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Play one agent step; see the class docstring for what is returned."""
+        self._check_open()
         if self.game.next_episode_due:  # a step after a done without reset() plays on in the next episode
             self.game.start_next_episode()
         # A done step leaves the next episode to reset(): obs is the ended episode's final observation.
@@ -145,6 +148,14 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         if self.render_mode == "rgb_array":
             return self.game.screen_rgb()
         return None
+
+    def close(self) -> None:
+        """Done with the env: a later `reset` or `step` raises `RuntimeError` (it used to play on)."""
+        self.closed = True
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"{self!r} is closed: make a new one (gymnasium.make) to play again")
 
     def __repr__(self) -> str:
         return f"AtariGameEnv({self.game.name!r})"

@@ -36,6 +36,15 @@ def test_check_env_passes_without_warnings(no_warnings, life_loss):
     env.close()
 
 
+def test_a_closed_env_refuses_to_play_on():
+    env = gym.make("atari_game/Pong-v0")
+    env.reset(seed=0)
+    env.close()
+    for call in (lambda: env.step(0), lambda: env.reset()):
+        with pytest.raises(RuntimeError, match=r"AtariGameEnv\('Pong'\) is closed: make a new one"):
+            call()
+
+
 @pytest.mark.parametrize(
     "options",
     [
