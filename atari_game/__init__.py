@@ -50,8 +50,12 @@ __all__ = [
     "worker_process",
 ]
 
-#: The installed release (pyproject.toml's version), as bug reports and `atari-game --version` give it.
-__version__ = importlib.metadata.version("atari_game")
+#: The installed release (pyproject.toml's version), as bug reports and `atari-game --version` give it; "not
+#: installed" for a checkout used through PYTHONPATH (as on a Ray node, where `ray_pool.versions` says the same).
+try:
+    __version__ = importlib.metadata.version("atari_game")
+except importlib.metadata.PackageNotFoundError:
+    __version__ = "not installed"
 
 # gymnasium.make("atari_game/Breakout-v0") and friends work as soon as atari_game is imported.
 register_games()

@@ -71,6 +71,10 @@ def protocol_name(name: str) -> str:
 def scoring_protocol(name: str, or_none: bool = False) -> str:
     """An argparse type: a protocol of `atari_game.protocols` by name (`atari-game evaluate` scores under one);
     `or_none`: the error lists ``none`` too."""
+    if name == "none" and not or_none:
+        raise argparse.ArgumentTypeError(
+            "scores are under a protocol, machado or nature: leave --protocol out for the run's own"
+        )
     try:
         return get_protocol(name).name
     except ValueError as error:

@@ -169,8 +169,8 @@ def check_config(config: Config) -> str:
         return f"total_frames must be at least one step of every env, 4 * n_envs = {4 * config.n_envs}"
     # A gradient step samples from what was stored before its pool step (see train) and n-step transitions
     # become sampleable n_step - 1 steps late: learning_starts must leave a batch's worth in the memory.
-    if config.learning_starts < config.batch_size + config.n_envs * config.n_step:
-        least = config.batch_size + config.n_envs * config.n_step
+    least = config.batch_size + config.n_envs * config.n_step
+    if config.learning_starts < least:
         return (
             f"--learning-starts {config.learning_starts} must be at least --batch-size + --n-envs x --n-step = {least}"
         )

@@ -150,7 +150,7 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         return None
 
     def close(self) -> None:
-        """Done with the env: a later `reset` or `step` raises `RuntimeError` (it used to play on)."""
+        """Done with the env: a later `reset` or `step` raises `RuntimeError`."""
         self.closed = True
 
     def _check_open(self) -> None:

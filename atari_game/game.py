@@ -228,9 +228,6 @@ FOREIGN_OPTIONS = {
     "max_num_frames_per_episode": "max_episode_frames (emulator frames, as ale-py's)",
     **dict.fromkeys(("reward_clip", "reward_clipping"), "clip_rewards=True"),
     "use_fire_reset": "fire_reset=True",
-    # A GamePool's own arguments, under other libraries' names (the pool hands what it does not know to the games).
-    **dict.fromkeys(("num_envs", "envs"), "GamePool(n_envs, game): the count is the first argument"),
-    **dict.fromkeys(("workers", "num_workers", "num_threads"), "n_workers= (GamePool's worker processes)"),
 }
 
 

@@ -101,11 +101,22 @@ class Books:
         self.was_reset = True
 
 
-def _check_n_envs(n_envs: Any, game: Any) -> int:
-    """`n_envs` as an int in [1, 65536]; a game name in its place (gym.make_vec's order) gets the call to write."""
-    if isinstance(n_envs, str):
+# A pool's own arguments under other libraries' names (the pool hands the keywords it does not know to the games).
+OTHER_NAMES = {
+    **dict.fromkeys(("num_envs", "envs"), "the count is the first argument, n_envs"),
+    **dict.fromkeys(("workers", "num_workers", "num_threads"), "use n_workers= (the worker processes)"),
+}
+
+
+def _check_arguments(pool: str, n_envs: Any, game: Any, game_options: dict[str, Any]) -> int:
+    """`n_envs` as an int in [1, 65536], once the likeliest slips are named: a game name in its place (gym.make_vec's
+    order) and a pool argument under another library's name (`OTHER_NAMES`). `pool`: the class, as the call names it.
+    """
+    if isinstance(n_envs, str) and not n_envs.isdigit():
         count = game if isinstance(game, int) else 8
-        raise TypeError(f"GamePool(n_envs, game): the count comes first, as in GamePool({count}, {n_envs!r})")
+        raise TypeError(f"{pool}(n_envs, game): the count comes first, as in {pool}({count}, {n_envs!r})")
+    if foreign := sorted(game_options.keys() & OTHER_NAMES.keys()):
+        raise TypeError(f"{pool}: unknown argument {foreign[0]!r}: {OTHER_NAMES[foreign[0]]}")
     return check_count("n_envs", n_envs, 1, 1 << 16)
 
 
@@ -284,7 +295,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         **game_options: Any,
     ) -> None:
         # Validate everything before any process or shared memory exists.
-        n_envs = _check_n_envs(n_envs, game)
+        n_envs = _check_arguments(type(self).__name__, n_envs, game, game_options)
         self.options, self.games = _check_games(n_envs, game, seed, game_options)
         if n_workers is not None:
             n_workers = check_count("n_workers", n_workers, 1, n_envs)

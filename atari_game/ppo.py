@@ -131,7 +131,7 @@ def check_config(config: Config) -> str:
             envs, whose = f"{envs} / --learners {config.learners}", "each learner's"
         return f"--async-envs plays two halves of {whose} envs in turn: {envs} must be even (or --no-async-envs)"
     if config.total_frames < 4 * config.batch_size:
-        return f"total_frames must be at least one update's 4 * n_envs * n_steps = {4 * config.batch_size}"
+        return f"--total-frames must be at least one update's 4 x --n-envs x --n-steps = {4 * config.batch_size}"
     return ""
 
 

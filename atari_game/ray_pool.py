@@ -53,7 +53,8 @@ FREE_CPU_WAIT = 10.0
 ADDRESSES = 'None, "auto", "local", "HOST:PORT" (a node, usually port 6379) or "ray://HOST:PORT" (Ray Client)'
 # The kinds of actor a pool can run its envs in (RayGamePool's `actors`).
 ACTORS = ("worker", "node")
-# How long a node actor may take to stop its pool's worker processes when the pool closes, before it is killed.
+# How long a node actor may take to stop its pool's worker processes and end itself when the pool closes, before it
+# is killed.
 CLOSE_TIMEOUT = 5.0
 # Ray's single-machine mode (the default on macOS and Windows), read from the environment by every Ray process:
 # in it a node at 127.0.0.1 stays there, and its gRPC servers and agents listen on 127.0.0.1 only.
@@ -290,7 +291,7 @@ class NodeActor:
     def close(self) -> None:
         """Stop the pool's worker processes and delete its shared memory, then end the actor as a Python program
         ends: its exit handlers remove the folder of its fork server's socket (``/tmp/pymp-*``), which `ray.kill`
-        would leave."""
+        would leave. The caller's reference resolves to the actor's death, not to a value (nor is it restarted)."""
         self.pool.close()
         _ray().actor.exit_actor()
 
@@ -325,15 +326,15 @@ def _node_cpus(ray: Any) -> list[float]:
 
 
 def _shut_down(actors: list[RayActor], pool_id: int, node_actors: bool) -> None:
-    """Kill every actor (`node_actors` first close their pools, within `CLOSE_TIMEOUT` seconds), and end the Ray
-    connection a pool made once no pool uses it (stopping the local Ray instance it started, if it did); a plain
-    function, for `weakref.finalize`."""
+    """End every actor (`node_actors` close their pools and end themselves, within `CLOSE_TIMEOUT` seconds; the rest,
+    and any still running then, are killed), and end the Ray connection a pool made once no pool uses it (stopping
+    the local Ray instance it started, if it did); a plain function, for `weakref.finalize`."""
     ray = _ray()
     ours = pool_id in _connection["pools"]
     _connection["pools"].discard(pool_id)
     if not ray.is_initialized():  # Ray already shut down (at interpreter exit, say): the actors went with it
         return
-    if node_actors:  # closed first, a node actor's pool ends its workers now, not when they find their parent gone
+    if node_actors:  # a node actor's pool ends its workers now, not when they find their parent gone
         closing = [actor.actor.close.remote() for actor in actors if actor.actor is not None]
         ray.wait(closing, num_returns=len(closing), timeout=CLOSE_TIMEOUT)
     for actor in actors:
@@ -445,7 +446,7 @@ class RayTransport:
         return self.shared
 
     def close(self) -> None:
-        """Kill the actors (once; nothing if `open` did not run)."""
+        """End the actors (once; nothing if `open` did not run): see `_shut_down`."""
         if hasattr(self, "finalizer"):
             self.finalizer()
 

@@ -29,6 +29,7 @@ import importlib
 import importlib.util
 import inspect
 import itertools
+import pickle
 import re
 import textwrap
 import time
@@ -744,8 +745,14 @@ def load_checkpoint(checkpoint: str | Path) -> dict:
     `ValueError` if it is no trainer's checkpoint."""
     try:
         saved = torch.load(checkpoint, map_location="cpu")
-    except Exception as error:  # of many kinds; torch's text (advice to load unsafely) is not for this reader
-        reason = f"torch.load cannot read it: {type(error).__name__}"
+    except OSError as error:  # a file that cannot be read (it may be a checkpoint)
+        raise ValueError(f"cannot read {checkpoint}: {error.strerror or error}") from None
+    except pickle.UnpicklingError:  # torch's text here advises loading unsafely: not for this reader
+        reason = "not a file torch.save wrote"
+        raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train ({reason})") from None
+    except Exception as error:  # of many kinds: a truncated copy, another format
+        first_line = str(error).split("\n")[0]
+        reason = f"{type(error).__name__}: {first_line}"
         raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train ({reason})") from None
     if not isinstance(saved, dict) or "config" not in saved:
         raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train (it holds no config)")

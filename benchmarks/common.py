@@ -85,15 +85,15 @@ class Stopwatch:
 
 
 def per_call(call: Callable[[], object], calls: int = 1, seconds: float = 0.0, warm_up: int = 0) -> dict[str, float]:
-    """The `Stopwatch` reading per call of `calls` calls of `call`, or of as many as fill about `seconds`, after
-    `warm_up` untimed ones; and their count (``calls``)."""
+    """The `Stopwatch` reading per call of `call`, called at least `calls` times and for at least `seconds`, after
+    `warm_up` untimed calls; and how many calls were timed (``calls``, a float like the rest)."""
     for _ in range(warm_up):
         call()
     clock, done = Stopwatch(), 0
     while done < calls or time.perf_counter() - clock.wall < seconds:
         call()
         done += 1
-    return {**{key: value / done for key, value in clock.read().items()}, "calls": done}
+    return {**{key: value / done for key, value in clock.read().items()}, "calls": float(done)}
 
 
 def turns(names: list[str], round_number: int) -> list[str]:

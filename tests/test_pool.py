@@ -385,7 +385,7 @@ def test_bad_continuous_actions_are_refused_before_anything_is_sent(pool_factory
             r"GamePool\(n_envs, game\): the count comes first, as in GamePool\(16, 'Pong'\)",
         ),
         ({"n_envs": 2, "n_workers": 3}, r"n_workers must be an integer in \[1, 2\], got 3"),
-        ({"n_envs": 2, "workers": 2}, r"unknown game option 'workers': use n_workers= \(GamePool's worker processes\)"),
+        ({"n_envs": 2, "workers": 2}, r"GamePool: unknown argument 'workers': use n_workers= \(the worker processes\)"),
         ({"n_envs": 2, "batch_size": 0}, r"batch_size must be an integer in \[1, 2\]"),
         ({"n_envs": 2, "autoreset_mode": "Disabled"}, r"autoreset_mode must be one of \('NextStep', 'SameStep'\)"),
         ({"n_envs": 2, "frame_skip": 0}, "frame_skip must be an integer >= 1"),

@@ -479,8 +479,9 @@ def test_a_node_actors_dead_worker_restarts_the_actors_envs_or_breaks_the_pool_n
     )
 
 
-def test_closing_a_pool_of_node_actors_leaves_no_process_and_no_shared_memory(cluster):
-    pool = RayGamePool(4, actors="node", **OPTIONS)
+@pytest.mark.parametrize("restart_workers", [False, True])  # True: actors Ray restarts, unless they end themselves
+def test_closing_a_pool_of_node_actors_leaves_no_process_and_no_shared_memory(cluster, restart_workers):
+    pool = RayGamePool(4, actors="node", restart_workers=restart_workers, **OPTIONS)
     pool.reset()
     pool.step([0, 1, 2, 3])
     actors = pids(pool)

@@ -102,7 +102,7 @@ def test_a_node_actor_renumbers_its_pools_dead_worker_by_the_fields_whatever_the
             assert (died.pid, died.env_ids, died.exitcode, died.signal) == (victim, (12, 13), -9, "SIGKILL")
             assert worker_pids(actor.pool)[1] != victim  # its pool started again
         finally:
-            actor.close()
+            actor.pool.close()  # (NodeActor.close also ends the actor's process: this one is the test's)
     finally:
         if ours:
             ray.shutdown()
