@@ -65,21 +65,24 @@ def game_name(name: str) -> str:
 
 def protocol_name(name: str) -> str:
     """An argparse type: a protocol of `atari_game.protocols` by name, or ``none`` (returned as "")."""
-    return "" if name == "none" else scoring_protocol(name, or_none=True)
+    if name == "none":
+        return ""
+    try:
+        return scoring_protocol(name)
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{error}, or none") from None
 
 
-def scoring_protocol(name: str, or_none: bool = False) -> str:
-    """An argparse type: a protocol of `atari_game.protocols` by name (`atari-game evaluate` scores under one);
-    `or_none`: the error lists ``none`` too."""
-    if name == "none" and not or_none:
+def scoring_protocol(name: str) -> str:
+    """An argparse type: a protocol of `atari_game.protocols` by name (`atari-game evaluate` scores under one)."""
+    if name == "none":
         raise argparse.ArgumentTypeError(
             "scores are under a protocol, machado or nature: leave --protocol out for the run's own"
         )
     try:
         return get_protocol(name).name
     except ValueError as error:
-        valid = str(error).removeprefix("protocol: ") + (", or none" if or_none else "")
-        raise argparse.ArgumentTypeError(valid) from None
+        raise argparse.ArgumentTypeError(str(error).removeprefix("protocol: ")) from None
 
 
 def checkpoint_file(text: str) -> Path:

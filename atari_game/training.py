@@ -747,12 +747,11 @@ def load_checkpoint(checkpoint: str | Path) -> dict:
         saved = torch.load(checkpoint, map_location="cpu")
     except OSError as error:  # a file that cannot be read (it may be a checkpoint)
         raise ValueError(f"cannot read {checkpoint}: {error.strerror or error}") from None
-    except pickle.UnpicklingError:  # torch's text here advises loading unsafely: not for this reader
-        reason = "not a file torch.save wrote"
-        raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train ({reason})") from None
-    except Exception as error:  # of many kinds: a truncated copy, another format
+    except Exception as error:  # of many kinds: another format, a truncated copy
+        # (torch's text on a pickle it refuses advises loading it unsafely: not for this reader)
         first_line = str(error).split("\n")[0]
-        reason = f"{type(error).__name__}: {first_line}"
+        unpickled = isinstance(error, pickle.UnpicklingError)
+        reason = "not a file torch.save wrote" if unpickled else f"{type(error).__name__}: {first_line}"
         raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train ({reason})") from None
     if not isinstance(saved, dict) or "config" not in saved:
         raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train (it holds no config)")
