@@ -1,9 +1,7 @@
 """The argparse types of every command line: ``atari-game`` and its commands, the trainers' flags, the scripts of
 examples/ and benchmarks/. Each reads one value as the user writes it (counts as ``1e6`` or ``10_000_000``, games
-in any usual spelling) and refuses a bad one with a usage error that says what to write.
-
-It imports none of the modules whose command lines use it (`atari_game.cli`, `atari_game.training`,
-`atari_game.benchmark`), so that each of them imports it at its top, without an import cycle.
+in any usual spelling) and refuses a bad one with a usage error that says what to write. It imports none of the
+modules whose command lines use it, so that each of them imports it at its top, without an import cycle.
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ def seed(text: str) -> int:
 
 
 def game_name(name: str) -> str:
-    """An argparse type: a bundled game, returned as given, or a usage error naming the closest games and the
-    command that lists them all."""
+    """An argparse type: a bundled game, as given, or a usage error naming the closest ones and `atari-game games`."""
     try:
         resolve_game(name)
     except ValueError as error:

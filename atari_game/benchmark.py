@@ -2,20 +2,15 @@
 
     pip install -e ".[bench]" && atari-game bench --envs 4 8 16 32 --rounds 4 --seconds 5
 
-Every system runs with identical settings: Breakout (or `--game`), frame-skip 4, max-pool, grayscale 84x84
-(area interpolation), stack 4, noop_max 30, no sticky actions, no reward clipping, the game reset only at game
-over, random actions. For each N the systems are built once, then measured in turn for `--rounds` rounds,
-the order rotating each round so that drift on a noisy machine hits all of them alike. The table gives
-mean agent steps/s, the CPU time (all processes and threads) per agent step, and ratios; `--json` keeps
-every measurement. Absolute numbers belong to the machine they were measured on: compare ratios. The async
-systems (GamePool and EnvPool with send/recv and batch_size N/2) each take the first N/2 envs to finish
-and send them straight back.
-
-    atari-game bench --parent-grid --workers 2 8 16 32 64 --envs 64 128 256
-
-measures instead the parent's own CPU per batch step of a copy=False GamePool over workers x envs (N >= W;
-more workers than cores is fine, as only the parent's CPU time counts), fits it as per-step + per-worker x W
-+ per-env x N by least squares, and prints the env steps/s one parent could feed (its ceiling).
+Every system runs with the same settings (Breakout or `--game`, frame-skip 4, max-pool, grayscale 84x84 with area
+interpolation, stack 4, noop_max 30, no sticky actions or reward clipping, a reset only at game over, random actions;
+the async systems take the first N/2 envs to finish and send them straight back). For each N the systems are built
+once, then measured in turn for `--rounds` rounds, the order rotating each round so that a noisy machine's drift hits
+all of them alike: the table gives mean agent steps/s, CPU time (all processes and threads) per step and paired
+ratios (absolute numbers belong to their machine: compare ratios); `--json` keeps every measurement.
+``--parent-grid`` measures instead the parent's own CPU per batch step of a copy=False GamePool over workers x envs
+(N >= W; more workers than cores is fine: only the parent's CPU counts), fits it as per-step + per-worker x W +
+per-env x N, and prints the env steps/s one parent could feed. docs/performance.md shows both.
 """
 
 from __future__ import annotations
@@ -287,8 +282,7 @@ def _process_cpu(pid: int) -> float:
 
 
 def measure(step: Callable, n: int, n_actions: int, seconds: float, rng: np.random.Generator) -> dict[str, float]:
-    """Random-action steps (of `n_actions`) for about `seconds` after a short warm-up: agent steps/s and CPU µs per
-    step."""
+    """Random-action steps (of `n_actions`) for about `seconds` after a warm-up: agent steps/s, CPU µs per step."""
     for _ in range(10):
         step(rng.integers(n_actions, size=n))
     steps, cpu_start, start = 0, cpu_seconds(), time.perf_counter()
@@ -358,13 +352,6 @@ def _bare_rate(game: str, seconds: float, start_at: float) -> float:
     return bare_steps(game, actions, seconds) / (time.perf_counter() - start)
 
 
-def limit_processes() -> concurrent.futures.ProcessPoolExecutor:
-    """The processes that measure the `emulation_limit`, one per core, started now (not during a measurement)."""
-    executor = concurrent.futures.ProcessPoolExecutor(CORES, mp_context=multiprocessing.get_context("spawn"))
-    list(executor.map(time.sleep, [0.5] * CORES))  # each busy while the next is asked for: CORES processes
-    return executor
-
-
 def emulation_limit(executor: concurrent.futures.ProcessPoolExecutor, seconds: float, game: str = GAME) -> float:
     """The machine's emulation limit in agent steps/s: `bare_steps`, one process per core, all at once for `seconds`
     (the sum of their rates). No pool can step faster than ALE's own work for the same steps allows."""
@@ -431,41 +418,40 @@ def parent_grid(game: str, workers: list[int], envs: list[int], steps: int, json
 def build_parser() -> argparse.ArgumentParser:
     """`atari-game bench`'s command line."""
     parser = argparse.ArgumentParser(prog="atari-game bench", description=__doc__.splitlines()[0])
+    add = parser.add_argument
     unmeasured = ", ".join(repr(name) for name in SYSTEMS if name not in DEFAULT_SYSTEMS)
-    parser.add_argument(
+    add(
         "--envs",
         type=count,
         nargs="+",
         help="numbers of envs N to measure (default: 4 8 16 32; --parent-grid: 64 128 256)",
     )
-    parser.add_argument(
+    add(
         "--parent-grid",
         action="store_true",
         help="measure instead the parent's CPU per batch step over --workers x --envs (default: off)",
     )
-    parser.add_argument(
+    add(
         "--workers",
         type=count,
         nargs="+",
         default=[2, 8, 16, 32, 64],
         help="numbers of worker processes W, for --parent-grid (default: 2 8 16 32 64)",
     )
-    parser.add_argument(
+    add(
         "--steps",
         type=count,
         default=100,
         help="batch steps of N envs per --parent-grid measurement (default: %(default)s)",
     )
-    parser.add_argument(
+    add(
         "--rounds",
         type=count,
         default=4,
         help="rounds, each measuring every system once in turn (default: %(default)s)",
     )
-    parser.add_argument(
-        "--seconds", type=float, default=5.0, help="seconds of stepping per system per round (default: %(default)s)"
-    )
-    parser.add_argument(
+    add("--seconds", type=float, default=5.0, help="seconds of stepping per system per round (default: %(default)s)")
+    add(
         "--systems",
         nargs="+",
         default=DEFAULT_SYSTEMS,
@@ -473,10 +459,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SYSTEM",
         help=f"the systems to measure, quoted, of: {', '.join(map(repr, SYSTEMS))} (default: all but {unmeasured})",
     )
-    parser.add_argument(
-        "--game", type=game_name, default=GAME, help="the game (`atari-game games` lists them) (default: %(default)s)"
-    )
-    parser.add_argument(
+    add("--game", type=game_name, default=GAME, help="the game (`atari-game games` lists them) (default: %(default)s)")
+    add(
         "--json",
         type=Path,
         default=Path("runs/bench.json"),
@@ -486,36 +470,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    game = args.game
+    args = build_parser().parse_args(argv)
     if args.parent_grid:
-        envs = args.envs or [64, 128, 256]
-        return parent_grid(game, args.workers, envs, args.steps, args.json.with_name("parent.json"))
-
+        return parent_grid(
+            args.game, args.workers, args.envs or [64, 128, 256], args.steps, args.json.with_name("parent.json")
+        )
     rng = np.random.default_rng(0)
-    results: dict[str, Any] = {"machine": MACHINE, "game": game, "runs": {}}
-    with limit_processes() as limit_executor:
+    results: dict[str, Any] = {"machine": MACHINE, "game": args.game, "runs": {}}
+    # The processes that measure the `emulation_limit`, one per core, started now (not during a measurement).
+    with concurrent.futures.ProcessPoolExecutor(CORES, mp_context=multiprocessing.get_context("spawn")) as executor:
+        list(executor.map(time.sleep, [0.5] * CORES))  # each busy while the next is asked for: CORES processes
         for n in args.envs or [4, 8, 16, 32]:
-            results["runs"][n] = compare(n, game, args.systems, args.rounds, args.seconds, limit_executor, rng)
+            results["runs"][n] = compare(n, args, executor, rng)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1))
     print(f"\nall measurements: {args.json}")
 
 
 def compare(
-    n: int,
-    game: str,
-    systems: list[str],
-    rounds: int,
-    seconds: float,
-    limit_executor: concurrent.futures.ProcessPoolExecutor,
-    rng: np.random.Generator,
+    n: int, args: argparse.Namespace, limit_executor: concurrent.futures.ProcessPoolExecutor, rng: np.random.Generator
 ) -> dict[str, Any]:
-    """Measure `systems` with `n` envs for `rounds` rounds of `seconds` each, the emulation limit first in each round,
-    print the table and return every measurement."""
-    built, skipped = {}, {}
-    for name in systems:
+    """Measure `args.systems` with `n` envs for `args.rounds` rounds of `args.seconds` each, the emulation limit first
+    in each round, print the table and return every measurement."""
+    game, built, skipped = args.game, {}, {}
+    for name in args.systems:
         try:
             built[name] = SYSTEMS[name](n, game)
         except ImportError as error:
@@ -524,11 +502,11 @@ def compare(
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in built}
     n_actions = len(action_meanings(game))
     try:
-        for round_number in range(rounds):
-            limits.append(emulation_limit(limit_executor, seconds, game))
+        for round_number in range(args.rounds):
+            limits.append(emulation_limit(limit_executor, args.seconds, game))
             order = list(built)[round_number % len(built) :] + list(built)[: round_number % len(built)]
             for name in order:
-                runs[name].append(measure(built[name][0], n, n_actions, seconds, rng))
+                runs[name].append(measure(built[name][0], n, n_actions, args.seconds, rng))
                 print(
                     f"N={n} round {round_number + 1}: {name}: {runs[name][-1]['steps_per_s']:,.0f} steps/s", flush=True
                 )

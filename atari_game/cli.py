@@ -145,9 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, about: str) -> argparse.ArgumentParser:
         """A command's parser: `about` in the list of commands, and atop its own --help."""
-        return commands.add_parser(name, help=about, description=f"{about[0].upper()}{about[1:]}.")
+        parser = commands.add_parser(name, help=about, description=f"{about[0].upper()}{about[1:]}.")
+        parser.set_defaults(command_parser=parser)  # for the usage error of a flag it does not know (see main)
+        return parser
 
-    games_parser = command("games", "list the bundled games with their actions")
+    command("games", "list the bundled games with their actions")
     play_parser = command("play", "play one whole game (random or trained agent), optionally recorded")
     play_parser.add_argument(
         "game", type=game_name, help="the game, e.g. Breakout, Pong, MsPacman (`atari-game games` lists them)"
@@ -217,9 +219,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--resamples", type=count, default=10_000, help="bootstrap resamples per interval (default: %(default)s)"
     )
     report_parser.add_argument("--seed", type=seed, default=0, help="the bootstrap's seed (default: %(default)s)")
-    # Each command's parser, for the usage error of a flag it does not know (see main).
-    for command_parser in (games_parser, play_parser, evaluate_parser, report_parser):
-        command_parser.set_defaults(command_parser=command_parser)
     for name, (_, about) in FORWARDED.items():
         commands.add_parser(name, help=f"{about} (see: atari-game {name} --help)")
     return parser

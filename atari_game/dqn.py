@@ -3,29 +3,20 @@
     python examples/dqn.py --game Breakout --total-frames 10000000    # train (or: atari-game train --algo dqn ...)
     python examples/dqn.py --eval runs/Breakout-1-dqn/checkpoint.pt     # play one game with a trained agent
 
-Standard DQN (Mnih et al. 2015): the Nature-DQN CNN as Q-network, Adam (lr 1e-4), the mean squared TD error,
-a target network copied every 1,000 transitions, epsilon-greedy exploration with epsilon falling linearly
-from 1 to 0.01 over the first 10 % of the run, learning from the 80,000th transition on with one gradient
-step of a batch of 32 per 4 transitions, gamma 0.99, a replay memory of 1M transitions; life-loss episodes,
-clipped rewards, 1..30 NOOPs and FIRE. By default with the Rainbow-lite switches on: Double DQN's target
-(``--double``), 3-step returns (``--n-step 3``) and proportional prioritized replay (``--prioritized``, beta annealed
-to 1), which learned Breakout faster than CleanRL's DQN over 3 seeds (the Results page); ``--cleanrl`` turns the
-three off, for exactly CleanRL's algorithm.
+Standard DQN (Mnih et al. 2015) with CleanRL's settings and, by default, the Rainbow-lite switches on: Double DQN's
+target (``--double``), 3-step returns (``--n-step 3``) and proportional prioritized replay (``--prioritized``), which
+learned Breakout faster than CleanRL's DQN over 3 seeds (the Results page); ``--cleanrl`` turns the three off.
 Every field of `Config` is a command-line flag (``--n-envs 4``, ``--no-clip-rewards``).
 
 Counting, as CleanRL does: a *transition* is one agent step of one env (4 emulator frames). CleanRL's
 ``--total-timesteps T`` is ``--total-frames 4T`` here; ``--buffer-size``, ``--learning-starts``,
-``--target-network-frequency`` and ``--train-frequency`` count transitions of all envs together, as CleanRL's
-do, so that the number of envs does not change the learning per frame: with 8 envs, every pool step adds 8
-transitions and takes 2 gradient steps.
+``--target-network-frequency`` and ``--train-frequency`` count transitions of all envs together, so that the number
+of envs does not change the learning per frame: with 8 envs, every pool step adds 8 transitions and takes 2 gradient
+steps.
 
-A run writes into ``--run-dir``: ``progress.csv``, ``checkpoint.pt`` (every ``--checkpoint-every`` frames and at
-the end), ``learning_curve.png`` and ``agent.mp4`` (one whole game, in colour, played epsilon-greedy with
-``--eval-epsilon``). ``--resume`` continues from the checkpoint: weights, target network, optimizer, exploration
-schedule, random generators and frame count, and the replay memory, saved beside it as ``replay.npz`` (its frames
-compressed: ``--compression zstd``, 1M transitions in 0.2-0.4 GB). Without that file (``--no-save-memory``) a resumed
-run refills the memory, playing on with the schedule's epsilon for ``--learning-starts`` transitions (counted in
-the frame budget, as all play is) before it takes gradient steps and target updates again.
+A run writes into ``--run-dir``: ``progress.csv``, ``checkpoint.pt`` (every ``--checkpoint-every`` frames and at the
+end; ``--resume`` continues from it, and from the replay memory saved beside it as ``replay.npz``),
+``learning_curve.png`` and ``agent.mp4`` (one whole game, in colour, played epsilon-greedy with ``--eval-epsilon``).
 """
 
 from __future__ import annotations
@@ -72,12 +63,10 @@ from atari_game.validation import POSITIVE, at_least, between, broken_rule
 
 @dataclasses.dataclass
 class Config(RunConfig):
-    """All hyperparameters and settings of a run: `RunConfig`'s, which every run has (the game, the envs, where it
-    runs and writes), and DQN's own below, whose defaults are CleanRL's dqn_atari.py ones but for the Rainbow-lite
-    switches (``double``, ``n_step``, ``prioritized``; ``cleanrl`` turns them off). Each field is a flag of
-    ``atari-game train --algo dqn`` and ``examples/dqn.py`` (``n_envs``: ``--n-envs``; a boolean ``double``:
-    ``--double`` / ``--no-double``), and the first paragraph of its docstring is the flag's ``--help``. A
-    transition is one agent step of one env: 4 emulator frames."""
+    """All hyperparameters and settings of a run: `RunConfig`'s, which every run has, and DQN's own below, whose
+    defaults are CleanRL's dqn_atari.py ones but for the Rainbow-lite switches (``cleanrl`` turns them off). Each
+    field is a flag of ``atari-game train --algo dqn`` and ``examples/dqn.py``, named and helped as `RunConfig` says.
+    A transition is one agent step of one env: 4 emulator frames."""
 
     learning_rate: float = 1e-4
     """Adam's learning rate."""
@@ -100,8 +89,7 @@ class Config(RunConfig):
     replay memory was not saved (--no-save-memory)."""
     train_frequency: int = 4
     """Transitions (of all envs together) per gradient step."""
-    # The Rainbow-lite switches: Double DQN's target, n-step returns, proportional prioritized replay. On by default:
-    # over 3 seeds of Breakout they learned faster than CleanRL's DQN (the Results page).
+    # The Rainbow-lite switches, on by default: Double DQN's target, n-step returns, proportional prioritized replay.
     cleanrl: bool = False
     """CleanRL's dqn_atari.py exactly: plain one-step DQN with uniform replay, as --no-double --n-step 1
     --no-prioritized (which it sets, whatever else the command line says)."""
@@ -125,10 +113,8 @@ class Config(RunConfig):
     torch_threads: int = 0
     """Torch's threads, for inference and learning alike; 0: one per available core.
 
-    The gradient steps are ~90 % of the wall time and the env workers need little CPU beside them, so all cores
-    (measured on a quiet 2-core machine: 1.47x the learning-phase speed of one thread). On a machine busy with
-    other work, 1: OpenMP threads that lose their core to another process spin-wait for it (9x the CPU per
-    gradient step, measured)."""
+    All cores by default: the gradient steps are ~90 % of the wall time. On a machine busy with other work, 1: OpenMP
+    threads that lose their core to another process spin-wait for it."""
     log_every: int = 40_000
     """Emulator frames between rows of progress.csv."""
     checkpoint_every: int = 1_000_000
@@ -211,8 +197,7 @@ class QNetwork(nn.Module):
 
 
 def build_q_network(game: str, device: torch.device, full_action_space: bool = False) -> QNetwork:
-    """A freshly initialised `QNetwork` for `game`'s minimal action set (all 18 with `full_action_space`), on
-    `device` (channels-last, see `on_device`)."""
+    """A new `QNetwork` for `game`'s minimal action set (all 18 with `full_action_space`), on `device` (`on_device`)."""
     return on_device(QNetwork(len(action_meanings(game, full_action_space))), device)
 
 
@@ -230,11 +215,9 @@ def epsilon(config: Config, transition: int | np.ndarray) -> float | np.ndarray:
 def choose_actions(
     q_network: QNetwork, obs: np.ndarray, epsilons: np.ndarray, rng: np.random.Generator, device: torch.device
 ) -> np.ndarray:
-    """Epsilon-greedy actions (``int64``, one per row of `obs`), env k exploring with probability `epsilons[k]`.
-
-    One batched forward pass for the greedy envs (none while every env explores). The generator draws the
-    same numbers whatever the network says, so a run's exploration depends only on its seed.
-    """
+    """Epsilon-greedy actions (``int64``, one per row of `obs`), env k exploring with probability `epsilons[k]`: one
+    batched forward pass for the greedy envs (none while every env explores). The generator draws the same numbers
+    whatever the network says, so a run's exploration depends only on its seed."""
     n_actions = q_network.head.out_features
     explore = rng.random(len(obs)) < epsilons
     actions = rng.integers(n_actions, size=len(obs))
@@ -250,11 +233,9 @@ def choose_actions(
 
 def learning_events(config: Config, first: int, stop: int, learning_after: int) -> list[tuple[int, str]]:
     """The gradient steps ("learn") and target-network updates ("target") due for the transitions `first` to
-    ``stop - 1`` (0-based, counted over all envs), in order, as (transition, event). CleanRL's conditions on its
-    global_step, which is this count with one env: a gradient step when ``t % train_frequency == 0``, a target
-    update when ``t % target_network_frequency == 0``, both once t is past `learning_after`. So how the
-    transitions are grouped into pool steps (the number of envs) changes nothing: with 8 envs and a
-    train_frequency of 4, each pool step takes 2 gradient steps."""
+    ``stop - 1`` (0-based, counted over all envs), in order, as (transition, event): CleanRL's conditions on its
+    global_step (``t % train_frequency == 0``, ``t % target_network_frequency == 0``, t past `learning_after`), so
+    that how the transitions are grouped into pool steps (the number of envs) changes nothing."""
     events = []
     for t in range(max(first, learning_after + 1), stop):
         if t % config.train_frequency == 0:
@@ -269,12 +250,11 @@ def passed_multiple(before: int, after: int, every: int) -> bool:
     return after // every > before // every
 
 
-# --- logging --------------------------------------------------------------------------------------------
+# --- training -------------------------------------------------------------------------------------------
 
-# What progress.csv holds every log_every frames, besides frames and seconds. The losses are means over the
-# gradient steps since the previous row (empty before learning starts); the *_seconds say where the wall time
-# of those frames went: choosing actions (inference), waiting for the envs (what the gradient steps did not
-# hide), storing transitions, and learning (sampling the memory and the gradient steps).
+# What progress.csv holds every log_every frames, besides frames and seconds: the losses' means over the gradient
+# steps since the previous row (empty before learning starts), and where the wall time of those frames went: acting
+# (inference), waiting for the envs (what the gradient steps did not hide), storing, learning (sampling and steps).
 UPDATE_FIELDS = (
     "precision",
     "env_nodes",
@@ -292,19 +272,12 @@ UPDATE_FIELDS = (
 )
 
 
-# --- training -------------------------------------------------------------------------------------------
-
-
 def train(config: Config, learners: Learners | None = None) -> Path:
     """Train DQN as `config` says and return the run directory, which then holds progress.csv, checkpoint.pt,
     learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there.
-
-    `learners`: this process's place among the run's learners (`atari_game.learners`); by default, the only one.
-    Each learner plays its share of the envs into a replay memory of its own (``buffer_size / learners``
-    transitions), samples ``batch_size / learners`` of each batch from it, and the gradients are summed over the
-    learners (each loss a sum over its samples divided by batch_size), so every learner takes the same step from the
-    batch_size samples of all: the counts (learning_starts, train_frequency, target_network_frequency) stay the run's.
-    """
+    `learners`: this process's place among the run's learners (`atari_game.learners`); by default, the only one. Each
+    plays its share of the envs into a replay memory of its own (``buffer_size / learners`` transitions), and every
+    learner takes the same gradient steps (`gradient_step`): the counts (learning_starts, ...) stay the run's."""
     learners = learners or Learners(n_envs=config.n_envs)
     run_dir = run_directory(config, "dqn")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -318,8 +291,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     q_network = build_q_network(config.game, device, full_action_space(config))
     target_network = build_q_network(config.game, device, full_action_space(config))
     target_network.load_state_dict(q_network.state_dict())
-    # bf16 where this machine computes it faster (probed before the env workers start and take the cores); the
-    # checkpoint records the choice, so --resume keeps it. Every learner takes the first one's choice.
+    # Probed before the env workers start and take the cores; every learner takes the first one's choice.
     precision, about = choose_precision(config.precision, q_network.trunk, device, resumed=config.resume)
     precision = learners.first(precision)
     q_network.trunk.bf16 = target_network.trunk.bf16 = precision == "bf16"
@@ -333,8 +305,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     placement, where = env_placement([pool], learners)
     if learners.lead:
         print(where)
-    # Adam as CleanRL's, in its fused implementation: the same update in one kernel (about a fifth less CPU time per
-    # gradient step here than the default loop over the parameters).
+    # Adam as CleanRL's, in its fused implementation: the same update in one kernel, in about a fifth less CPU time.
     optimizer = torch.optim.Adam(q_network.parameters(), lr=config.learning_rate, fused=True)
     steps = 0  # transitions played, over all envs
     checkpoint_path = run_dir / "checkpoint.pt"
@@ -370,11 +341,9 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             actions = choose_actions(q_network, obs, epsilons, rng, device)
             pool.send(actions)
 
-            # While the envs step, learn: the gradient steps and target updates due for the transitions now
-            # being played. All n_envs actions came from the network before these gradient steps, where CleanRL
-            # (one env) would act on transition t after the steps due before t: env k's action lags by the steps
-            # due at the pool step's first k transitions (with 8 envs, 0-2 steps of Adam at lr 1e-4). And these
-            # gradient steps sample the memory without the n_envs transitions in flight, which enter it after recv.
+            # While the envs step, learn: the gradient steps and target updates due for the transitions in flight.
+            # Unlike CleanRL's one env, env k's action lags by the steps due at the pool step's first k transitions
+            # (8 envs: 0-2 steps of Adam), and the steps sample the memory without the transitions in flight.
             learn_start = time.perf_counter()
             seconds["act"] += learn_start - clock
             for t, event in learning_events(config, steps, steps + config.n_envs, learning_after):
@@ -405,8 +374,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             done = steps >= config.total_transitions
             row = passed_multiple(frames - 4 * config.n_envs, frames, config.log_every)
             if row or done:
-                # Every learner's games into the first one's log, the learners' weights compared, and where the envs
-                # are now (Ray actors may have moved).
+                # Every learner's games into the first one's log, weights compared, the envs' places (Ray actors move).
                 games = learners.gather(games)
                 learners.check_identical(q_network, f"at {frames:,} frames")
                 if not learners.on_ray_train:
@@ -467,13 +435,11 @@ def replay_memory(
     learners: Learners | None = None,
 ) -> tuple[FrameReplay, int]:
     """The replay memory of `learners` (one learner: the run's; of several, each its share of buffer_size, of its own
-    envs, sampled by its own generator) and the transition learning waits for (`learning_events`' `learning_after`).
-
-    A new run: an empty memory, learning after learning_starts transitions. A resumed one (`checkpoint`, at `steps`):
-    the memory saved at that checkpoint in `path`, so that learning goes on as if the run had never stopped; where
-    there is none (--no-save-memory), an empty one, learning again after learning_starts more transitions. Exits
-    with a message naming `path` when it is not a whole memory, or not this checkpoint's.
-    """
+    envs, sampled by its own generator) and the transition learning waits for (`learning_events`' `learning_after`):
+    empty for a new run, learning after learning_starts transitions; for a run resumed from `checkpoint` at `steps`,
+    the memory saved with it at `path`, learning on as if the run had never stopped (none there, --no-save-memory:
+    empty, learning after learning_starts more). Exits naming `path` when it is not a whole memory, or not this
+    checkpoint's."""
     learners = learners or Learners(n_envs=config.n_envs)
     if checkpoint is not None and config.save_memory and path.exists():
         try:
@@ -605,8 +571,7 @@ def agent_policy(
 
 
 def load_q_network(saved: dict, device: torch.device) -> tuple[QNetwork, Config]:
-    """The Q-network of a checkpoint loaded by `training.load_checkpoint`, on `device`, and the config it trained
-    with."""
+    """The Q-network of a checkpoint (`training.load_checkpoint`) on `device`, and the config it trained with."""
     config = Config(**saved["config"])
     q_network = build_q_network(config.game, device, full_action_space(config))
     q_network.load_state_dict(saved["q_network"])
@@ -646,8 +611,7 @@ def evaluate(config: Config) -> None:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """The command line (`python examples/dqn.py`, `atari-game train --algo dqn`): `evaluate` with ``--eval``,
-    else `train` and print where the run's files are. `argv` defaults to ``sys.argv[1:]``, `prog` names the
-    command."""
+    else `train` and print where the run's files are; `argv` defaults to ``sys.argv[1:]``, `prog` names it."""
     run_trainer(parse_config(argv, prog), "dqn", train, evaluate)
 
 

@@ -44,31 +44,30 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
     Args:
         game: any bundled game, in any spelling `Game` accepts (``"Breakout"``, ``"ms_pacman"``, ...).
         render_mode: None, or ``"rgb_array"``: `render` returns the emulator's colour screen.
-        **game_options: the options of `GameOptions` (``frame_skip``, ``life_loss``, ``noop_max``, ...),
-            validated by it, except ``seed``: as in Gymnasium, seeding is ``reset(seed=...)``. Until then the
-            game is seeded with fresh entropy (as ale-py's envs are), so that copies of the env made by
-            Gymnasium's vector envs are not all the same game.
+        **game_options: the options of `GameOptions` (``frame_skip``, ``life_loss``, ``noop_max``, ...), validated
+            by it, except ``seed``: as in Gymnasium, seeding is ``reset(seed=...)``. Until then the game is seeded
+            with fresh entropy (as ale-py's envs are), so that copies of the env made by Gymnasium's vector envs are
+            not all the same game.
 
-    Spaces (`atari_game.spaces`): ``observation_space`` is ``Box(0, 255, (stack, h, w), uint8)`` (``(4, 84, 84)``
-    by default, or ``(h, w, stack)`` with ``channels_last``; ``obs_type`` and ``scale_obs`` change it as
-    `GameOptions.observation_shape` says, float32 in [0, 1] with ``scale_obs``); ``action_space`` is
+    Spaces (`atari_game.spaces`): ``observation_space`` is ``Box(0, 255, (4, 84, 84), uint8)`` by default (in
+    general `GameOptions.observation_shape`, float32 in [0, 1] with ``scale_obs``); ``action_space`` is
     ``Discrete(n_actions)``, or ``Box((0, -pi, 0), (1, pi, 1), (3,), float32)`` with ``continuous``.
 
     ``step(action) -> (obs, reward, terminated, truncated, info)``:
 
-    * ``obs``: ``uint8`` observation, oldest frame first; on the step that ends an episode, that episode's
-      final observation (`Game.final_observation`).
+    * ``obs``: ``uint8`` observation, oldest frame first; on the step that ends an episode, that episode's final
+      observation (`Game.final_observation`).
     * ``reward``: float, the sum over the repeated frames (its sign with ``clip_rewards``).
-    * ``terminated``: the episode ended by the game: a life lost (``life_loss="reset"`` or ``"terminal"``)
-      or game over. ``truncated``: the game reached ``max_episode_frames`` emulator frames (counted per
-      game, across lives). At most one of the two is True.
-    * ``info["lives"]``: the game's lives after the step; on a done step, those the episode ended with (as
-      ale-py's env and a next-step `GamePool` report them). On a done step also
-      ``info["episode"] = {"r": unclipped return, "l": length in agent steps}`` and, when a whole game
-      ended and ``life_loss`` is not ``"reset"``, ``info["game"] = {"r", "l"}`` for that game.
+    * ``terminated``: the episode ended by the game: a life lost (``life_loss="reset"`` or ``"terminal"``) or game
+      over. ``truncated``: the game reached ``max_episode_frames`` emulator frames (counted per game, across lives).
+      At most one of the two is True.
+    * ``info["lives"]``: the game's lives after the step; on a done step, those the episode ended with (as ale-py's
+      env and a next-step `GamePool` report them). On a done step also
+      ``info["episode"] = {"r": unclipped return, "l": length in agent steps}`` and, when a whole game ended and
+      ``life_loss`` is not ``"reset"``, ``info["game"] = {"r", "l"}`` for that game.
 
-    After a done step, call `reset` (Gymnasium's rule), which starts the next episode. `render` after a done step
-    shows the screen the episode ended on.
+    After a done step, call `reset` (Gymnasium's rule), which starts the next episode; `render` then shows the
+    screen the episode ended on.
     """
 
     # What gymnasium.make reads from the class; each env replaces it with its own render_fps (hence no ClassVar).
@@ -99,15 +98,13 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start an episode and return its first observation and ``{"lives": ...}``.
 
-        * ``reset(seed=s)``: re-seed the game exactly as ``Game(seed=s)`` is seeded and restart it from scratch
-          (all lives, NOOP and FIRE starts as configured), whatever came before.
+        * ``reset(seed=s)``: re-seed the game exactly as ``Game(seed=s)`` is seeded and restart it from scratch (all
+          lives, NOOP and FIRE starts as configured), whatever came before.
         * ``reset()`` as the first call: start the first game (seeded with fresh entropy).
-        * ``reset()`` after a done step: start the next episode exactly as a plain `Game` starts it on its done
-          step (`Game.start_next_episode`), so the env plays exactly the trajectory of a plain `Game`. That next
-          episode is: with ``life_loss="reset"``, a new game after every lost life, game over or truncation;
-          with ``"terminal"``, after a lost life the *same* game going on with the lives left (after a FIRE step
-          with ``fire_reset``), after game over or truncation a new game; with ``"ignore"`` (lost lives end
-          nothing), a new game.
+        * ``reset()`` after a done step: start the next episode exactly as a plain `Game` starts it on its done step
+          (`Game.start_next_episode`), so the env plays exactly a plain `Game`'s trajectory: a new game, except with
+          ``life_loss="terminal"`` after a lost life, where the *same* game goes on with the lives left (after a
+          FIRE step with ``fire_reset``).
         * ``reset()`` in the middle of an episode: restart the game from scratch, as `Game.reset` does.
 
         ``options`` must be None or empty: there are no reset options.
@@ -167,13 +164,11 @@ def make_game_pool(
     """The vector entry point: ``gymnasium.make_vec(id, num_envs=n, vectorization_mode="vector_entry_point",
     **options)`` calls ``make_game_pool(num_envs=n, game=<the id's game>, **options)``.
 
-    ``make_vec(id, num_envs=n, vectorization_mode="vector_entry_point", game=[...])`` (a list of `n` games)
-    makes a mixed `GamePool`: Gymnasium lets the call's keyword arguments replace the id's own ``game``, so any
-    ``atari_game/<Name>-v0`` id will do.
-
-    `options` are `GamePool`'s (``n_workers``, ``autoreset_mode``, ...) and `Game`'s. As for `AtariGameEnv`,
-    ``seed`` is refused (``reset(seed=s)`` seeds env ``i`` with ``s + i``, as Gymnasium's vector envs do) and
-    the games start with fresh entropy. A pool does not render: `render_mode` must be None.
+    With ``game=[...]`` (a list of `n` games) it makes a mixed `GamePool`: the call's keyword arguments replace the
+    id's own ``game``, so any ``atari_game/<Name>-v0`` id will do. `options` are `GamePool`'s (``n_workers``,
+    ``autoreset_mode``, ...) and `Game`'s. As for `AtariGameEnv`, ``seed`` is refused (``reset(seed=s)`` seeds env
+    ``i`` with ``s + i``, as Gymnasium's vector envs do) and the games start with fresh entropy. A pool does not
+    render: `render_mode` must be None.
     """
     if render_mode is not None:
         raise ValueError(
@@ -185,10 +180,8 @@ def make_game_pool(
 
 
 def register_games() -> None:
-    """Register ``atari_game/<Name>-v0`` for every game of `list_games` (cheap: no ROM is loaded).
-
-    Ids already registered are left alone, so calling this again neither re-registers nor warns.
-    """
+    """Register ``atari_game/<Name>-v0`` for every game of `list_games` (cheap: no ROM is loaded); ids already
+    registered are left alone, so calling this again neither re-registers nor warns."""
     for name in list_games():
         env_id = f"atari_game/{name}-v0"
         if env_id not in gymnasium.registry:

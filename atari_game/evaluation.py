@@ -65,8 +65,7 @@ class Evaluation:
 
     @property
     def sem(self) -> float:
-        """The standard error of `mean` (the sample standard deviation over the square root of the game count;
-        NaN for one game)."""
+        """The standard error of `mean`: the sample standard deviation over the root of the game count (NaN for one)."""
         n = len(self.returns)
         return float(self.returns.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
 
@@ -237,11 +236,8 @@ def evaluate_checkpoint(
     torch.manual_seed(seed)
     with torch_threads(1):  # inference beside the pool's workers, as in training
         result = evaluate(policy, config.game, protocol, episodes, seed, n_envs, **free)
+    frames = int(saved.get("frames", 0)) or None
     result = dataclasses.replace(
-        result,
-        algorithm=saved["algo"],
-        run_seed=config.seed,
-        checkpoint=str(checkpoint),
-        frames_trained=int(saved.get("frames", 0)) or None,
+        result, algorithm=saved["algo"], run_seed=config.seed, checkpoint=str(checkpoint), frames_trained=frames
     )
     return result, note

@@ -3,16 +3,13 @@
 This is the `Game` of the labml PPO tutorial, rebuilt on `ale_py.ALEInterface`:
 
 * the action is repeated for `frame_skip` emulator frames and the rewards are summed;
-* the last two frames are max-pooled (Atari sprites flicker between frames), read as ALE's own
-  grayscale screen (or its colour screen, or the console's RAM without pooling: `obs_type`) and resized
-  to 84x84 with area interpolation;
-* the last `stack` processed frames are stacked channel-first, oldest first, as `uint8` (float32 in
-  [0, 1] with `scale_obs`);
+* the last two frames are max-pooled (Atari sprites flicker between frames), read as ALE's own grayscale
+  screen (or its colour screen, or the console's RAM without pooling: `obs_type`) and resized to 84x84 with area
+  interpolation;
+* the last `stack` processed frames are stacked channel-first, oldest first, as `uint8` (float32 in [0, 1] with
+  `scale_obs`);
 * a lost life ends the episode (`done=True`) and the game restarts from scratch;
 * the step that ends an episode returns the episode's total reward and length.
-
-It depends only on the standard library, numpy, cv2 and ale_py, so the whole file can be pasted
-into a notebook cell.
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ import functools
 import operator
 import re
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -38,8 +34,7 @@ from atari_game.validation import check_bool, check_choice, check_int, check_num
 # ALE prints a banner for every emulator it builds unless told, before the first one, to log errors only.
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
-# These ROMs ship with ale-py but have no single-player mode; loading one exits the process, and
-# ale-py registers no environment for them either.
+# ROMs without a single-player mode (loading one exits the process); ale-py registers no environment for them.
 _MULTIPLAYER_ONLY = frozenset({"combat", "joust", "maze_craze", "warlords"})
 
 #: The values of `GameOptions.life_loss`: what losing a life does to the episode.
@@ -49,19 +44,18 @@ OBS_TYPES = ("grayscale", "rgb", "ram")
 
 # The console's RAM, in bytes: what an observation of obs_type "ram" holds per frame.
 RAM_SIZE = 128
+# The ALEInterface method that reads a frame of each obs_type (screen or RAM) into a buffer.
+_GRABS = {"grayscale": "getScreenGrayscale", "rgb": "getScreenRGB", "ram": "getRAM"}
 
-# Continuous actions (ale-py's continuous=True) are (radius, angle, fire): the joystick's polar coordinates,
-# the angle in radians, and the fire button's pressure. These are their bounds, float32 as in ale-py.
+# The bounds of a continuous action (radius, angle in radians, fire pressure), float32 as in ale-py.
 CONTINUOUS_ACTION_LOW = np.array([0.0, -np.pi, 0.0], dtype=np.float32)
 CONTINUOUS_ACTION_HIGH = np.array([1.0, np.pi, 1.0], dtype=np.float32)
 CONTINUOUS_ACTION_LOW.flags.writeable = CONTINUOUS_ACTION_HIGH.flags.writeable = False
 
 #: Games whose every restart (ALE's reset_game, in the default mode and difficulty, without sticky actions) reaches
-#: one and the same emulator state, whatever the game before it and the console's generator, and plays on from it
-#: exactly when restored: a Game of one of them saves that state at its first restart and restores it at the next
-#: (~20 µs), where reset_game emulates ~70 frames to reach it again (~3.9 ms, as much as 15 plays). Found by
-#: benchmarks/restart_states.py (ale-py 0.12.1: 41 of 104 games), which also checks what a restore leaves as it was
-#: (the TIA's frame buffers) and plays restoring Games against emulating ones; run it again with each ale-py release.
+#: one emulator state, whatever came before: a Game of one of them saves that state at its first restart and
+#: restores it at the next instead of emulating ~70 frames (see the Design page). Found by
+#: benchmarks/restart_states.py; run it again with each ale-py release.
 FIXED_RESTART_GAMES = frozenset(
     {
         "air_raid", "asterix", "atlantis", "basic_math", "battle_zone", "blackjack", "bowling", "breakout",
@@ -129,9 +123,8 @@ def _roms_by_key() -> dict[str, str]:
 def resolve_game(name: str) -> str:
     """The ale-py ROM id of a game, from any usual spelling of its name.
 
-    ``"Breakout"``, ``"breakout"``, ``"BreakoutNoFrameskip-v4"`` and ``"ALE/Breakout-v5"`` all give
-    ``"breakout"``; ``"MsPacman"`` and ``"ms_pacman"`` give ``"ms_pacman"``. An unknown name raises
-    `ValueError` naming the closest games.
+    ``"Breakout"``, ``"breakout"``, ``"BreakoutNoFrameskip-v4"`` and ``"ALE/Breakout-v5"`` all give ``"breakout"``;
+    ``"MsPacman"`` and ``"ms_pacman"`` give ``"ms_pacman"``. An unknown name raises `ValueError` naming the closest.
     """
     if not isinstance(name, str):
         raise TypeError(f"game must be a string such as 'Breakout', got {type(name).__name__} {name!r}")
@@ -216,8 +209,7 @@ FOREIGN_OPTIONS = {
     "repeat_action_probability": "sticky_actions (the same probability, e.g. sticky_actions=0.25)",
     "frameskip": "frame_skip (emulator frames per agent step)",
     "screen_size": "size (an int, or (height, width): Gymnasium's screen_size tuple is (width, height))",
-    "img_height": "size=(height, width)",
-    "img_width": "size=(height, width)",
+    **dict.fromkeys(("img_height", "img_width"), "size=(height, width)"),
     **dict.fromkeys(("grayscale_obs", "grayscale", "gray_scale"), 'obs_type="grayscale" (the default) or "rgb"'),
     **dict.fromkeys(
         ("terminal_on_life_loss", "episodic_life", "zero_discount_on_life_loss"),
@@ -235,59 +227,54 @@ FOREIGN_OPTIONS = {
 class GameOptions:
     """Everything that defines a `Game`, validated when built: the one place the defaults live.
 
-    Build it with `GameOptions.from_kwargs`, which also names the valid options when one is misspelt.
-    The defaults reproduce the labml PPO tutorial's environment exactly.
+    Build it with `GameOptions.from_kwargs`, which also names the valid options when one is misspelt. The defaults
+    reproduce the labml PPO tutorial's environment exactly.
 
     Attributes:
-        game: any game bundled with ale-py, in any usual spelling (see `resolve_game`); stored as the
-            ROM id, e.g. ``"ms_pacman"``.
-        seed: seeds the emulator and the NOOP-start draws exactly as ale-py's ``AtariEnv.reset(seed=...)``
-            does, so a `Game` and ``gym.make("ALE/<game>-v5")`` given the same seed match. ``None`` draws
-            fresh entropy.
+        game: any game bundled with ale-py, in any usual spelling (see `resolve_game`); stored as the ROM id, e.g.
+            ``"ms_pacman"``.
+        seed: seeds the emulator and the NOOP-start draws exactly as ale-py's ``AtariEnv.reset(seed=...)`` does, so a
+            `Game` and ``gym.make("ALE/<game>-v5")`` given the same seed match. ``None`` draws fresh entropy.
         frame_skip: emulator frames per agent step; the action is repeated and rewards are summed.
         stack: how many processed frames an observation holds.
         size: the processed frame's size, ``84`` for 84x84 or ``(height, width)``.
         channels_last: observations are ``(h, w, stack)`` instead of ``(stack, h, w)``.
-        life_loss: what losing a life does.
-            ``"reset"`` (the tutorial): ``done=True`` and the game restarts from scratch, so an episode is
-            one life. ``"terminal"`` (DeepMind): ``done=True`` but the game continues with the remaining
-            lives; the game restarts only after game over. ``"ignore"``: nothing; an episode is a game.
-            Game over and truncation always end the episode.
-        noop_max: after a game restart, do a random number of 1..noop_max NOOP frames (0: none), so that
-            episodes do not all start from the same state.
-        fire_reset: press FIRE for one agent step after a game restart (and after a life loss in
-            ``"terminal"`` mode), for games such as Breakout that wait for it.
-        clip_rewards: `Game.step` returns the reward's sign (-1, 0 or 1); the episode statistics always
-            hold the unclipped sum.
-        sticky_actions: ALE's ``repeat_action_probability``: each emulator frame repeats the previous
-            action with this probability (Machado et al. 2018 recommend 0.25).
-        max_episode_frames: emulator frames after which a game is truncated (108,000 frames = 30 minutes);
-            the step that reaches it ends the episode. ``None``: no limit.
+        life_loss: what losing a life does. ``"reset"`` (the tutorial): ``done=True`` and the game restarts, so an
+            episode is one life. ``"terminal"`` (DeepMind): ``done=True``, the game going on with the lives left until
+            game over. ``"ignore"``: nothing; an episode is a game. Game over and truncation always end the episode.
+        noop_max: after a game restart, do a random number of 1..noop_max NOOP frames (0: none), so that episodes do
+            not all start from the same state.
+        fire_reset: press FIRE for one agent step after a game restart (and after a life loss in ``"terminal"``
+            mode), for games such as Breakout that wait for it.
+        clip_rewards: `Game.step` returns the reward's sign (-1, 0 or 1); the episode statistics always hold the
+            unclipped sum.
+        sticky_actions: ALE's ``repeat_action_probability``: each emulator frame repeats the previous action with
+            this probability (Machado et al. 2018 recommend 0.25).
+        max_episode_frames: emulator frames after which a game is truncated (108,000 frames = 30 minutes); the step
+            that reaches it ends the episode. ``None``: no limit.
         full_action_space: use all 18 joystick actions instead of the game's minimal set.
-        obs_type: what an observation is made of. ``"grayscale"``: ALE's grayscale screen. ``"rgb"``: its
-            colour screen, max-pooled and resized per channel exactly as Gymnasium's
-            ``AtariPreprocessing(grayscale_obs=False)`` does. ``"ram"``: the console's 128 bytes of RAM
-            read after the step's last emulated frame (the frame the episode ended on, if it ended mid-step),
-            neither max-pooled nor resized. See `observation_shape` for the layouts.
-        scale_obs: observations are float32 in [0, 1], the uint8 values divided by 255 (in float32, exactly
-            as Gymnasium's ``scale_obs``), instead of uint8.
-        mode, difficulty: ALE's game mode and difficulty (Machado et al. 2018's "flavours"), set after every
-            ROM load as ale-py's ``AtariEnv`` sets them; one of `game_modes` / `game_difficulties` of the
-            game, or ``None`` for the ROM's default.
-        continuous: ALE's continuous actions, as ale-py's ``continuous=True``: an action is ``(radius, angle,
-            fire)`` (float32, bounds `CONTINUOUS_ACTION_LOW` / `CONTINUOUS_ACTION_HIGH`); the joystick is
-            pushed left/right when ``radius * cos(angle)`` is below ``-threshold`` / above ``threshold``,
-            down/up likewise with ``radius * sin(angle)``, fire is pressed when ``fire > threshold``, and
-            ``radius`` is the paddle strength. The resulting action is one of all 18 (ALE's legal set).
+        obs_type: ``"grayscale"``: ALE's grayscale screen. ``"rgb"``: its colour screen, max-pooled and resized per
+            channel exactly as Gymnasium's ``AtariPreprocessing(grayscale_obs=False)``. ``"ram"``: the console's 128
+            bytes of RAM after the step's last emulated frame, neither max-pooled nor resized. `observation_shape`
+            gives the layouts.
+        scale_obs: observations are float32 in [0, 1], the uint8 values divided by 255 (in float32, exactly as
+            Gymnasium's ``scale_obs``), instead of uint8.
+        mode, difficulty: ALE's game mode and difficulty (Machado et al. 2018's "flavours"), set after every ROM load
+            as ale-py's ``AtariEnv`` sets them; one of `game_modes` / `game_difficulties` of the game, or ``None``
+            for the ROM's default.
+        continuous: ALE's continuous actions, as ale-py's ``continuous=True``: an action is ``(radius, angle, fire)``
+            (float32, bounds `CONTINUOUS_ACTION_LOW` / `CONTINUOUS_ACTION_HIGH`); the joystick is pushed left/right
+            when ``radius * cos(angle)`` is below ``-threshold`` / above ``threshold``, down/up likewise with
+            ``radius * sin(angle)``, fire is pressed when ``fire > threshold``, and ``radius`` is the paddle
+            strength. The resulting action is one of all 18 (ALE's legal set).
         continuous_action_threshold: that ``threshold``, in [0, 1]; only valid with ``continuous=True``.
-        random_starts: after a game restart, play a uniformly random number of 0..random_starts (inclusive)
-            uniformly random agent actions, each for `frame_skip` frames, drawn from the Game's seeded
-            generator (with ``continuous``, uniform over the action bounds). Their rewards are not counted
-            and they are not steps of the episode. The order after a restart is: the NOOP start, then the
-            random start, then the FIRE step of `fire_reset`. A game that ends during them restarts at once.
+        random_starts: after a game restart's NOOP start (and before the FIRE step of `fire_reset`), play a uniformly
+            random number of 0..random_starts (inclusive) uniformly random agent actions of `frame_skip` frames each,
+            from the Game's seeded generator (with ``continuous``, uniform over the action bounds); neither their
+            rewards nor their steps count in the episode, and a game that ends during them restarts at once.
         protocol: the name of a training protocol of `atari_game.protocols` (``"machado"``, ``"nature"``), or
-            ``None``. `from_kwargs` fills in the options it fixes; one given with another value is refused with
-            the paper's reason. Recorded here so that a pool, a run's config and a checkpoint say which it was.
+            ``None``. `from_kwargs` fills in the options it fixes; one given with another value is refused with the
+            paper's reason. Recorded here so that a pool, a run's config and a checkpoint say which it was.
     """
 
     game: str = "Breakout"
@@ -342,9 +329,7 @@ class GameOptions:
         size = (self.size, self.size) if not isinstance(self.size, (tuple, list)) else tuple(self.size)
         if len(size) != 2:
             raise ValueError(f"size must be an integer or a (height, width) pair, got {self.size!r}")
-        for side in size:
-            check_int("size", side, low=1)
-        normalise("size", (int(size[0]), int(size[1])))
+        normalise("size", tuple(check_int("size", side, low=1) for side in size))
         for name in ("channels_last", "fire_reset", "clip_rewards", "full_action_space", "scale_obs", "continuous"):
             check_bool(name, getattr(self, name))
         check_choice("life_loss", self.life_loss, LIFE_LOSS_MODES)
@@ -438,22 +423,20 @@ class GameOptions:
 
 
 class GameState(NamedTuple):
-    """Everything `Game.play` reads and writes, from `Game.get_state`: a saved game, to continue later in this
-    `Game` or in another of the same options (`Game.set_state`), whose next plays give exactly what this Game's
-    would have.
+    """Everything `Game.play` reads and writes, from `Game.get_state`: a saved game, to continue later in this `Game`
+    or in another of the same options (`Game.set_state`), whose next plays give exactly what this Game's would have.
 
-    Not in it: the NOOP-start generator (a game restart draws from it: restart in the Game the state came from,
-    or ``set_state`` it back there first), and ALE's last action under sticky actions, which ALE does not export
-    (so a restored game is exact only with ``sticky_actions=0``). ALE's own saved state (ale-py 0.12.1) misses a
-    detail of a few games, whose restored plays may differ from the original's by a few pixels: Q*bert and Tetris
-    (the TIA's partial-frame flag, ALE #732), Pitfall II (the DPC chip's fractional clocks), Miniature Golf (its
-    counters saved as booleans), Tic-Tac-Toe 3D and Yars' Revenge (found by playing restored states).
+    Not in it: the NOOP-start generator (a game restart draws from it: restart in the Game the state came from, or
+    ``set_state`` it back there first), and ALE's last action under sticky actions, which ALE does not export (so a
+    restored game is exact only with ``sticky_actions=0``). ALE's own saved state (ale-py 0.12.1) misses a detail of
+    a few games, whose restored plays may differ by a few pixels: Q*bert and Tetris (the TIA's partial-frame flag, ALE
+    #732), Pitfall II (the DPC chip's fractional clocks), Miniature Golf, Tic-Tac-Toe 3D and Yars' Revenge.
 
     Attributes:
         ale: the emulator's state, ALE's ``cloneState(include_rng=True)`` serialized (about 15 KB).
         stack: the processed frames, ``(stack, *frame)`` uint8, oldest first.
-        screen: the last screen (or RAM) read, the one the next episode starts from in "terminal" mode (ALE's
-            state does not hold the screen).
+        screen: the last screen (or RAM) read, which the next episode starts from in "terminal" mode (ALE's state
+            holds no screen).
         lives, episode_reward, episode_length, game_reward, game_length: the Game's counters.
         next_episode_due: the last play ended an episode with ``start_next=False``.
     """
@@ -472,34 +455,30 @@ class GameState(NamedTuple):
 class Game:
     """One Atari game; `step` does all the preprocessing (see the module docstring).
 
-    ``Game(game="Breakout", seed=0, **options)`` takes the keyword options of `GameOptions`. ``Game(47)``,
-    the tutorial's ``Game(seed)``, is ``Game("Breakout", seed=47)``.
+    ``Game(game="Breakout", seed=0, **options)`` takes the keyword options of `GameOptions`. ``Game(47)``, the
+    tutorial's ``Game(seed)``, is ``Game("Breakout", seed=47)``.
 
     * ``reset() -> obs`` restarts the game from scratch; call it before the first `step`.
-    * ``step(action) -> (obs, reward, done, episode_info)``:
-      ``obs`` is ``uint8`` of shape ``(stack, 84, 84)`` (oldest frame first; in general
-      `GameOptions.observation_shape` and ``observation_dtype``), a fresh array the Game never touches again.
-      ``action`` is an integer in ``[0, n_actions)``, or with ``continuous=True`` a ``(radius, angle, fire)``
-      triple (see `check_continuous_actions`). ``reward`` is the float sum over the repeated frames (its
-      sign with `clip_rewards`).
-      ``done`` is True on the step that ends the episode: a life lost (unless ``life_loss="ignore"``),
-      game over, or truncation at `max_episode_frames`. The Game then starts the next episode itself, so
-      on a done step ``obs`` is already the next episode's first observation, all `stack` slots holding
-      its first frame. ``episode_info`` is None except on a done step, where it is
-      ``{"reward": unclipped episode return, "length": agent steps, "truncated": bool}``; when
-      ``life_loss`` is not ``"reset"`` and the whole game ended, it also holds ``"game_reward"`` and
-      ``"game_length"`` (the full game across lives: the number papers report).
-    * ``play(action, out) -> (reward, done, episode_info)`` is `step` for pools: no action check (they
-      check a whole batch at once), and the observation written into `out` instead of a fresh array. With
-      ``start_next=False`` a done step leaves the next episode unstarted, and `out` gets the episode's last
-      observation; `start_next_episode` starts it later (a pool in next-step autoreset mode returns it a step
-      later).
+    * ``step(action) -> (obs, reward, done, episode_info)``: ``obs`` is ``uint8`` of shape ``(stack, 84, 84)``
+      (oldest frame first; in general `GameOptions.observation_shape` and ``observation_dtype``), a fresh array the
+      Game never touches again. ``action`` is an integer in ``[0, n_actions)``, or with ``continuous=True`` a
+      ``(radius, angle, fire)`` triple (see `check_continuous_actions`). ``reward`` is the float sum over the
+      repeated frames (its sign with `clip_rewards`). ``done`` is True on the step that ends the episode: a life lost
+      (unless ``life_loss="ignore"``), game over, or truncation at `max_episode_frames`. The Game then starts the
+      next episode itself, so on a done step ``obs`` is already the next episode's first observation, all `stack`
+      slots holding its first frame. ``episode_info`` is None except on a done step, where it is
+      ``{"reward": unclipped episode return, "length": agent steps, "truncated": bool}``; when ``life_loss`` is not
+      ``"reset"`` and the whole game ended, it also holds ``"game_reward"`` and ``"game_length"`` (the full game
+      across lives: the number papers report).
+    * ``play(action, out) -> (reward, done, episode_info)`` is `step` for pools that check a whole batch of actions
+      at once, writing the observation into `out`; with ``start_next=False`` a done step leaves the next episode to
+      `start_next_episode` (a pool in next-step autoreset mode returns it a step later).
     * ``get_state()`` and ``set_state(state)`` save a game and continue it later, in this Game or another of the
       same options (see `GameState`).
 
-    After a done step, ``final_observation`` holds the last observation of the episode that ended (what
-    Gymnasium's vector envs report as the final observation): its newest frame is the screen the episode
-    ended on, max-pooled with the frame before it when that was the step's second-to-last frame.
+    After a done step, ``final_observation`` holds the last observation of the episode that ended (what Gymnasium's
+    vector envs report as the final observation): its newest frame is the screen the episode ended on, max-pooled
+    with the frame before it when that was the step's second-to-last frame.
 
     Rewards earned during NOOP, random and FIRE starts are not counted: the agent did not choose those actions.
     """
@@ -527,8 +506,8 @@ class Game:
             and _restores_checked_release()
         )
         # What the first restart after a ROM load saves (`_seed` clears it): ALE's state, and as that holds no screen,
-        # the screen (or RAM) and the colour screen it shows until a frame is emulated, and ALE's episode frame
-        # count then (0, or the frames of the ROM's starting actions), which only emulated frames raise.
+        # the screen (or RAM) and colour screen it shows until a frame is emulated, and ALE's episode frame count then
+        # (only emulated frames raise it).
         self._restart_state: ale_py.ALEState | None = None
         self._restart_screen = np.zeros(opts.screen_shape, dtype=np.uint8)
         self._restart_rgb = np.zeros((*_rom_facts(opts.game).screen, 3), dtype=np.uint8)
@@ -538,21 +517,17 @@ class Game:
         self._actions = [ale_py.Action.__members__[name] for name in self.action_meanings]
 
         # Buffers reused every step: the last two screens (or RAM), their max, and the frame stack (`stack`
-        # processed frames, oldest first, which `_write_observation` lays out).
-        screen = opts.screen_shape
-        # What reads a screen (or the RAM) into a buffer.
-        grabs: dict[str, Callable[[np.ndarray], Any]] = {
-            "grayscale": self.ale.getScreenGrayscale,
-            "rgb": self.ale.getScreenRGB,
-            "ram": self.ale.getRAM,
-        }
-        self._grab = grabs[opts.obs_type]
+        # processed frames, oldest first, which `_observation` lays out).
+        self._grab = getattr(self.ale, _GRABS[opts.obs_type])
         self._max_pool = opts.obs_type != "ram"  # RAM is state, not a picture: sprites do not flicker in it
-        self._screens = np.zeros((2, *screen), dtype=np.uint8)
-        self._pooled = np.zeros(screen, dtype=np.uint8)
+        self._screens = np.zeros((2, *opts.screen_shape), dtype=np.uint8)
+        self._pooled = np.zeros(opts.screen_shape, dtype=np.uint8)
         self._stack = np.zeros(opts.stack_shape, dtype=np.uint8)
         self._dsize = (opts.frame_size[1], opts.frame_size[0])  # cv2 wants (width, height)
-        self._observation_axes = self._stack_axes()
+        # The stack's axes in observation order: stack, then rgb colour, before the frame's (after: channels_last).
+        colour = (3,) if opts.obs_type == "rgb" else ()
+        spatial = tuple(range(1, self._stack.ndim - len(colour)))
+        self._observation_axes = (*spatial, 0, *colour) if opts.channels_last else (0, *colour, *spatial)
         # As in Gymnasium, the first reset() starts the first game (and makes the first seeded NOOP draw).
         self.lives = 0
         self._started = False
@@ -560,10 +535,8 @@ class Game:
         self.final_observation: np.ndarray | None = None
 
     def reset(self, seed: int | None = None) -> np.ndarray:
-        """Restart the game from scratch (in every `life_loss` mode) and return the first observation.
-
-        With a `seed`, first re-seed the game exactly as a new ``Game(seed=seed)`` would be.
-        """
+        """Restart the game from scratch (in every `life_loss` mode) and return the first observation; with a `seed`,
+        first re-seed the game exactly as a new ``Game(seed=seed)`` would be."""
         if seed is not None:
             check_int("seed", seed, low=0)
             self._seed(seed)
@@ -593,22 +566,20 @@ class Game:
         """Play one agent step; see the class docstring for what is returned. With ``start_next=False`` a done step
         returns the ended episode's last observation and leaves the next episode to `start_next_episode` (as
         `play` does)."""
-        reward, done, episode_info = self.play(self._checked_action(action), start_next=start_next)
+        checked = check_continuous_actions(action, (3,)) if self.options.continuous else self._check_action(action)
+        reward, done, episode_info = self.play(checked, start_next=start_next)
         return self._observation(), reward, done, episode_info
 
     def play(
         self, action: Any, out: np.ndarray | None = None, start_next: bool = True
     ) -> tuple[float, bool, dict[str, Any] | None]:
-        """`step` for a pool that checked a whole batch of actions at once: `action` must already be valid (an
-        index in ``[0, n_actions)``, or with `continuous` a float32 ``(radius, angle, fire)`` within the box; not
-        checked here), and the observation is written into `out` (`observation_shape`, of `observation_dtype`)
-        if given instead of into a fresh array.
+        """`step` for a pool that checked a whole batch of actions at once, returning ``(reward, done, episode_info)``.
 
-        With ``start_next=False``, a step that ends the episode does not start the next one (nor restart the
-        game): `out` gets the episode's last observation (also `final_observation`), and `start_next_episode`
-        must be called before the next `play`.
-
-        Returns ``(reward, done, episode_info)`` as `step` does.
+        `action` must already be valid (not checked here): an index in ``[0, n_actions)``, or with `continuous` a
+        float32 ``(radius, angle, fire)`` within the box. The observation is written into `out` (`observation_shape`,
+        of `observation_dtype`) if given. With ``start_next=False``, a step that ends the episode does not start the
+        next one (nor restart the game): `out` gets the episode's last observation (also `final_observation`), and
+        `start_next_episode` must be called before the next `play`.
         """
         if not self._started or self._next_episode_due:
             what = "start_next_episode()" if self._started else "reset()"
@@ -676,16 +647,11 @@ class Game:
         """This game's state, to play on later, here or in another Game of the same options (see `GameState`)."""
         if not self._started:
             raise RuntimeError(f"{self!r}: call reset() before get_state()")
+        # ALE's state as its pickled bytes (which ale-py's stub calls a tuple).
+        ale_state: bytes = self.ale.cloneState(include_rng=True).__getstate__()  # type: ignore[assignment]
+        counters = (self._episode_reward, self._episode_length, self._game_reward, self._game_length)
         return GameState(
-            self.ale.cloneState(include_rng=True).__getstate__(),  # type: ignore[arg-type]  # bytes (the stub: tuple)
-            self._stack.copy(),
-            self._screens[0].copy(),
-            self.lives,
-            self._episode_reward,
-            self._episode_length,
-            self._game_reward,
-            self._game_length,
-            self._next_episode_due,
+            ale_state, self._stack.copy(), self._screens[0].copy(), self.lives, *counters, self._next_episode_due
         )
 
     def set_state(self, state: GameState) -> None:
@@ -701,13 +667,12 @@ class Game:
 
     def _end_episode(self, start_next: bool) -> dict[str, Any]:
         """Report the episode that just ended and (`start_next`) start the next one."""
-        game_over = self.ale.game_over()
         info = {
             "reward": self._episode_reward,
             "length": self._episode_length,
             "truncated": self.ale.game_truncated() and not self.ale.game_over(with_truncation=False),
         }
-        if game_over and self.options.life_loss != "reset":
+        if self.ale.game_over() and self.options.life_loss != "reset":
             info.update(game_reward=self._game_reward, game_length=self._game_length)
         self._next_episode_due = True
         if start_next:
@@ -718,16 +683,12 @@ class Game:
         """Start the episode after the one that ended, restarting the game if it is over (the emulator has not
         moved since, so game over reads as it did when the episode ended)."""
         self._next_episode_due = False
-        if self._restarts_game():
+        # A restart when the game is over (or truncated), or when every episode is a game ("reset" mode).
+        if self.ale.game_over() or self.options.life_loss == "reset":
             self._restart_game()
         else:
             # "terminal" mode: the game goes on with the lives it has left.
             self._start_episode()
-
-    def _restarts_game(self) -> bool:
-        """Whether the next episode starts with a game restart: the game is over (or truncated), or every episode is
-        a game ("reset" mode)."""
-        return self.ale.game_over() or self.options.life_loss == "reset"
 
     def _restart_game(self) -> None:
         self._started = True
@@ -787,42 +748,23 @@ class Game:
         self._episode_reward, self._episode_length = 0.0, 0
 
     def _resize(self, screen: np.ndarray, out: np.ndarray) -> None:
-        """Process one (pooled) screen into `out`, a slot of the stack: resized with area interpolation
-        (each colour channel alike), or for RAM copied as it is."""
+        """Process one (pooled) screen into `out`, a stack slot: area-resized (each colour alike); RAM copied as is."""
         if self.options.obs_type == "ram":
             out[:] = screen
         else:
             cv2.resize(screen, self._dsize, dst=out, interpolation=cv2.INTER_AREA)
 
-    def _stack_axes(self) -> tuple[int, ...]:
-        """The order of the stack's axes ``(stack, *frame)`` in an observation, before the stack and colour
-        axes merge (see `GameOptions.observation_shape`)."""
-        if self.options.obs_type == "rgb":  # (stack, h, w, 3) -> (stack, 3, h, w), or (h, w, stack, 3)
-            return (1, 2, 0, 3) if self.options.channels_last else (0, 3, 1, 2)
-        # (stack, h, w) or (stack, 128): the stack axis first, or last with channels_last.
-        frame_axes = tuple(range(1, self._stack.ndim))
-        return (*frame_axes, 0) if self.options.channels_last else (0, *frame_axes)
-
-    def _write_observation(self, out: np.ndarray) -> None:
-        """Write the observation into `out`, a C-contiguous array of the observation's shape and dtype."""
+    def _observation(self, out: np.ndarray | None = None) -> np.ndarray:
+        # A copy (a fresh array, or `out`, C-contiguous, overwritten): the caller's array never changes under it.
+        if out is None:
+            out = np.empty(self.observation_shape, self.options.observation_dtype)
         frames = self._stack.transpose(self._observation_axes)
         target = out.reshape(frames.shape)  # a view: (stack * 3, h, w) seen as (stack, 3, h, w), say
         if self.options.scale_obs:
             np.divide(frames, np.float32(255), out=target)  # in float32: exactly Gymnasium's uint8 / 255
         else:
             target[...] = frames
-
-    def _observation(self, out: np.ndarray | None = None) -> np.ndarray:
-        # A copy (a fresh array, or `out` overwritten), so the caller's array never changes under it when the
-        # Game steps again.
-        if out is None:
-            out = np.empty(self.observation_shape, self.options.observation_dtype)
-        self._write_observation(out)
         return out
-
-    def _checked_action(self, action: Any) -> Any:
-        """An agent action validated before anything is played: an index, or (continuous) a float32 array (3,)."""
-        return check_continuous_actions(action, (3,)) if self.options.continuous else self._check_action(action)
 
     def _ale_action(self, action: Any) -> tuple[ale_py.Action, float]:
         """The ALE action and paddle strength of an already checked agent action."""

@@ -2,17 +2,15 @@
 
 `RayGamePool` brings every observation of every env to one learner; here the learner goes to the data instead
 (decentralized data-parallel training, DD-PPO: Wijmans et al. 2020). Ray Train's `TorchTrainer` places K learner
-processes on the cluster, spread over its nodes, and gives them a torch.distributed process group (gloo on CPUs, NCCL
-on GPUs), restarts the group from its last checkpoint when a learner dies, and keeps those checkpoints. Each learner
-plays its share of the envs in a local `GamePool` over the CPUs Ray gave it, and learns from them with a replica of
-the networks; only gradients (and a few numbers) cross the network.
+processes on the cluster, spread over its nodes, in a torch.distributed process group (gloo on CPUs, NCCL on GPUs),
+keeps their checkpoints and restarts the group from the last one when a learner dies. Each learner plays its share
+of the envs, a contiguous block seeded as one learner would seed it (learner r of K: envs ``r * n / K`` to
+``(r + 1) * n / K - 1``), in a local `GamePool` over the CPUs Ray gave it, and learns with a replica of the
+networks; only gradients (and a few numbers) cross the network.
 
-A learner's share is a contiguous block of the run's envs: learner r of K plays envs ``r * n / K`` to
-``(r + 1) * n / K - 1``, seeded as one learner would seed them. The trainers (`atari_game.ppo`, `atari_game.dqn`)
-take a `Learners`, this process's place among them; one learner without Ray Train is ``Learners()``, for which every
-collective below is the identity. Only the first learner (rank 0) writes the log, progress.csv, the checkpoints and
-the video, so the run directory must be on storage that its node sees (on one machine, any; on a cluster, a shared
-file system, as Ray Train's checkpoint storage needs too).
+The trainers (`atari_game.ppo`, `atari_game.dqn`) take a `Learners`, this process's place among them (one learner
+without Ray Train: ``Learners()``). Only rank 0 writes the log, progress.csv, the checkpoints and the video, so the
+run directory must be on storage its node sees (on a cluster, a shared file system, as Ray Train's checkpoints need).
 """
 
 from __future__ import annotations
@@ -60,9 +58,8 @@ class Learners:
     `on_ray_train` when Ray Train placed it (and holds its checkpoints), with `cpus` CPUs for its envs and torch;
     `restart`, the checkpoint.pt Ray Train restarts it from after a learner died (None on a first start).
 
-    The collectives (`all_sum`, `sum_gradients`, `gather`, `first`) are the identity for one learner.
-    `sync_seconds` counts the seconds spent in them (waiting for the slowest learner included) since it was last set
-    to 0.
+    The collectives (`all_sum`, `sum_gradients`, `gather`, `first`) are the identity for one learner; `sync_seconds`
+    counts the seconds spent in them (waiting for the slowest learner included) since it was last set to 0.
     """
 
     rank: int = 0
@@ -96,8 +93,7 @@ class Learners:
 
     def share(self, indices: torch.Tensor) -> torch.Tensor:
         """The rows of this learner's flattened rollout (``n_steps x n_envs / count``, step-major) that a minibatch of
-        the run's flattened rollout (`indices` into ``n_steps x n_envs``) holds: its samples of this learner's envs,
-        in the minibatch's order. The learners' shares of a minibatch may differ in size."""
+        the run's (`indices` into ``n_steps x n_envs``) holds, in its order; the learners' shares may differ in size."""
         step, env = indices // self.n_envs, indices % self.n_envs
         mine = (env >= self.envs.start) & (env < self.envs.stop)
         return step[mine] * (self.n_envs // self.count) + env[mine] - self.envs.start
@@ -114,9 +110,8 @@ class Learners:
         return self._collective(tensor) if self.count > 1 else tensor
 
     def mean_std(self, groups: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The mean and standard deviation (Bessel-corrected, as `torch.std`) of each group of values, all the
-        learners' shares of it together (`groups[i]`: this learner's share of group i), in two passes (the means,
-        then the squared deviations from them: as accurate as one learner's) of one all-reduce each."""
+        """The mean and standard deviation (Bessel-corrected, as `torch.std`) of each group over the learners' shares
+        of it (`groups[i]`: this learner's), in two passes of one all-reduce each: as accurate as one learner's."""
         sums = self.all_sum(torch.stack([torch.stack([group.sum(), group.new_tensor(len(group))]) for group in groups]))
         means, counts = sums[:, 0] / sums[:, 1], sums[:, 1]
         deviations = [((group - mean) ** 2).sum() for group, mean in zip(groups, means, strict=True)]
@@ -152,9 +147,8 @@ class Learners:
         return chosen[0]
 
     def check_identical(self, network: nn.Module, when: str) -> None:
-        """A `RuntimeError` unless every learner's `network` holds the same weights, bit for bit (a digest of them
-        compared): the learners' updates are the same by construction, so a difference is a bug, and `when` says
-        where it was found."""
+        """A `RuntimeError` unless every learner's `network` holds the same weights, bit for bit (their digests
+        compared): the updates are the same by construction, so a difference is a bug (`when`: where it was found)."""
         if self.count == 1:
             return
         digest = hashlib.blake2b(digest_size=16)
@@ -167,9 +161,8 @@ class Learners:
             )
 
     def report(self, checkpoint: Path, frames: int) -> None:
-        """Hand the checkpoint rank 0 has just written at `checkpoint` to Ray Train, which keeps a copy and restarts a
-        failed group of learners from its last one; every learner calls it at the same point. Nothing without Ray
-        Train."""
+        """Hand the checkpoint rank 0 has just written at `checkpoint` to Ray Train, which keeps a copy to restart a
+        failed group from; every learner calls it at the same point (nothing without Ray Train)."""
         if not self.on_ray_train:
             return
         import ray.train
@@ -214,8 +207,7 @@ def train_on_learners(
     `run_dir`, where rank 0 wrote the run's files and Ray Train keeps its checkpoints (``ray_train/``).
 
     A learner that dies restarts the group from the last checkpoint, up to `MAX_RESTARTS` times; then, or on an error
-    in a learner, `LearnersFailed` with Ray Train's account. Too few free CPUs: `LearnersFailed` at once, naming the
-    counts.
+    in a learner, or at once with too few free CPUs, `LearnersFailed` says why.
     """
     import ray.train
     from ray.train.torch import TorchTrainer

@@ -1,21 +1,17 @@
 """The local transport of a `GamePool`: worker processes on this machine, one shared-memory segment, the wake-up path.
 
-Each worker process (`atari_game.pool_worker`) hosts a block of envs and writes their results straight into one
-shared-memory segment (`atari_game.segment`). A step costs a few bytes each way per worker and nothing per env: the
-parent writes the actions into the segment and one byte into each worker's pipe; each worker answers with its first
-env's id, four bytes into one answer socket that all workers share. In a step of the whole pool the last worker to
-finish (a shared pipe holds a ticket, a byte, for each of the others) also wakes the parent, so the parent sleeps once
-a step, not once a worker, and reads every answer with one call. Rare commands (reset, close) and errors go as pickled
-messages through the workers' own pipes.
-
-`GamePool` keeps the books (what was sent to which worker, what was answered); this module only moves commands and
-answers. `atari_game.ray_pool.RayTransport` is the same interface over Ray actors.
+Each worker process (`atari_game.pool_worker`) plays a block of envs into one shared-memory segment
+(`atari_game.segment`). A step costs a few bytes each way per worker and nothing per env: a byte into each worker's
+pipe, its first env's id back into one answer socket; in a whole-pool step the last worker to finish (a pipe holds a
+ticket for each of the others) also wakes the parent, which sleeps once a step (see the docs' Design page). Rare
+commands and errors go as pickled messages through the workers' pipes. `GamePool` keeps the books.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import os
 import select
 import socket
@@ -33,8 +29,7 @@ from atari_game.pool_worker import MESSAGE, POOL_STEP_BYTES, POOL_STEP_TAGS, STE
 from atari_game.segment import Layout, Segment, arrays, create
 from atari_game.worker import ParentEnd, available_cores, check_main_guard, end_process, pipe, start_context
 
-# How long the parent waits for answers before it checks that the workers it waits for are alive (a dead
-# worker is reported within this, plus the second `end_process`-style join allows).
+# How long the parent waits for answers before it checks that the workers it waits for are alive.
 LIVENESS_CHECK_SECONDS = 0.5
 # What an answer slot holds until an answer is read into it (answers are env ids, or -1 - id on failure).
 NO_ANSWER = np.iinfo(np.int32).min
@@ -47,11 +42,8 @@ class LocalWorker:
     process: Any
     pipe: ParentEnd
     env_ids: list[int]
+    command_fd: int  # the pipe's descriptor, for step_all's loop
     in_flight: list[list[int]] = dataclasses.field(default_factory=list)  # the ids of each unanswered command
-    command_fd: int = dataclasses.field(init=False)  # the pipe's descriptor, for step_all's loop
-
-    def __post_init__(self) -> None:
-        self.command_fd = self.pipe.fileno()
 
     def describe(self) -> str:
         """How a message names it: ``"pool worker (pid 12, envs 0-3)"``."""
@@ -63,8 +55,7 @@ class LocalWorker:
 
 
 def _read_part(answers: np.ndarray) -> list[int]:
-    """The answers read into `answers`, which a read fills from the start (each answer's four bytes are sent
-    whole, so a read that stops early stops between answers); the slots after them still hold `NO_ANSWER`."""
+    """The answers a read put into `answers` (whole ones, from the start: each is sent whole), not `NO_ANSWER`."""
     return answers[answers != NO_ANSWER].tolist()
 
 
@@ -75,27 +66,10 @@ def _send_message(worker: LocalWorker, command: str, data: Any) -> None:
         worker.pipe.send((command, data))
 
 
-def _ticket_pipe(n_envs: int) -> tuple[connection.Connection, connection.Connection]:
-    """A pipe for the tickets of a whole-pool step, a byte each, as ``(the read end, the write end)``; reads from it
-    do not wait (a file status flag: every worker's copy shares it), and it holds the tickets of `n_envs` workers.
-
-    Tickets for up to ``PIPE_BUF + 1`` workers fit in any pipe; Linux is asked for room for more.
-    """
-    take, put = os.pipe()
-    os.set_blocking(take, False)
-    if sys.platform.startswith("linux") and n_envs - 1 > select.PIPE_BUF:
-        import fcntl  # (POSIX)
-
-        fcntl.fcntl(put, fcntl.F_SETPIPE_SZ, n_envs)
-    return connection.Connection(take, writable=False), connection.Connection(put, readable=False)
-
-
 def _shut_down(
     workers: list[LocalWorker], segment: Segment, ends: tuple[socket.socket | connection.Connection, ...]
 ) -> None:
-    """Stop every worker, then close the segment and the `ends` of the answer and wake-up sockets and of the tickets'
-    pipe; a plain function, so `weakref.finalize` can hold it. The kernel frees each of them once no process holds it
-    (a worker still starting when the pool closes got its own descriptors as it was started)."""
+    """Stop every worker, then close the segment and the `ends` of the sockets and pipes (for `weakref.finalize`)."""
     for worker in workers:  # ask all first, so they stop in parallel
         _send_message(worker, "close", None)
     for worker in workers:
@@ -107,18 +81,14 @@ def _shut_down(
 
 
 class LocalTransport:
-    """A `GamePool`'s workers as processes on this machine (see the module docstring); `start_method` as `GamePool`
-    takes it. The pool calls `open`, then `start` with its blocks of envs; `workers` are the handles.
-
-    The shared memory (an anonymous file, not in /dev/shm where Linux's ``memfd_create`` exists) is all taken when
-    the pool starts: where there is no room for it, the pool raises `OSError` at once, saying how much it needs. It
-    has no name, so the kernel frees it with the last process of the pool, even after ``kill -9`` of them all.
-    """
+    """A `GamePool`'s `Transport` as processes on this machine; `start_method` as `GamePool` takes it. The shared
+    memory (an anonymous file, not in /dev/shm where Linux's ``memfd_create`` exists) is all taken when the pool
+    starts: where there is no room for it, the pool raises `OSError` at once, saying how much it needs. It has no
+    name, so the kernel frees it with the last process of the pool, even after ``kill -9`` of them all."""
 
     def __init__(self, start_method: str | None = None) -> None:
         self.context = start_context(start_method)
         self.workers: list[LocalWorker] = []
-        self.shared: dict[str, np.ndarray] = {}
 
     def default_n_workers(self) -> int:
         """One worker per core this process may run on."""
@@ -127,21 +97,21 @@ class LocalTransport:
     def open(
         self, n_envs: int, layout: Layout, arguments: Callable[[list[int]], tuple], restart_workers: bool
     ) -> dict[str, np.ndarray]:
-        """Create the shared segment (its memory reserved now), the answer socket, the tickets' pipe and the finalizer
-        that closes them with the workers; return the segment's arrays. `arguments` gives `GameBlock`'s arguments
-        (but the arrays) for a block of env ids; a local pool replaces dead workers itself, so `restart_workers` asks
-        nothing of the transport."""
+        """Create the segment (its memory taken now), sockets, tickets' pipe and their finalizer; return its arrays."""
         check_main_guard(self.context, "a GamePool")
         self.layout, self.arguments = layout, arguments
         # Every worker gets the child's ends: answers, and the wake-up of a whole-pool step.
         (parent_end, child_end), (wake_end, wake_child) = socket.socketpair(), socket.socketpair()
         self.answers = (parent_end, connection.Connection(child_end.detach()))
         self.wake = (wake_end, connection.Connection(wake_child.detach()))
-        # How the last worker of a whole-pool step knows it is last: (the read end, the write end) of a pipe of tickets.
-        self.tickets = _ticket_pipe(n_envs)
-        self.ticket_fds = (self.tickets[0].fileno(), self.tickets[1].fileno())  # (for step_all)
-        self.tickets_left = False  # whether the pipe may hold tickets that no worker took (step_all)
-        self.step_tag = 0
+        # How the last worker of a whole-pool step knows it is last: a pipe of a ticket per worker but one, whose read
+        # end does not wait (a flag all workers' copies share), with room for `n_envs` (any pipe holds PIPE_BUF + 1).
+        self.ticket_fds = take, put = os.pipe()
+        os.set_blocking(take, False)
+        if sys.platform.startswith("linux") and n_envs - 1 > select.PIPE_BUF:
+            fcntl.fcntl(put, fcntl.F_SETPIPE_SZ, n_envs)
+        self.tickets = (connection.Connection(take, writable=False), connection.Connection(put, readable=False))
+        self.tickets_left, self.step_tag = False, 0  # (tickets_left: the pipe may hold tickets no worker took)
         # The segment last: where it has no room, what came before closes itself as it is collected.
         self.segment = create(layout, n_envs)
         self.finalizer = weakref.finalize(
@@ -182,12 +152,11 @@ class LocalTransport:
         process = self.context.Process(target=pool_worker, args=args, daemon=True)  # type: ignore[attr-defined]
         process.start()
         child_end.close()  # only the child holds it now, so a dead child reads as EOF
-        self.owner[env_ids[0]] = worker = LocalWorker(process, parent_end, env_ids)
+        self.owner[env_ids[0]] = worker = LocalWorker(process, parent_end, env_ids, parent_end.fileno())
         return worker
 
     def post(self, worker: LocalWorker, command: str, data: Any, ids: list[int]) -> None:
-        """Send `GameBlock.run`'s command to the worker; `ids` are the envs a step plays (the worker reads
-        their actions from the shared segment). Stepping all its envs is one byte."""
+        """`Transport.post`: a step of all the worker's envs is one byte (it reads the actions from the segment)."""
         if command == "step" and data is None:
             # (try costs nothing here, contextlib.suppress a call per command)
             try:  # noqa: SIM105
@@ -199,18 +168,10 @@ class LocalTransport:
         self.shared["commands"][worker.env_ids[0], 0] += 1  # after the byte: a watching worker reads it at once
 
     def step_all(self) -> bool:
-        """Step every env, each worker all of its envs: `step`'s common case, with as little Python as can be; True if
-        every worker answered and none failed.
-
-        One byte to each worker, one sleep until the last of them to finish wakes the parent, one read of all
-        their answers. (Woken by each answer instead, the parent would wake up to once a worker, and each
-        wake-up costs it more CPU than all of its Python in a step.) Anything else (an error, a dead or slow worker:
-        the wait gives up after `LIVENESS_CHECK_SECONDS`, or Ctrl-C) returns False, or raises, with what was read
-        kept for `next_answer`: the pool then books a step of every worker and takes the answers in the general way.
-        """
-        # A ticket for every worker but the last. Nothing is in flight, so no worker takes one meanwhile: a step that
-        # did not end with every worker's answer may have left tickets (a worker died before taking its own), which
-        # would make a later step's last worker think it is not; read them away first.
+        """Step every env with one byte to each worker, one wake-up (the last worker's) and one read of all answers;
+        True if every worker answered and none failed, else False (or it raises), what was read kept for next_answer."""
+        # A ticket for every worker but the last, once any a step left (a worker died before taking its own) are read
+        # away: they would make this step's last worker think it is not. Nothing is in flight to take one meanwhile.
         take, put = self.ticket_fds
         if self.tickets_left:
             with contextlib.suppress(BlockingIOError):  # (fewer than there are workers: one read takes them all)
@@ -240,9 +201,8 @@ class LocalTransport:
         return False
 
     def read_pool_step(self, answers: np.ndarray, command: bytes) -> None:
-        """Sleep until the last worker of a whole-pool step sends `command` back (skipping late wake-ups of
-        earlier steps), then read the answers into `answers`; after `LIVENESS_CHECK_SECONDS` without it, read
-        what came. A woken parent may still wait for a worker caught between taking its ticket and answering."""
+        """Sleep until the last worker of a whole-pool step sends `command` back (skipping late wake-ups of earlier
+        steps), then read the answers into `answers`; after `LIVENESS_CHECK_SECONDS` without it, read what came."""
         view = answers.data.cast("B")
         try:
             while command not in self.wake[0].recv(64):
@@ -259,14 +219,9 @@ class LocalTransport:
                 self.answers[0].recv_into(view[got:], 0, socket.MSG_WAITALL)
 
     def next_answer(self, busy: set[LocalWorker], everything: bool) -> tuple[LocalWorker, tuple[str, list[int], Any]]:
-        """Wait for the next answer of any of the `busy` workers: ``(status, the envs it sent, None or a
-        traceback)`` as `GameBlock.run` answers, or ``("died", [], a WorkerDied)``.
-
-        With `everything`, one read sleeps until the answers to every command in flight are in (one wake-up
-        per step, not one per worker), else until the first. A read gives up after `LIVENESS_CHECK_SECONDS`
-        and the parent checks that the workers it waits for are alive. The socket's send() and recv() order
-        the memory: what a worker wrote to the segment before answering is what the parent reads after.
-        """
+        """`Transport.next_answer` (the payload: None or a traceback). With `everything`, one read sleeps until the
+        answers to every command in flight are in, else until the first; it gives up after `LIVENESS_CHECK_SECONDS`
+        to check that the workers it waits for are alive."""
         while not self.unread:
             answers = np.full(sum(len(worker.in_flight) for worker in busy) if everything else 1, NO_ANSWER, np.int32)
             try:

@@ -21,10 +21,9 @@ def check_video_path(video: str | Path) -> None:
 def play_game(game: Game, policy: Callable[[np.ndarray], int], video: Path | None = None) -> tuple[float, int]:
     """Play `game` from a reset until the whole game is over; return its unclipped score and length in steps.
 
-    `policy` maps an observation (``uint8``, the Game's observation shape) to an action. With `video` (an .mp4
-    path; its folder is made if missing), the emulator's full-colour screen (210x160, not the 84x84 input) is written
-    at one frame per agent step. A whole game ends at game over or truncation; with ``life_loss="reset"`` every
-    episode is a whole game.
+    `policy` maps an observation (``uint8``, the Game's observation shape) to an action. With `video` (an .mp4 path;
+    its folder is made if missing), the emulator's full-colour screen (210x160, not the 84x84 input) is written at one
+    frame per agent step. A whole game ends at game over or truncation (with ``life_loss="reset"``, every episode).
     """
     writer = None
     if video is not None:

@@ -1,11 +1,5 @@
-"""GamePool: N games in a few workers, the Gymnasium VectorEnv API, EnvPool-style async.
-
-Each worker hosts a block of envs (a `GameBlock` of `Game` objects) and writes their observations, rewards, flags and
-episode statistics into arrays the pool reads. Where the workers run and how commands and answers travel is the
-pool's transport (`Transport`): `LocalTransport`, worker processes on this machine over one shared-memory segment
-(`atari_game.local_transport`, the default), or `atari_game.ray_pool.RayTransport`, Ray actors on a cluster. This
-module is what every transport shares: the `VectorEnv` API, and the books of what was sent to which worker and
-answered, kept in one object (`Books`).
+"""GamePool: N games in a few workers, the Gymnasium VectorEnv API, EnvPool-style async, over any `Transport`
+(`LocalTransport`, the default, or `atari_game.ray_pool.RayTransport`): this module is what every transport shares.
 
     with GamePool(16, "Breakout", noop_max=30) as pool:
         obs, info = pool.reset(seed=0)                  # uint8 (16, 4, 84, 84)
@@ -39,9 +33,8 @@ class Transport(Protocol):
 
     The pool calls `default_n_workers` (when not told how many), `open` once, `start` with its blocks of env ids, then
     `post`, `step_all` and `next_answer` for as long as it runs, `replace` for a dead worker, and `close` once.
-    `workers` are the transport's handles, one per block, in order; a handle has ``env_ids`` (its block),
-    ``in_flight`` (the pool's books: the env ids of each unanswered command), ``describe()`` (how a message names it)
-    and ``died(**fields)`` (the `WorkerDied` reporting its death).
+    `workers` are its handles, one per block, in order, each with ``env_ids`` (its block), ``in_flight`` (the pool's
+    books: the ids of each unanswered command), ``describe()`` (its name in messages) and ``died(**fields)``.
     """
 
     workers: list[Any]
@@ -52,10 +45,8 @@ class Transport(Protocol):
     def open(
         self, n_envs: int, layout: Layout, arguments: Callable[[list[int]], tuple], restart_workers: bool
     ) -> dict[str, np.ndarray]:
-        """Make what the workers need before they start; return the arrays of `layout` (a row per env) that the
-        pool writes the actions into and reads the results from. `arguments(env_ids)` is what `GameBlock` takes for a
-        block but the arrays (seeds change as workers are replaced); with `restart_workers`, dead workers are
-        replaced."""
+        """Make what the workers need; return the arrays of `layout` (a row per env) for actions and results.
+        `arguments(env_ids)`: `GameBlock`'s arguments for a block but the arrays (its seeds change with restarts)."""
 
     def start(self, blocks: list[list[int]]) -> None:
         """Start a worker for each block of env ids; `workers` holds their handles."""
@@ -64,18 +55,16 @@ class Transport(Protocol):
         """A worker for a dead one's envs, in its place in `workers`; raises `PoolError` if there can be none."""
 
     def post(self, worker: Any, command: str, data: Any, ids: list[int]) -> None:
-        """Send `GameBlock.run`'s ``(command, data)`` to `worker`; `ids` are the envs a step plays (their actions are
-        in the arrays)."""
+        """Send `GameBlock.run`'s ``(command, data)``; `ids`: the envs a step plays (their actions in the arrays)."""
 
     def step_all(self) -> bool:
-        """Step every env, each worker all of its envs; True if that is done and every worker answered ``"ok"``.
-        False (or an exception) leaves it to the pool: it books a step of all its envs for every worker and takes
-        the answers in with `next_answer` (which then gives what came meanwhile)."""
+        """Step every env, each worker all of its envs; True if every worker answered ``"ok"``. Else (False, or an
+        exception) the pool books a step of every worker and takes the answers in with `next_answer`."""
 
     def next_answer(self, busy: set[Any], everything: bool) -> tuple[Any, tuple[str, list[int], Any]]:
-        """Wait for the next answer of one of the `busy` workers: the worker and ``(status, ids, payload)`` as
-        `GameBlock.run` answers, or ``("died", [], a WorkerDied)``; its results are in the arrays. With `everything`
-        the pool waits for all its commands in flight (a transport may wait for them at once)."""
+        """Wait for the next answer of a `busy` worker: the worker and ``(status, ids, payload)`` as `GameBlock.run`
+        answers, or ``("died", [], a WorkerDied)``; its results are in the arrays. With `everything` the pool waits for
+        all its commands in flight (a transport may wait for them at once)."""
 
     def close(self) -> None:
         """Stop the workers and free what `open` made; nothing if it did not run."""
@@ -108,30 +97,17 @@ OTHER_NAMES = {
 }
 
 
-def _check_arguments(pool: str, n_envs: Any, game: Any, game_options: dict[str, Any]) -> int:
-    """`n_envs` as an int in [1, 65536], once the likeliest slips are named: a game name in its place (gym.make_vec's
-    order) and a pool argument under another library's name (`OTHER_NAMES`). `pool`: the class, as the call names it.
-    """
+def _check_arguments(
+    pool: str, n_envs: Any, game: Any, seed: int | None, game_options: dict[str, Any]
+) -> tuple[int, GameOptions, tuple[str, ...]]:
+    """`n_envs` as an int in [1, 65536] (once the likeliest slips of the call to `pool`, the class, are named), the
+    options every env shares (with env 0's game) and each env's game as its ROM id, as `GamePool` takes `game`."""
     if isinstance(n_envs, str) and not n_envs.isdigit():
         count = game if isinstance(game, int) else 8
         raise TypeError(f"{pool}(n_envs, game): the count comes first, as in {pool}({count}, {n_envs!r})")
     if foreign := sorted(game_options.keys() & OTHER_NAMES.keys()):
         raise TypeError(f"{pool}: unknown argument {foreign[0]!r}: {OTHER_NAMES[foreign[0]]}")
-    return check_count("n_envs", n_envs, 1, 1 << 16)
-
-
-def _check_games(
-    n_envs: int, game: str | Sequence[str], seed: int | None, game_options: dict[str, Any]
-) -> tuple[GameOptions, tuple[str, ...]]:
-    """The options every env shares (with env 0's game) and each env's game as its ROM id, from one game
-    name or a list of one per env; each game is validated with the options, before any process starts.
-
-    Every game takes the same options (each validated for each game: a `mode` it lacks, `fire_reset` without FIRE
-    are refused naming the game) and so has the same observation space. The games must share one action space: with
-    ``full_action_space=True`` ALE's full set (18 actions in all games but LostLuggage and Skiing), with
-    ``continuous`` the same `Box`; otherwise their minimal action sets must be the same (Pong, SpaceInvaders and
-    DemonAttack share 6; Breakout and Kaboom 4). Games whose sets differ raise a `ValueError` naming the sets and
-    the fix."""
+    n_envs = check_count("n_envs", n_envs, 1, 1 << 16)
     if isinstance(game, str):
         games = [game] * n_envs
     elif isinstance(game, (list, tuple)):
@@ -143,11 +119,10 @@ def _check_games(
         games = list(game)
     else:
         raise TypeError(f"game must be a game name or a list of one per env, got {type(game).__name__} {game!r}")
-    # Every game with the same options: GameOptions says if an option does not fit a game (mode, fire_reset).
+    # GameOptions says if an option does not fit a game (mode, fire_reset).
     by_name = {name: GameOptions.from_kwargs(game=name, seed=seed, **game_options) for name in dict.fromkeys(games)}
     roms = tuple(by_name[name].game for name in games)
-    # One pool has one action space (continuous actions are one Box for every game); observations are alike
-    # anyway, their shape following the options alone.
+    # One pool has one action space (continuous actions are one Box for every game).
     shared = by_name[games[0]]
     by_actions: dict[tuple[str, ...], list[str]] = {}
     for options in by_name.values():
@@ -170,7 +145,7 @@ def _check_games(
             f"game: these games' {kind} action sets differ, and a pool has one action space: "
             f"{'; '.join(sets)}{more}. To mix them, {fix}"
         )
-    return shared, roms
+    return n_envs, shared, roms
 
 
 def _check_seeds(seed: int | list[int | None] | None, n_envs: int) -> list[int | None]:
@@ -199,8 +174,7 @@ def _check_env_ids(env_ids: Any, n_envs: int) -> tuple[np.ndarray, list[int]]:
 
 
 def _describe_games(games: tuple[str, ...]) -> str:
-    """The distinct games of `games` for a message: ``"breakout"``, ``"breakout, pong"``, or the first four
-    and how many more."""
+    """The distinct games of `games` for a message: ``"breakout, pong"``, or the first four and how many more."""
     distinct = list(dict.fromkeys(games))
     more = f" and {len(distinct) - 4} more games" if len(distinct) > 4 else ""
     return ", ".join(distinct[:4]) + more
@@ -220,8 +194,7 @@ def check_actions(
     if array.dtype.kind not in "iu":
         raise TypeError(f"actions must be integers in [0, {n_actions}), got dtype {array.dtype}")
     checked = array.astype(np.int64, copy=False)
-    # One pass: seen as unsigned, a negative action is huge, so a max below n_actions means all are in range
-    # (an unsigned one too big for int64 wraps to negative, so it is caught as well).
+    # One pass: seen as unsigned, a negative action (or an unsigned one too big for int64) is >= n_actions.
     if count and checked.view(np.uint64).max() >= n_actions:
         bad = np.flatnonzero((array < 0) | (array >= n_actions))[0]
         raise ValueError(
@@ -236,47 +209,43 @@ class GamePool(gymnasium.vector.VectorEnv):
 
     Args:
         n_envs: how many games. Env ``i`` is seeded with ``seed + i``.
-        game, seed, **game_options: as for `Game`, all validated here before any process starts. `game` may
-            also be a list naming each env's game (length `n_envs`): a mixed pool, for multi-task work, whose
-            games take the same options and share one action space (`_check_games` says which mixes fit).
-        n_workers: worker processes (default: one per available core, at most `n_envs`); the envs are
-            split into contiguous blocks, one per worker.
-        autoreset_mode: Gymnasium's ``AutoresetMode.NEXT_STEP`` (the default) or ``SAME_STEP`` (the
-            tutorial's), with the semantics Gymnasium documents. Next-step: the step that ends an episode
-            returns its final observation; the env's next step ignores its action and returns the next
-            episode's first observation with reward 0. Same-step: the step that ends an episode returns the
-            next episode's first observation, and the final one in ``info["final_obs"]``.
+        game, seed, **game_options: as for `Game`, all validated before any process starts. `game` may also list
+            each env's game (length `n_envs`): a mixed pool, for multi-task work, whose games take the same options
+            (a `mode` a game lacks, `fire_reset` without FIRE are refused naming it) and share one action space: ALE's
+            full set with ``full_action_space=True`` (18 actions in all games but LostLuggage and Skiing), the same
+            `Box` with ``continuous``, else the same minimal set (Pong, SpaceInvaders and DemonAttack share 6;
+            Breakout and Kaboom 4); other mixes raise a `ValueError` naming the sets and the fix.
+        n_workers: worker processes (default: one per available core, at most `n_envs`), each a block of envs.
+        autoreset_mode: Gymnasium's ``AutoresetMode.NEXT_STEP`` (the default) or ``SAME_STEP`` (the tutorial's), with
+            the semantics Gymnasium documents. Next-step: the step that ends an episode returns its final observation;
+            the env's next step ignores its action and returns the next episode's first observation with reward 0.
+            Same-step: that step returns the next episode's first observation, the final one in ``info["final_obs"]``.
         batch_size: how many envs `recv` returns (default: all).
-        copy: False makes `step` and `reset` return the shared observation array itself, valid until the
-            next call, for zero-copy consumers.
-        restart_workers: replace a worker that dies: its envs restart with new seeds and are reported
-            truncated with ``info["worker_restarted"]``. Without it, a dead worker raises `WorkerDied`.
-        start_method: a `multiprocessing` start method; the default, `DEFAULT_START_METHOD`, is
-            "forkserver" on Linux ("fork" is unsafe once the parent has threads, as it has after
-            importing torch). "fork" and "spawn" work too. Under "forkserver" and "spawn" a script must start
-            the pool under ``if __name__ == "__main__":`` (`check_main_guard` says so at once).
-        transport: where the workers run (a `Transport`); the default is ``LocalTransport(start_method)``,
-            processes on this machine. `RayGamePool` passes a `RayTransport`.
+        copy: False makes `step` and `reset` return the shared observation array itself, valid until the next call.
+        restart_workers: replace a worker that dies: its envs restart with new seeds and are reported truncated with
+            ``info["worker_restarted"]``. Without it, a dead worker raises `WorkerDied`.
+        start_method: a `multiprocessing` start method; the default, `DEFAULT_START_METHOD`, is "forkserver" on Linux
+            ("fork" is unsafe once the parent has threads, as after importing torch); "fork" and "spawn" work too.
+            Under "forkserver" and "spawn" a script must start the pool under ``if __name__ == "__main__":``.
+        transport: where the workers run (a `Transport`); the default is ``LocalTransport(start_method)``, processes
+            on this machine. `RayGamePool` passes a `RayTransport`.
 
     ``step(actions)`` takes integer actions of shape ``(n_envs,)`` (with ``continuous=True``, floats of shape
     ``(n_envs, 3)``) and returns ``obs`` (``uint8``, ``(n_envs, 4, 84, 84)`` by default; in general
-    ``(n_envs, *GameOptions.observation_shape)`` of ``observation_dtype``), ``rewards`` (float64),
-    ``terminations`` (a life or the game was lost, as `life_loss` says), ``truncations``
-    (`max_episode_frames` reached) and ``info``: ``lives`` for every env (the lives its observation's game has: on a
-    next-step done step the ended episode's, on a same-step one the next episode's), and for envs whose episode ended
-    ``info["episode"]["r"|"l"]`` (unclipped return and length)
-    with the mask ``info["_episode"]``, the layout of Gymnasium's vector ``RecordEpisodeStatistics``; when
+    ``(n_envs, *GameOptions.observation_shape)`` of ``observation_dtype``), ``rewards`` (float64), ``terminations``
+    (a life or the game was lost, as `life_loss` says), ``truncations`` (`max_episode_frames` reached) and ``info``:
+    ``lives`` for every env (the lives its observation's game has: on a next-step done step the ended episode's, on a
+    same-step one the next episode's), and for envs whose episode ended ``info["episode"]["r"|"l"]`` (unclipped return
+    and length) with the mask ``info["_episode"]``, the layout of Gymnasium's vector ``RecordEpisodeStatistics``; when
     `life_loss` is not "reset" and a whole game ended, also ``info["game"]["r"|"l"]`` with ``info["_game"]``.
-    ``info["game_name"]`` (object array, with the mask ``info["_game_name"]``, all True) names each env's game
-    by its ROM id, as `games` does; on a whole `step` these two arrays are the same read-only arrays every time.
+    ``info["game_name"]`` (object array, with the mask ``info["_game_name"]``, all True) names each env's game by its
+    ROM id, as `games` does; on a whole `step` these two arrays are the same read-only arrays every time.
 
     Attributes: ``games``, the ROM id of each env's game (a tuple of `n_envs`, e.g. ``("breakout", "kaboom")``);
-    ``options``, the `GameOptions` every env shares, with env 0's ``game``; ``action_meanings``, the actions all
-    envs share.
+    ``options``, the `GameOptions` every env shares, with env 0's ``game``; ``action_meanings``, the envs' actions.
 
-    Async, as in EnvPool: ``send(actions, env_ids)`` starts those envs; ``recv()`` waits until `batch_size`
-    envs have finished and returns them (the first to finish) with ``info["env_id"]`` (and their
-    ``info["game_name"]``).
+    Async, as in EnvPool: ``send(actions, env_ids)`` starts those envs; ``recv()`` waits until `batch_size` envs have
+    finished and returns them (the first to finish) with ``info["env_id"]`` (and their ``info["game_name"]``).
     """
 
     def __init__(
@@ -295,10 +264,8 @@ class GamePool(gymnasium.vector.VectorEnv):
         **game_options: Any,
     ) -> None:
         # Validate everything before any process or shared memory exists.
-        n_envs = _check_arguments(type(self).__name__, n_envs, game, game_options)
-        self.options, self.games = _check_games(n_envs, game, seed, game_options)
-        if n_workers is not None:
-            n_workers = check_count("n_workers", n_workers, 1, n_envs)
+        n_envs, self.options, self.games = _check_arguments(type(self).__name__, n_envs, game, seed, game_options)
+        n_workers = None if n_workers is None else check_count("n_workers", n_workers, 1, n_envs)
         self.batch_size = check_count("batch_size", n_envs if batch_size is None else batch_size, 1, n_envs)
         mode = autoreset_mode.value if isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
         check_choice("autoreset_mode", mode, tuple(each.value for each in AUTORESET_MODES))
@@ -316,19 +283,15 @@ class GamePool(gymnasium.vector.VectorEnv):
         self.action_space = gymnasium.vector.utils.batch_space(self.single_action_space, n_envs)
         self.metadata = {"autoreset_mode": self.autoreset_mode}
         # info["game_name"] of a whole step, made once: read-only, so every step can hand out the same arrays.
-        self._game_names = np.array(self.games, dtype=object)
-        self._every_env = np.ones(n_envs, bool)
+        self._game_names, self._every_env = np.array(self.games, dtype=object), np.ones(n_envs, bool)
         self._game_names.flags.writeable = self._every_env.flags.writeable = False
         self._books, self._all_ids = Books(pending=np.zeros(n_envs, bool)), np.arange(n_envs)
 
         # The arrays and the workers, closed by close() (or the transport's finalizer) whatever happens from here.
-        self._shared: dict[str, np.ndarray] = {}
         try:
             n_workers = n_workers or min(n_envs, self._transport.default_n_workers())
-            same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
-            self._shared = self._transport.open(
-                n_envs, layout(n_envs, self.options, same_step), self._block_arguments, self.restart_workers
-            )
+            shapes = layout(n_envs, self.options, same_step=self.autoreset_mode == AutoresetMode.SAME_STEP)
+            self._shared = self._transport.open(n_envs, shapes, self._block_arguments, self.restart_workers)
             # (the transport's list: replacements take their places in it)
             self._workers: list[Any] = self._transport.workers
             self._transport.start([block.tolist() for block in np.array_split(self._all_ids, n_workers)])
@@ -361,8 +324,7 @@ class GamePool(gymnasium.vector.VectorEnv):
                 raise ValueError(f"reset options are not supported (got {options!r}): every env is reset")
             seeds = _check_seeds(seed, self.num_envs)  # checked first, so a bad seed leaves every env as it was
             self._finish_in_flight()  # whatever send() started is void now
-            # Reset every worker; one replaced meanwhile (restart_workers) was reset with seeds of its own, so it is
-            # reset again with these.
+            # Reset every worker; one replaced meanwhile (restart_workers) had seeds of its own: reset it again.
             answered: list[Any] = []
             while unanswered := [worker for worker in self._workers if worker not in answered]:
                 for worker in unanswered:
@@ -430,16 +392,13 @@ class GamePool(gymnasium.vector.VectorEnv):
     def run_block(
         self, command: str, data: Any, actions: np.ndarray | None = None
     ) -> tuple[tuple[str, list[int], Any], dict[str, np.ndarray]]:
-        """Carry out one of `GameBlock.run`'s commands over this pool's envs, as if they were one block of envs
-        ``0 .. n_envs - 1``: what a `RayGamePool` node actor asks of the pool it hosts, below the `VectorEnv` API.
-
-        ``("step", ids)`` plays the envs `ids` (None: all, the workers' fast path) with `actions` (one per env of
-        `ids`, checked by the caller); ``("reset", (seeds, owed))`` resets the envs `seeds` maps to their seeds and
-        owes those in `owed` a next-step reset step. Returns the answer, ``("ok", ids, ended)`` as `GameBlock.run`
-        gives it (``ended``: an episode ended), ``("error", ids, message)``, or ``("died", [], error)`` when a
-        worker died, with its `WorkerDied` (the pool is then broken: close it); and the pool's arrays
-        (`segment.layout`'s, a row per env, overwritten by the next command). Nothing is reported by `recv`. Only for
-        a pool without ``restart_workers`` (a ValueError otherwise): its caller restarts a dead block.
+        """Carry out one of `GameBlock.run`'s commands over this pool's envs as one block ``0 .. n_envs - 1``, below the
+        `VectorEnv` API (nothing is reported by `recv`), as a `RayGamePool` node actor asks of the pool it hosts:
+        ``("step", ids)`` plays the envs `ids` (None: all, the workers' fast path) with `actions` (one per env of `ids`,
+        checked by the caller); ``("reset", (seeds, owed))`` as `GameBlock.run` takes it. Returns its answer,
+        ``("ok", ids, ended)`` or ``("error", ids, message)``, or ``("died", [], its WorkerDied)`` when a worker died
+        (the pool is then broken: close it); and the pool's arrays (a row per env, overwritten by the next command).
+        Only for a pool without ``restart_workers`` (else a ValueError): its caller restarts a dead block.
         """
         if self.restart_workers:
             raise ValueError("run_block needs a pool made with restart_workers=False: its caller restarts the block")
@@ -487,8 +446,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._books.busy.add(worker)
 
     def _step_all(self) -> None:
-        """Step every env by the transport's fast path; what it leaves undone (an error, a dead or slow worker, Ctrl-C)
-        is booked as a step command per worker and finished the general way (after Ctrl-C, by the next call)."""
+        """Step every env by the transport's fast path, booking and finishing what it leaves undone the general way."""
         if self._books.busy:  # answers still due (a step interrupted by Ctrl-C): every command the general way
             return self._step_each()
         try:
@@ -526,8 +484,7 @@ class GamePool(gymnasium.vector.VectorEnv):
             raise failure
 
     def _collect(self, everything: bool = False) -> None:
-        """Wait for the next answer from any busy worker and take it in (one: a dead worker's replacement is waited
-        for in here too, which may take other answers, so a list of ready workers would go stale)."""
+        """Take in the next answer of any busy worker (one: replacing a dead worker may take others in too)."""
         worker, (status, ids, payload) = self._transport.next_answer(self._books.busy, everything)
         if status == "died":
             return self._worker_died(worker, payload)
@@ -542,8 +499,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         if not self.restart_workers:
             self._books.broken = died.replace(fatal=True)
             raise self._books.broken
-        # Replace it: same envs, new seeds; the envs it was stepping are reported truncated, the others on
-        # their next return.
+        # Replace it: same envs, new seeds; the envs it was stepping are reported truncated now, the others later.
         owed = [i for sent in worker.in_flight for i in sent]
         self._books.restarts += 1
         self._books.busy.discard(worker)
@@ -557,8 +513,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._books.ready.extend(owed)
 
     def _restart_envs(self, worker: Any, env_ids: list[int], owed: list[int]) -> None:
-        """Reset envs `env_ids` of `worker` with new seeds, reported truncated at their next return (`_results`);
-        those `owed` (the step in progress) are owed a next-step reset step."""
+        """Reset `worker`'s envs `env_ids` with new seeds (reported truncated by `_results`); `owed` get reset steps."""
         self._send(worker, "reset", (dict(zip(env_ids, self._seeds(env_ids), strict=True)), owed), [])
         while worker.in_flight:
             self._collect()
@@ -576,8 +531,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         return check_actions(actions, count, self.options.continuous, self.action_meanings, self.games)
 
     def _results(self, ids: np.ndarray, whole: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """The step results of envs `ids` (`whole`: every env, in order), read from the shared segment, with
-        their info; every array is a copy, but the observations of a whole step with copy=False."""
+        """The step results of envs `ids` (`whole`: every env, in order) and their info, from the shared arrays."""
         rows = None if whole else ids
         obs, rewards, terminations, truncations = (
             self._read(name, rows) for name in ("obs", "rewards", "terminations", "truncations")
@@ -594,7 +548,12 @@ class GamePool(gymnasium.vector.VectorEnv):
             info["worker_restarted"], info["_worker_restarted"] = restarted, restarted.copy()
         ended = self._read("ended", rows)
         if ended.any():
-            self._add_episode_info(info, rows, ended)
+            # The vector RecordEpisodeStatistics layout, from the statistics the workers wrote.
+            for key, mask in (("episode", ended), ("game", ended & self._read("game_ended", rows))):
+                if mask.any():
+                    returns = np.where(mask, self._read(f"{key}_return", rows), 0.0)
+                    info[key] = {"r": returns, "l": np.where(mask, self._read(f"{key}_length", rows), 0)}
+                    info[f"_{key}"] = mask
             if self.autoreset_mode == AutoresetMode.SAME_STEP:
                 final_obs = np.full(len(ids), None, dtype=object)
                 for k in np.flatnonzero(ended):
@@ -605,29 +564,15 @@ class GamePool(gymnasium.vector.VectorEnv):
         return obs, rewards, terminations, truncations, info
 
     def _read(self, name: str, rows: np.ndarray | None) -> np.ndarray:
-        """A copy of the shared array `name`'s rows `rows` (None: all of them, in order: a plain copy, cheaper
-        than indexing with an arange of every env); all of ``obs`` with copy=False is the shared array itself,
-        valid until the next call."""
-        if rows is None:
+        """A copy of the shared array `name`'s rows `rows` (None: all); all of ``obs`` with copy=False is the array."""
+        if rows is None:  # all, in order: a plain copy, cheaper than indexing with an arange
             return self._shared[name].copy() if self.copy or name != "obs" else self._shared[name]
         return self._shared[name][rows]
 
-    def _add_episode_info(self, info: dict[str, Any], rows: np.ndarray | None, ended: np.ndarray) -> None:
-        """``info["episode"]`` (and ``info["game"]``) of envs `rows` (None: all), whose episodes `ended` (a mask),
-        in the vector RecordEpisodeStatistics layout; vectorised from the statistics the workers wrote."""
-        for key, mask in (("episode", ended), ("game", ended & self._read("game_ended", rows))):
-            if mask.any():
-                returns = np.where(mask, self._read(f"{key}_return", rows), 0.0)
-                info[key] = {"r": returns, "l": np.where(mask, self._read(f"{key}_length", rows), 0)}
-                info[f"_{key}"] = mask
-
     def __repr__(self) -> str:
         state = ", closed" if self.closed else ""
-        distinct = len(set(self.games))
-        games = (
-            f"{self.num_envs} x {self.games[0]!r}"
-            if distinct == 1
-            else f"{self.num_envs} envs of {distinct} games: {_describe_games(self.games)}"
-        )
+        games, distinct = f"{self.num_envs} x {self.games[0]!r}", len(set(self.games))
+        if distinct > 1:
+            games = f"{self.num_envs} envs of {distinct} games: {_describe_games(self.games)}"
         workers = f"{len(self._workers)} worker{'s' if len(self._workers) != 1 else ''}"
         return f"{type(self).__name__}({games}, {workers}{state})"

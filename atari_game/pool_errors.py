@@ -1,9 +1,4 @@
-"""How a pool's failures travel: `PoolError`, and `WorkerDied`, the report of a dead worker as fields.
-
-`GamePool`, its transports and `RayGamePool` raise them; the wording of a dead worker's report is made in one place,
-`WorkerDied.__str__`, from the fields, so a program (or a node actor handing a death on) reads the fields, never the
-message.
-"""
+"""How a pool's failures travel: `PoolError`, and `WorkerDied`, a dead worker's report as fields, from any pool."""
 
 from __future__ import annotations
 
@@ -12,13 +7,9 @@ from collections.abc import Sequence
 from signal import Signals
 from typing import Any
 
-# How the message of a pool broken by a dead worker ends (without restart_workers).
-CANNOT_GO_ON = "; the pool cannot go on: close() it, or use restart_workers=True"
-
 
 class PoolError(RuntimeError):
-    """A pool worker failed or died (a death is its subclass `WorkerDied`); the message names the worker, its envs
-    and (if any) its traceback."""
+    """A pool worker failed or died (`WorkerDied`); the message names the worker, its envs and its traceback if any."""
 
 
 def describe_worker(
@@ -26,11 +17,8 @@ def describe_worker(
 ) -> str:
     """How a message names a worker: ``"pool worker (pid 12, envs 0-3)"``, or for a Ray actor
     ``"ray actor (pid 12 on node 1a2b3c4d at 10.0.0.2, envs 0-3)"`` (``not running yet`` without a pid)."""
-    if pid is None:
-        place = "not running yet"
-    else:
-        place = f"pid {pid}" if node is None else f"pid {pid} on node {node:.8} at {address}"
-    return f"{kind} ({place}, envs {env_ids[0]}-{env_ids[-1]})"
+    place = f"pid {pid}" if node is None else f"pid {pid} on node {node:.8} at {address}"
+    return f"{kind} ({'not running yet' if pid is None else place}, envs {env_ids[0]}-{env_ids[-1]})"
 
 
 def _signal_of(exitcode: int | None) -> str | int | None:
@@ -55,30 +43,27 @@ class WorkerDied(PoolError):
     """A worker of a `GamePool` or `RayGamePool` died: the report, as fields.
 
     Without ``restart_workers`` the pool raises it, and raises it again (a copy) from every later call: the pool cannot
-    go on. Its message is built from the fields alone (`__str__`); a program reads the fields, never the message.
-    A subclass of `PoolError`, so ``except PoolError`` catches it.
+    go on. Its message is built from the fields alone (`__str__`, the one place of its wording); a program (or a node
+    actor handing a death on) reads the fields, never the message. ``except PoolError`` catches it.
 
     Attributes:
         pid (int | None): the process id of the worker that died (of a Ray actor: the actor's process); None for
             a Ray actor that never ran.
-        env_ids (tuple[int, ...]): the ids of the envs it hosted, as the pool raising it numbers them (a
-            contiguous block). Every one of them lost its game.
+        env_ids (tuple[int, ...]): the ids of the envs it hosted (a contiguous block, as the pool raising it numbers
+            them), every one of which lost its game.
         exitcode (int | None): its exit code, as `multiprocessing.Process.exitcode` gives it (``-N``: killed by
             signal ``N``); None where unknown (a Ray actor).
-        signal (str | int | None): the signal that killed it, by name (``"SIGKILL"``), or by number for one that
-            has no name; None if no signal killed it, or it is unknown. By default, read from a negative `exitcode`.
-        cause (str): how it died, in words: ``"killed by SIGKILL"``, ``"exited with code 1"``, ``"it died while
-            sending the traceback of an error"``, a Ray error (``"ActorDiedError: ..."``), ``"restarted by Ray as
-            pid 13 on node 1a2b3c4d"``, or for a node actor ``"a worker process of its pool died"``. By default,
-            read from `exitcode`.
+        signal (str | int | None): the signal that killed it, by name (``"SIGKILL"``) or by number; None if none did
+            or it is unknown. By default, read from a negative `exitcode`.
+        cause (str): how it died, in words (by default, read from `exitcode`): ``"killed by SIGKILL"``, ``"exited with
+            code 1"``, ``"it died while sending the traceback of an error"``, a Ray error (``"ActorDiedError: ..."``),
+            ``"restarted by Ray as pid 13 on node 1a2b3c4d"``, a node actor's ``"a worker process of its pool died"``.
         node (str | None): for a Ray actor, the id of the node it ran on (hex); None in a local pool.
         address (str | None): for a Ray actor, that node's IP address; None in a local pool.
         kind (str): what died: ``"pool worker"`` (a `GamePool` worker process) or ``"ray actor"``.
-        hosted (WorkerDied | None): for a `RayGamePool` node actor (``actors="node"``), the death of the worker
-            process of the actor's pool that brought the actor down, its `env_ids` numbered as this pool numbers its
-            envs; None otherwise.
-        fatal (bool): the pool that raised it cannot go on (it was made without ``restart_workers``); the message
-            then says to close it.
+        hosted (WorkerDied | None): for a node actor (``actors="node"``), the death of the worker process of its pool
+            that brought it down, its `env_ids` numbered as this pool numbers its envs; None otherwise.
+        fatal (bool): the pool that raised it (made without ``restart_workers``) cannot go on; the message says so.
     """
 
     def __init__(
@@ -111,8 +96,7 @@ class WorkerDied(PoolError):
         return type(self)(**{**self.fields(), **changes})
 
     def with_env_offset(self, offset: int) -> WorkerDied:
-        """A copy whose env ids (the `hosted` death's too) are `offset` more: the report of a pool hosting a block of
-        another pool's envs, as the other pool numbers them."""
+        """A copy with env ids (the `hosted` death's too) `offset` more, as the pool of a hosted block numbers them."""
         hosted = None if self.hosted is None else self.hosted.with_env_offset(offset)
         return self.replace(env_ids=[i + offset for i in self.env_ids], hosted=hosted)
 
@@ -120,7 +104,6 @@ class WorkerDied(PoolError):
         return functools.partial(type(self), **self.fields()), ()
 
     def __str__(self) -> str:
-        """The one place the wording of a dead worker's report is made, from the fields."""
         if self.hosted is not None:
             detail = f"its {self.hosted.replace(fatal=False)}"
         elif self.exitcode is not None and self.cause == _cause_of(self.exitcode):
@@ -128,4 +111,4 @@ class WorkerDied(PoolError):
         else:
             detail = self.cause
         message = f"{describe_worker(self.kind, self.pid, self.env_ids, self.node, self.address)} died ({detail})"
-        return f"{message}{CANNOT_GO_ON}" if self.fatal else message
+        return f"{message}; the pool cannot go on: close() it, or use restart_workers=True" if self.fatal else message

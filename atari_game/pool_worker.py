@@ -1,8 +1,5 @@
-"""The worker side of a `GamePool`: the games of one worker (`GameBlock`) and the process that plays them
-(`pool_worker`), woken by a byte on its pipe and answering into a socket that all workers share.
-
-A `RayGamePool` actor hosts the same `GameBlock` over arrays of its own.
-"""
+"""The worker side of a `GamePool`: the games of one worker (`GameBlock`, which a `RayGamePool` actor hosts too) and
+the process that plays them (`pool_worker`), woken by a byte on its pipe, answering into a socket all workers share."""
 
 from __future__ import annotations
 
@@ -17,38 +14,26 @@ from typing import Any
 import numpy as np
 
 from atari_game.game import Game
-from atari_game.segment import Layout, SegmentFile, arrays, attach
+from atari_game.segment import Layout, Segment, SegmentFile, arrays
 from atari_game.worker import prepare_worker_process
 
-# The byte that wakes a worker: step all its envs with the actions in the segment, or read a pickled
-# command from the pipe.
+# The byte that wakes a worker: step all its envs (the actions in the segment), or read a pickled command.
 STEP_ALL, MESSAGE = b"s", b"m"
 # A byte below this is also STEP_ALL, as part of a whole-pool `step`: the last worker to finish echoes it (a tag
 # that tells this step's wake-up from a late one of a step before) to wake the parent.
 POOL_STEP_TAGS = 8
 POOL_STEP_BYTES = tuple(bytes((tag,)) for tag in range(POOL_STEP_TAGS))
-# How long a worker that has answered watches the segment for its next command, yielding its core meanwhile,
-# before it sleeps on its pipe: a command that comes within it wakes nobody, and waking a sleeping process costs
-# more than the watch (0.1-1 ms on a VM: see the docs' Design page). The watch lasts as long as the worker's last
-# command took to play, at least WATCH_SECONDS: in a whole-pool step the next command comes once the slowest
-# worker and the parent are done, which the slack of a block as long grows with. A watch that finds nothing makes
-# the worker sleep at once for the next 1, 3, 7, ... commands (at most 2 ** WATCH_BACKOFF - 1), so that a parent
-# busy between steps (a learner, a slow policy) does not pay a core's watch for every step.
+# A worker that has answered watches for its next command before it sleeps on its pipe, for as long as its last
+# command took (at least WATCH_SECONDS); a watch that finds nothing skips the next 1, 3, 7, ... watches (at most
+# 2 ** WATCH_BACKOFF - 1). See the docs' Design page.
 WATCH_SECONDS = 0.001
 WATCH_BACKOFF = 6
 
 
 class GameBlock:
-    """The games one worker hosts, played on command into arrays of the pool's layout.
-
-    ``options`` holds each env's `Game` options but the seed (a mixed pool's envs differ in ``game``), in
-    the order of ``env_ids``. ``arrays`` holds one row per hosted env (row ``k`` is env ``env_ids[k]``): a
-    `GamePool` worker passes its rows of the shared segment, a `RayGamePool` actor arrays of its own that it
-    returns through Ray.
-
-    In next-step autoreset mode an env whose episode ended starts the next one (restarting its game) at its
-    next step, where that episode's first observation is due.
-    """
+    """The games one worker hosts, played on command into `arrays` of the pool's layout, a row per hosted env (row
+    ``k`` is env ``env_ids[k]``): a `GamePool` worker's rows of the shared segment, or a `RayGamePool` actor's own.
+    `options` holds each env's `Game` options but the seed."""
 
     def __init__(
         self,
@@ -62,17 +47,13 @@ class GameBlock:
         self.row = {i: k for k, i in enumerate(env_ids)}
         games = zip(env_ids, seeds, options, strict=True)
         self.games = {i: Game(seed=seed, **env_options) for i, seed, env_options in games}
-        # Next-step autoreset: the envs whose next step is a reset step (their episode ended on their last step).
-        self.owed: set[int] = set()
+        self.owed: set[int] = set()  # next-step autoreset: the envs whose next step is a reset step
 
     def run(self, command: str, data: Any) -> tuple[str, list[int], Any]:
-        """Carry out one command and answer it.
-
-        ``("step", ids)`` plays the envs `ids` (None: all of them) with the actions in the arrays;
-        ``("reset", (seeds, owed))`` resets the envs `seeds` maps to their seeds (None: not re-seeded), and owes
-        the envs in `owed` a next-step reset step. The answer is ``("ok", ids, ended)``: the envs played (none for
-        a reset) and whether an episode ended (its statistics are in the arrays); or ``("error", ids, traceback)``.
-        """
+        """Carry out one command and answer it: ``("step", ids)`` plays the envs `ids` (None: all) with the actions in
+        the arrays; ``("reset", (seeds, owed))`` resets the envs `seeds` maps to their seeds (None: not re-seeded) and
+        owes those in `owed` a next-step reset step. The answer: ``("ok", ids, ended)``, the envs played (none for a
+        reset) and whether an episode ended (its statistics in the arrays), or ``("error", ids, traceback)``."""
         ids = self.env_ids
         try:
             if command == "step":
@@ -104,10 +85,8 @@ class GameBlock:
         return ended_any
 
     def play(self, game: Game, a: dict[str, np.ndarray], k: int) -> bool:
-        """Play `game` with the action in row `k` of the arrays `a` and write its results there; True if its
-        episode ended."""
-        # The parent checked the actions; the Game writes the observation straight into the env's row (in
-        # next-step mode the ended episode's last one: the next episode starts at the env's next step).
+        """Play `game` with the action in row `k` of the arrays `a` and write its results there; True if it ended."""
+        # The parent checked the actions; the Game writes the observation straight into the env's row.
         a["rewards"][k], done, info = game.play(
             a["actions"][k], out=a["obs"][k], start_next=not self.next_step_autoreset
         )
@@ -140,20 +119,16 @@ class GameBlock:
 
 
 class CommandWatch:
-    """A worker's wait for its next command, awake for up to `WATCH_SECONDS` before it sleeps on its pipe.
-
-    `sent` is the worker's count of commands sent, which the parent raises after writing each command's byte;
-    the worker has read `handled` bytes. The count is only a hint: the worker reads the byte either way, and
-    a stale count costs a sleep, never a command.
-    """
+    """A worker's wait for its next command, awake for a while (see `WATCH_SECONDS`) before it sleeps on its pipe;
+    the count it watches is only a hint: a stale one costs a sleep, never a command."""
 
     def __init__(self) -> None:
         self.misses = 0  # watches in a row that found no command
         self.skip = 0  # commands still to wait for asleep, after a watch that found none
 
     def wait(self, sent: np.ndarray, handled: int, played: float) -> None:
-        """Return once command `handled + 1` was sent, or when watching for it is not worth it (any longer);
-        `played`: the seconds the last command took."""
+        """Return once command `handled + 1` was sent (`sent[0]`, raised by the parent after each command's byte), or
+        when watching for it is not worth it (any longer); `played`: the seconds the last command took."""
         if self.skip:
             self.skip -= 1
             return
@@ -179,22 +154,12 @@ def pool_worker(
     next_step_autoreset: bool,
     options: list[dict[str, Any]],
 ) -> None:
-    """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment (`segment_file`, mapped here) and
-    run its commands.
-
-    Each command starts with a byte on `remote`: `STEP_ALL` (step every env with the actions in the
-    segment), a tag below `POOL_STEP_TAGS` (the same, as part of a whole-pool step) or `MESSAGE`, followed by
-    a pickled ``(command, data)`` as `GameBlock.run` takes it, or ``("close", None)``. Every command is
-    answered, once its results are in the segment, with the first env's id as a native int32 on the shared
-    `answers` socket; a failed one with ``-1 - id``, then its traceback on `remote`. In a whole-pool step the
-    parent puts one ticket (a byte) fewer than there are workers into the pipe whose read end all workers share,
-    `tickets`; each worker takes one before it answers (`_take_ticket`), and the one that finds none left, the
-    last, sends the tag on `wake` after its answer. Between commands the worker first watches its count of
-    commands sent (`CommandWatch`), then sleeps on `remote`. The worker stops on "close" or when the parent's end
-    of `remote` closes.
-    """
+    """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment and run its commands until
+    ``("close", None)`` or the parent's end of `remote` closes: each starts with a byte on `remote` (`STEP_ALL`, a tag
+    below `POOL_STEP_TAGS`, or `MESSAGE` and a pickled ``(command, data)``) and is answered, its results in the
+    segment, with the first env's id as an int32 on `answers` (failed: ``-1 - id``, then the traceback on `remote`)."""
     prepare_worker_process()
-    segment = attach(segment_file)
+    segment = Segment(segment_file)
     shared = arrays(segment, layout)
     rows = slice(env_ids[0], env_ids[-1] + 1)  # a worker's envs are one contiguous block
     block = GameBlock(env_ids, seeds, next_step_autoreset, options, {name: shared[name][rows] for name in shared})
@@ -216,8 +181,12 @@ def pool_worker(
             started = time.perf_counter()
             status, _, payload = block.run(command, data)
             played = time.perf_counter() - started
-            # A ticket taken before answering: once the parent has every answer, every worker has taken its ticket.
-            last = pool_step and not _take_ticket(tickets_fd)
+            # A ticket (a byte: each goes to one reader) taken before answering: once the parent has every answer,
+            # every worker has taken its ticket. The worker that finds none left is the last of the step to finish.
+            try:
+                last = pool_step and not os.read(tickets_fd, 1)  # (b"": the parent is gone, its answers go nowhere)
+            except BlockingIOError:
+                last = True
             os.write(answers_fd, failed if status == "error" else done)
             if last:  # the parent sleeps once a step, not once a worker
                 os.write(wake_fd, byte)
@@ -229,18 +198,3 @@ def pool_worker(
         del block, shared, sent  # the numpy views must go before the segment can be closed
         with contextlib.suppress(BufferError):  # a view still held somewhere: the mapping goes with the process
             segment.close()
-
-
-def _take_ticket(tickets_fd: int) -> bool:
-    """Take a ticket of a whole-pool step, a byte, from the pipe `tickets_fd` (its read end does not wait); False
-    if none is left: this worker is the last of the step to finish.
-
-    A read of one byte from a pipe takes it whole and from one reader alone, so each ticket goes to one worker.
-    """
-    try:
-        return bool(os.read(tickets_fd, 1))  # (b"": the parent is gone, and this worker's answers go nowhere)
-    except BlockingIOError:
-        return False
-
-
-# --- the parent -----------------------------------------------------------------------------------------

@@ -5,11 +5,9 @@
 
 Standard PPO: clipped objective, GAE, the Nature-DQN CNN with shared actor/critic trunk, orthogonal init,
 advantage normalisation, value clipping, gradient-norm clipping, linearly annealed learning rate, with the
-well-known Atari settings. Every field of `Config` is a command-line flag (``--n-envs 16``,
-``--no-anneal-lr``). A run writes into ``--run-dir``: ``progress.csv``, ``checkpoint.pt`` (every
-``--checkpoint-every`` updates and at the end; ``--resume`` continues from it with the same weights, optimizer,
-learning-rate schedule, generator and frame count, but with new games: the games in progress are not saved),
-``learning_curve.png`` and ``agent.mp4`` (one whole game, in colour).
+well-known Atari settings. Every field of `Config` is a command-line flag (``--n-envs 16``, ``--no-anneal-lr``).
+A run writes into ``--run-dir``: ``progress.csv``, ``checkpoint.pt`` (every ``--checkpoint-every`` updates and at
+the end; ``--resume`` continues from it), ``learning_curve.png`` and ``agent.mp4`` (one whole game, in colour).
 """
 
 from __future__ import annotations
@@ -54,11 +52,9 @@ from atari_game.validation import POSITIVE, at_least, between, broken_rule
 
 @dataclasses.dataclass
 class Config(RunConfig):
-    """All hyperparameters and settings of a run: `RunConfig`'s, which every run has (the game, the envs, where it
-    runs and writes), and PPO's own below, whose defaults are the well-known Atari PPO ones (CleanRL's
-    ppo_atari.py). Each field is a flag of ``atari-game train`` and ``examples/ppo.py`` (``n_envs``: ``--n-envs``;
-    a boolean ``anneal_lr``: ``--anneal-lr`` / ``--no-anneal-lr``), and the first paragraph of its docstring is the
-    flag's ``--help``. Emulator frames are 4 per agent step; a batch is ``n_envs * n_steps`` agent steps."""
+    """All hyperparameters and settings of a run: `RunConfig`'s, which every run has, and PPO's own below, whose
+    defaults are the well-known Atari PPO ones (CleanRL's ppo_atari.py). Each field is a flag of ``atari-game train``
+    and ``examples/ppo.py``, named and helped as `RunConfig` says. A batch is ``n_envs * n_steps`` agent steps."""
 
     n_steps: int = 128
     """Agent steps per env per update (the rollout's length)."""
@@ -175,7 +171,7 @@ class Agent(nn.Module):
         return action, distribution.log_prob(action), distribution.entropy(), self.critic(hidden).squeeze(-1)
 
 
-# --- logging --------------------------------------------------------------------------------------------
+# --- training -------------------------------------------------------------------------------------------
 
 # What progress.csv holds for each update, besides frames and seconds.
 UPDATE_FIELDS = (
@@ -194,16 +190,11 @@ UPDATE_FIELDS = (
 )
 
 
-# --- training -------------------------------------------------------------------------------------------
-
-
 def train(config: Config, learners: Learners | None = None) -> Path:
     """Train PPO as `config` says and return the run directory, which then holds progress.csv, checkpoint.pt,
     learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there (new games).
-
     `learners`: this process's place among the run's learners (`atari_game.learners`), which play their shares of the
-    envs and compute together the update one learner computes from all of them; by default, the only one.
-    """
+    envs and compute together the update one learner computes from all of them; by default, the only one."""
     learners = learners or Learners(n_envs=config.n_envs)
     run_dir = run_directory(config, "ppo")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -212,8 +203,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     torch.manual_seed(config.seed)
 
     agent = build_agent(config.game, device, full_action_space(config))
-    # bf16 where this machine computes it faster (probed before the env workers start and take the cores); the
-    # checkpoint records the choice, so --resume keeps it. Every learner takes the first one's choice.
+    # Probed before the env workers start and take the cores; every learner takes the first one's choice.
     precision, about = choose_precision(config.precision, agent.trunk, device, resumed=config.resume)
     precision = learners.first(precision)
     agent.trunk.bf16 = precision == "bf16"
@@ -228,8 +218,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     placement, where = env_placement(pools, learners)
     if learners.lead:
         print(where)
-    # Adam in its fused implementation: the same update in one kernel (6 % less time per minibatch step here than the
-    # default loop over the parameters; benchmarks/learn_step.py).
+    # Adam in its fused implementation: the same update in one kernel, 6 % faster (benchmarks/learn_step.py).
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
     n_updates = config.total_frames // (4 * config.batch_size)
     first_update, frames = 0, 0
@@ -320,12 +309,7 @@ class Rollout:
 
 
 def collect(
-    config: Config,
-    pools: list[GamePool],
-    agent: Agent,
-    device: torch.device,
-    rollout: Rollout,
-    frames: int,
+    config: Config, pools: list[GamePool], agent: Agent, device: torch.device, rollout: Rollout, frames: int
 ) -> list[tuple[int, float, int]]:
     """Play n_steps per env into `rollout` and return the whole games that ended (`whole_games`). One pool: act, then
     step all envs. Two pools (async): the halves take turns, so that one half's games step in the workers while the
@@ -341,20 +325,17 @@ def collect(
         rollout.obs[step, envs], rollout.dones[step, envs] = rollout.next_obs[envs], rollout.next_done[envs]
         with torch.inference_mode():
             action, logprob, _, value = agent.act(rollout.next_obs[envs].to(device), uniform=uniforms[step, envs])
-        rollout.actions[step, envs], rollout.logprobs[step, envs], rollout.values[step, envs] = (
-            action.cpu(),
-            logprob.cpu(),
-            value.cpu(),
-        )
+        rollout.actions[step, envs] = action.cpu()
+        rollout.logprobs[step, envs] = logprob.cpu()
+        rollout.values[step, envs] = value.cpu()
         pools[k].send(action.cpu().numpy())
 
     def receive(k: int, step: int) -> None:
         obs, reward, terminated, truncated, info = pools[k].recv()
         # recv returns the envs in the order their workers finished: each row goes back to its env's column.
         envs = halves[k].start + torch.from_numpy(info["env_id"])
-        rollout.rewards[step, envs] = torch.from_numpy(
-            bootstrap_truncated(config, agent, device, reward, truncated, info)
-        )
+        reward = bootstrap_truncated(config, agent, device, reward, truncated, info)
+        rollout.rewards[step, envs] = torch.from_numpy(reward)
         rollout.next_obs[envs] = torch.from_numpy(obs)
         rollout.next_done[envs] = torch.from_numpy(terminated | truncated).float()
         games.extend(whole_games(info, frames + 4 * config.n_envs * (step + 1)))
@@ -397,14 +378,9 @@ def learn(
     learners: Learners | None = None,
 ) -> dict[str, float]:
     """GAE, then n_epochs of clipped-PPO minibatch updates; returns the loss statistics of the last minibatch (the
-    clip fraction: of all of them).
-
-    With several `learners`, each holding the rollout of its envs, they compute together the very update one learner
-    computes from the whole rollout: the same minibatches (each learner draws the same permutation of the run's
-    samples and takes those of its envs), advantages normalised over the whole minibatch, each learner's loss the sum
-    over its samples divided by the minibatch's size, and the gradients summed over the learners before clipping, so
-    that every learner takes the same step.
-    """
+    clip fraction: of all of them). Several `learners`, each holding the rollout of its envs, compute together the
+    very update of one learner with the whole rollout (the same minibatches, advantages normalised over each, the
+    gradients summed before clipping): every learner takes the same step."""
     learners = learners or Learners(n_envs=config.n_envs)
     with torch.inference_mode():
         next_value = agent.value(rollout.next_obs.to(device)).cpu()
@@ -418,9 +394,8 @@ def learn(
         advantages[t] = last_advantage = delta + config.gamma * config.gae_lambda * next_nonterminal * last_advantage
     returns = advantages + values
 
-    # Flatten the rollout; everything a minibatch needs goes to the device once. The observations are stored
-    # (batch, h, w, stack), the layout the convolutions use, so that a minibatch is one cheap gather (index_select
-    # of whole rows; indexing with a tensor would cost ten times more) and the permute back is a free view.
+    # Flatten the rollout onto the device once. The observations are stored (batch, h, w, stack), the convolutions'
+    # layout: a minibatch is one index_select of whole rows (tensor indexing costs 10x) and the permute back is free.
     b_obs = rollout.obs.reshape(-1, *rollout.obs.shape[2:]).to(device).permute(0, 2, 3, 1).contiguous()
     b_actions, b_logprobs = rollout.actions.reshape(-1).to(device), rollout.logprobs.reshape(-1).to(device)
     b_advantages, b_returns = advantages.reshape(-1).to(device), returns.reshape(-1).to(device)
@@ -459,15 +434,9 @@ def learn(
         optimizer.zero_grad()
         loss.backward()
         with torch.no_grad():
-            statistics = torch.stack(
-                [
-                    policy_loss,
-                    value_loss,
-                    entropy_loss,
-                    ((ratio - 1) - log_ratio).sum() / minibatch,  # the approximate KL divergence
-                    ((ratio - 1.0).abs() > config.clip_coef).sum() / minibatch,  # the clip fraction
-                ]
-            )
+            approx_kl = ((ratio - 1) - log_ratio).sum() / minibatch
+            clip_fraction = ((ratio - 1.0).abs() > config.clip_coef).sum() / minibatch
+            statistics = torch.stack([policy_loss, value_loss, entropy_loss, approx_kl, clip_fraction])
         # The whole minibatch's gradient and statistics on every learner (one learner: as they are).
         statistics = learners.sum_gradients(agent.parameters(), statistics)
         nn.utils.clip_grad_norm_(agent.parameters(), config.max_grad_norm)
@@ -518,8 +487,7 @@ def agent_policy(agent: Agent, device: torch.device) -> Callable[[np.ndarray], i
 
 
 def build_agent(game: str, device: torch.device, full_action_space: bool = False) -> Agent:
-    """A freshly initialised `Agent` for `game`'s minimal action set (all 18 with `full_action_space`), on `device`
-    (channels-last, see `on_device`)."""
+    """A new `Agent` for `game`'s minimal action set (all 18 with `full_action_space`), on `device` (`on_device`)."""
     return on_device(Agent(len(action_meanings(game, full_action_space))), device)
 
 

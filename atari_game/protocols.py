@@ -123,9 +123,8 @@ def protocol_conflict(name: str, options: Mapping[str, Any], phase: str = "train
 
 
 def apply_protocol(name: str, options: Mapping[str, Any], phase: str = "train") -> dict[str, Any]:
-    """`options` with the settings protocol `name` fixes for `phase` ("train" or "evaluate") filled in; a
-    `ValueError` from `protocol_conflict` when one of them was given with another value (the scores would no longer
-    be the protocol's)."""
+    """`options` with the settings protocol `name` fixes for `phase` ("train" or "evaluate") filled in; a `ValueError`
+    from `protocol_conflict` where one was given another value (the scores would no longer be the protocol's)."""
     if problem := protocol_conflict(name, options, phase):
         raise ValueError(problem)
     return {**options, **get_protocol(name).fixed(phase)}

@@ -1,19 +1,13 @@
 """RayGamePool: the GamePool API with its games on Ray actors, on as many machines as the Ray cluster has.
 
-Each actor hosts either a `GameBlock` (the very game loop of a `GamePool` worker process: ``actors="worker"``) or a
-whole local `GamePool` of worker processes and shared memory on its node (``actors="node"``), and steps its games
-together; a step costs one Ray call per actor, and the observations come back as numpy arrays through Ray's object
-store. Everything else (validation, autoreset modes, statistics, async `send`/`recv`, restarts) is `GamePool`'s own
-code.
-
-    pip install "atari_game[ray]"
+Each actor hosts a `GameBlock` or a whole local `GamePool` (`RayGamePool`'s `actors`); a step costs one Ray call per
+actor. Everything else (validation, autoreset modes, statistics, async, restarts) is `GamePool`'s code. It needs
+``pip install "atari_game[ray]"``, and on every node the same atari_game and ale-py as this process (or a Ray
+``runtime_env`` that installs them).
 
     with RayGamePool(64, "Breakout", address="auto") as pool:   # an existing cluster; "local" starts one here
         obs, info = pool.reset(seed=0)
         obs, rewards, terminations, truncations, info = pool.step(pool.action_space.sample())
-
-Every node needs the same atari_game and ale-py as this process (or a Ray ``runtime_env`` that installs them).
-A Ray this module starts itself listens on 127.0.0.1 only; a cluster it connects to keeps its own settings.
 """
 
 from __future__ import annotations
@@ -40,24 +34,19 @@ from atari_game.segment import Layout
 from atari_game.validation import check_choice
 from atari_game.worker import prepare_worker_process
 
-# How long an actor may take to start, or to come back after a restart (Ray first has to notice a lost
-# node, ~20 s), before the pool gives up on it.
+# How long an actor may take to start, or to come back after a restart (Ray first has to notice a lost node, ~20 s).
 START_TIMEOUT = 120.0
-
 # How long a cluster's address may take to accept a TCP connection (Ray itself retries for minutes).
 CONNECT_TIMEOUT = 10.0
-# How long a new pool waits for the CPUs its actors need to come free (a pool closed just before frees its CPUs a
-# moment later) before it gives up.
+# How long a new pool waits for the CPUs its actors need to come free (a pool closed just before frees them later).
 FREE_CPU_WAIT = 10.0
 # The addresses a pool takes, as its error message says them.
 ADDRESSES = 'None, "auto", "local", "HOST:PORT" (a node, usually port 6379) or "ray://HOST:PORT" (Ray Client)'
 # The kinds of actor a pool can run its envs in (RayGamePool's `actors`).
 ACTORS = ("worker", "node")
-# How long a node actor may take to stop its pool's worker processes and end itself when the pool closes, before it
-# is killed.
+# How long a node actor may take to stop its pool's worker processes and end itself, before it is killed.
 CLOSE_TIMEOUT = 5.0
-# Ray's single-machine mode (the default on macOS and Windows), read from the environment by every Ray process:
-# in it a node at 127.0.0.1 stays there, and its gRPC servers and agents listen on 127.0.0.1 only.
+# Ray's single-machine mode (`single_machine_mode`; the default on macOS and Windows), read by every Ray process.
 SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 # The Ray connection a pool made (its job id), and the pools using it: the last one to close ends it.
@@ -79,8 +68,7 @@ def _remote(actor_class: type) -> Any:
 
 
 def versions() -> dict[str, str]:
-    """The versions of the packages a game depends on in this process, which every node must share with the
-    pool's: atari_game (the game loop) and ale-py (the emulator; another release may play other frames)."""
+    """The versions of atari_game and ale-py (the emulator: another release may play other frames) in this process."""
     found = {}
     for package in ("atari_game", "ale-py"):
         try:
@@ -98,26 +86,11 @@ def check_address(address: str | None) -> None:
         raise ValueError(f"address must be {ADDRESSES}, got {address!r}")
 
 
-def _check_reachable(address: str) -> None:
-    """A `ConnectionError` naming the fixes, within `CONNECT_TIMEOUT` seconds, if nothing accepts a connection at
-    `address` (HOST:PORT or ray://HOST:PORT): Ray would retry for minutes before failing."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
-    except OSError as error:
-        raise ConnectionError(
-            f"no Ray cluster answers at {address} ({error}): start one there (`ray start --head` on that machine), "
-            "check the host and port (6379 for a node, ray://HOST:10001 for Ray Client), and that no firewall "
-            "between the two machines blocks the port (docs/guides/ray.md)"
-        ) from None
-
-
 @contextlib.contextmanager
 def single_machine_mode() -> Iterator[None]:
-    """Ray's single-machine mode, for the Ray processes started inside (and the drivers they start, which inherit it):
-    a node given the address 127.0.0.1 stays there, so that every server it starts listens on 127.0.0.1 only (outside
-    it, Ray turns 127.0.0.1 into the machine's own address). A driver connecting to such a cluster needs it too: the
-    tests' and benchmarks' local clusters run inside it."""
+    """Ray's single-machine mode, for the Ray processes started inside (and the drivers they start): a node given the
+    address 127.0.0.1 stays there, so every server it starts listens on 127.0.0.1 only (outside it, Ray turns 127.0.0.1
+    into the machine's own address). A driver connecting to such a cluster needs it too (the tests' local clusters)."""
     from ray._private import ray_constants
 
     # Read from the environment by every Ray process, and at import by this one (its constant).
@@ -127,22 +100,20 @@ def single_machine_mode() -> Iterator[None]:
         yield
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = saved[1]
-        if saved[0] is None:
-            del os.environ[SINGLE_MACHINE]
-        else:
+        os.environ.pop(SINGLE_MACHINE, None)
+        if saved[0] is not None:
             os.environ[SINGLE_MACHINE] = saved[0]
 
 
 def _start_local(ray: Any) -> None:
-    """Start a new Ray on this machine that opens no door: every server it starts bound to 127.0.0.1, no dashboard,
-    token authentication as Ray sets it for a new cluster (on, unless RAY_AUTH_MODE says otherwise)."""
+    """Start a new Ray on this machine that opens no door: its servers on 127.0.0.1, no dashboard, Ray's token auth."""
     with single_machine_mode():
         ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False)
 
 
 def connect(address: str | None) -> Any:
-    """Ray, connected to `address` (see `RayGamePool`) unless this process is connected already; a connection made
-    here is ended by the last pool using it."""
+    """Ray, connected to `address` (see `RayGamePool`) unless it is already; a connection made here ends with the
+    last pool using it."""
     ray = _ray()
     if ray.is_initialized():
         return ray
@@ -163,7 +134,17 @@ def connect(address: str | None) -> Any:
                 "one with `ray start --head`, give its address, or use 'local' for a new Ray in this process"
             ) from None
     else:
-        _check_reachable(address or os.environ["RAY_ADDRESS"])
+        # Ray would retry an address where nothing answers for minutes: refuse it within CONNECT_TIMEOUT.
+        given = address or os.environ["RAY_ADDRESS"]
+        host, _, port = given.removeprefix("ray://").rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+        except OSError as error:
+            raise ConnectionError(
+                f"no Ray cluster answers at {given} ({error}): start one there (`ray start --head` on that machine), "
+                "check the host and port (6379 for a node, ray://HOST:10001 for Ray Client), and that no firewall "
+                "between the two machines blocks the port (docs/guides/ray.md)"
+            ) from None
         try:
             ray.init(address=address)
         except RuntimeError as error:
@@ -184,8 +165,7 @@ def free_cpus(address: str | None = None) -> float:
 
 
 def _check_versions(wanted: dict[str, str]) -> None:
-    """Refuse, in an actor before any game starts, a node whose atari_game or ale-py differs from the pool's process
-    (`wanted`): another release would play other games, or fail."""
+    """Refuse, in an actor before any game starts, a node whose atari_game or ale-py is not `wanted`, the pool's."""
     if (found := versions()) != wanted:
         raise RuntimeError(
             f"node {_ray().util.get_node_ip_address()} has {found}, the pool's process {wanted}: install the same "
@@ -194,8 +174,7 @@ def _check_versions(wanted: dict[str, str]) -> None:
 
 
 def _location() -> tuple[int, str, str]:
-    """This actor's process id, node id and node address: which incarnation it is (Ray restarts a dead actor with the
-    same handle, but not the same process)."""
+    """This actor's process id, node id and node address: which incarnation it is (a restart keeps the handle only)."""
     ray = _ray()
     return os.getpid(), ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
 
@@ -227,8 +206,7 @@ class GameActor:
         return self.location
 
     def run(self, command: str, data: Any, actions: np.ndarray | None) -> tuple[tuple, dict, tuple[int, str, str]]:
-        """`GameBlock.run`, a step with the list of envs it plays and their `actions`; also the results of
-        those envs (of all, after a reset), and where this actor runs."""
+        """`GameBlock.run` (a step lists its envs, with their `actions`), the results of its envs, and where it runs."""
         rows = [self.block.row[i] for i in (data if command == "step" else self.block.env_ids)]
         if command == "step":
             self.arrays["actions"][rows] = actions
@@ -237,19 +215,12 @@ class GameActor:
 
 
 class NodeActor:
-    """A Ray actor hosting a local `GamePool` of its envs (`n_workers` worker processes and a shared-memory segment on
-    its node): one Ray call per step for all of them, which its workers play in parallel. It takes a `GameActor`'s
-    arguments but the layout (its pool makes its own arrays), and `n_workers`; it answers a `GameActor`'s calls, by
-    `GamePool.run_block` over its pool, whose env ``k`` is the parent's env ``env_ids[k]``."""
+    """A Ray actor hosting a local `GamePool` of its envs with `n_workers` worker processes: one Ray call per step for
+    all of them. It takes a `GameActor`'s arguments but the layout (its pool makes its own arrays), and answers a
+    `GameActor`'s calls by `GamePool.run_block` over its pool, whose env ``k`` is the parent's env ``env_ids[k]``."""
 
     def __init__(
-        self,
-        env_ids: list[int],
-        seeds: list,
-        next_step_autoreset: bool,
-        options: list,
-        wanted: dict,
-        n_workers: int,
+        self, env_ids: list[int], seeds: list, next_step_autoreset: bool, options: list, wanted: dict, n_workers: int
     ):
         _check_versions(wanted)
         shared = {name: value for name, value in options[0].items() if name != "game"}
@@ -263,14 +234,10 @@ class NodeActor:
         self.first, self.env_ids, self.same_step = env_ids[0], env_ids, not next_step_autoreset
         self.location = _location()
 
-    def where(self) -> tuple[int, str, str]:
-        """The process id, node id and node address this actor runs on."""
-        return self.location
+    where = GameActor.where
 
     def run(self, command: str, data: Any, actions: np.ndarray | None) -> tuple[tuple, dict, tuple[int, str, str]]:
-        """`GameActor.run`; a dead worker of its pool is answered ``("died", [], its WorkerDied)``, its env ids as the
-        parent numbers them, and the pool started again, its games to be re-seeded by the reset the parent's restart
-        sends."""
+        """`GameActor.run`; its pool's dead worker is answered ``("died", [], its WorkerDied)``, the pool restarted."""
         first = self.first
         local: Any  # the command's data, as the hosted pool numbers its envs
         if command == "step":
@@ -289,9 +256,8 @@ class NodeActor:
         return answer, _reply(answer, arrays, rows, self.same_step), self.location
 
     def close(self) -> None:
-        """Stop the pool's worker processes and delete its shared memory, then end the actor as a Python program
-        ends: its exit handlers remove the folder of its fork server's socket (``/tmp/pymp-*``), which `ray.kill`
-        would leave. The caller's reference resolves to the actor's death, not to a value (nor is it restarted)."""
+        """Close the pool, then end the actor (not restarted) as a Python program ends: its exit handlers remove its
+        fork server's ``/tmp/pymp-*``, which `ray.kill` would leave. The caller's reference resolves to its death."""
         self.pool.close()
         _ray().actor.exit_actor()
 
@@ -308,16 +274,13 @@ class RayActor:
 
     def describe(self) -> str:
         """How a message names it: ``"ray actor (pid 12 on node 1a2b3c4d at 10.0.0.2, envs 0-3)"``."""
-        return describe_worker("ray actor", *self._place())
+        pid, node, address = self.where or (None, None, None)
+        return describe_worker("ray actor", pid, self.env_ids, node, address)
 
     def died(self, **fields: Any) -> WorkerDied:
         """The report of its death; `fields` as `WorkerDied` takes them."""
-        pid, env_ids, node, address = self._place()
-        return WorkerDied(kind="ray actor", pid=pid, env_ids=env_ids, node=node, address=address, **fields)
-
-    def _place(self) -> tuple[int | None, list[int], str | None, str | None]:
         pid, node, address = self.where or (None, None, None)
-        return pid, self.env_ids, node, address
+        return WorkerDied(kind="ray actor", pid=pid, env_ids=self.env_ids, node=node, address=address, **fields)
 
 
 def _node_cpus(ray: Any) -> list[float]:
@@ -326,9 +289,7 @@ def _node_cpus(ray: Any) -> list[float]:
 
 
 def _shut_down(actors: list[RayActor], pool_id: int, node_actors: bool) -> None:
-    """End every actor (`node_actors` close their pools and end themselves, within `CLOSE_TIMEOUT` seconds; the rest,
-    and any still running then, are killed), and end the Ray connection a pool made once no pool uses it (stopping
-    the local Ray instance it started, if it did); a plain function, for `weakref.finalize`."""
+    """End every actor, and the Ray connection a pool made once no pool uses it (for `weakref.finalize`)."""
     ray = _ray()
     ours = pool_id in _connection["pools"]
     _connection["pools"].discard(pool_id)
@@ -351,29 +312,26 @@ class RayGamePool(GamePool):
     Args:
         n_envs, game, seed, autoreset_mode, batch_size, copy, **game_options: as for `GamePool` (`game` may
             be a list naming each env's game); the same seed gives the same observations as a local `GamePool`.
-        actors: what each actor hosts. ``"worker"``: one block of games, played in the actor's own process (a
-            `GamePool` worker's loop). ``"node"``: a local `GamePool` of its block, with as many worker processes as
-            the actor has CPUs (``actor_options["num_cpus"]``, default: the CPUs of the cluster's smallest node, so
-            that one actor fills a node) and shared memory on its node; a step is still one Ray call per actor, so
-            the learner's process makes one call per node instead of one per CPU. A worker process of a node actor
-            that dies counts as the death of the actor: its envs (all of them) restart with `restart_workers`.
-        n_workers: Ray actors (default: as many as the cluster's free CPUs allow with `actor_options`, at most
-            `n_envs`; with ``actors="node"``, one per node that has the CPUs an actor asks for); the envs are split
-            into contiguous blocks, one per actor.
-        address: the Ray cluster to connect to if this process has not called ``ray.init()``: ``"auto"``
-            (the cluster ``ray start`` started on this machine, or ``RAY_ADDRESS``), ``"HOST:PORT"`` (a node of
-            it), ``"ray://HOST:10001"`` (Ray Client), ``"local"`` (a new Ray on this machine, listening on
-            127.0.0.1 only, without dashboard, token authentication on), or None (``RAY_ADDRESS`` if set, else a
-            cluster running on this machine, else ``"local"``). A cluster connected to keeps its own settings.
-            The last pool using a connection a pool made ends it when it closes, and stops the local Ray if it
-            started one; a connection the caller made is left alone. An address that does not answer within
-            `CONNECT_TIMEOUT` seconds raises `ConnectionError`; too few free CPUs, or a node whose atari_game or
-            ale-py differs from this process's (or lacks it), `PoolError`, each naming the fix.
-        actor_options: Ray's ``.options()`` for each actor, e.g. ``{"num_cpus": 2}`` or a custom resource;
-            the default is ``{"num_cpus": 1, "scheduling_strategy": "SPREAD"}`` (spread over the nodes).
-        restart_workers: Ray restarts a dead actor (``max_restarts=-1``) or one lost with its node; the pool
-            re-seeds its games and reports its envs truncated with ``info["worker_restarted"]``. Without it,
-            a dead actor raises `WorkerDied` (a `PoolError`) naming it and its envs.
+        actors: what each actor hosts: ``"worker"``, one block of games in the actor's own process (a `GamePool`
+            worker's loop); ``"node"``, a local `GamePool` of its block with a worker process per CPU of the actor
+            (``actor_options["num_cpus"]``, default: the CPUs of the cluster's smallest node, so that one actor fills
+            a node), so that the learner makes one Ray call a step per node instead of one per CPU. A dead worker
+            process of a node actor counts as the death of the actor: all its envs restart with `restart_workers`.
+        n_workers: Ray actors, each a contiguous block of envs (default: as many as the cluster's free CPUs allow
+            with `actor_options`, at most `n_envs`; with ``actors="node"``, one per node that has an actor's CPUs).
+        address: the Ray cluster to connect to if this process has not called ``ray.init()``: ``"auto"`` (the cluster
+            ``ray start`` started on this machine, or ``RAY_ADDRESS``), ``"HOST:PORT"`` (a node of it),
+            ``"ray://HOST:10001"`` (Ray Client), ``"local"`` (a new Ray on this machine, listening on 127.0.0.1 only,
+            without dashboard, token authentication on), or None (``RAY_ADDRESS`` if set, else a cluster running on
+            this machine, else ``"local"``). A cluster connected to keeps its own settings. The last pool using a
+            connection a pool made ends it (and the local Ray it started); one the caller made is left alone. An
+            address that does not answer within `CONNECT_TIMEOUT` seconds raises `ConnectionError`; too few free CPUs,
+            or a node whose atari_game or ale-py differs from this process's (or lacks it), `PoolError`.
+        actor_options: Ray's ``.options()`` for each actor, e.g. ``{"num_cpus": 2}`` or a custom resource; the
+            default is ``{"num_cpus": 1, "scheduling_strategy": "SPREAD"}`` (spread over the nodes).
+        restart_workers: Ray restarts a dead actor (``max_restarts=-1``) or one lost with its node; the pool re-seeds
+            its games and reports its envs truncated with ``info["worker_restarted"]``. Without it, a dead actor
+            raises `WorkerDied` (a `PoolError`) naming it and its envs.
     """
 
     def __init__(
@@ -391,21 +349,18 @@ class RayGamePool(GamePool):
         for name in ("start_method", "transport"):  # a RayGamePool's transport is Ray
             if name in pool_options:
                 raise TypeError(f"{name} is for local worker processes (a GamePool); Ray starts its actors itself")
-        self.actors = actors
-        transport = RayTransport(actors, address, actor_options)
+        self.actors, transport = actors, RayTransport(actors, address, actor_options)
         super().__init__(n_envs, game, seed, n_workers=n_workers, transport=transport, **pool_options)
 
     def placement(self) -> list[tuple[str, str, list[int]]]:
-        """Where the envs run now: for each actor, its node's id and address and the ids of its envs (after a lost
-        node, the node Ray restarted the actor on)."""
+        """Where the envs run now: each actor's node id and address (after a lost node, Ray's new one) and env ids."""
         return [(worker.where[1], worker.where[2], worker.env_ids) for worker in self._workers if worker.where]
 
 
 class RayTransport:
-    """`GamePool`'s `Transport` over Ray actors: one actor per block of envs, a `GameActor` or a `NodeActor` (the
-    `actors` of `RayGamePool`, whose docstring says what `address` and `actor_options` take). Each call of an actor
-    carries its command, and its step's actions; its answer carries the results, which `next_answer` copies into the
-    pool's arrays (plain numpy arrays here: no memory is shared with an actor)."""
+    """`GamePool`'s `Transport` over Ray actors: one per block of envs, a `GameActor` or a `NodeActor` (`RayGamePool`
+    says what `actors`, `address` and `actor_options` take). A call carries a command and a step's actions, its answer
+    the results, which `next_answer` copies into the pool's arrays (plain ones: no memory is shared with an actor)."""
 
     def __init__(self, actors: str, address: str | None, actor_options: dict[str, Any] | None) -> None:
         check_choice("actors", actors, ACTORS)
@@ -417,7 +372,6 @@ class RayTransport:
         cpus = {"num_cpus": 1} if actors == "worker" else {}
         self.actor_options = {**cpus, "scheduling_strategy": "SPREAD", **(actor_options or {})}
         self.workers: list[RayActor] = []
-        self.shared: dict[str, np.ndarray] = {}
 
     def connect(self) -> Any:
         """Ray, connected to `address` unless this process is connected already; a node actor's CPUs set."""
@@ -451,24 +405,9 @@ class RayTransport:
             self.finalizer()
 
     def start(self, blocks: list[list[int]]) -> None:
-        """An actor for each block, once the CPUs they all need are free; waited for, so that one that cannot start
-        (no node has its resources, a node without atari_game) fails here."""
+        """An actor for each block once their CPUs are free, each waited for: one that cannot start fails here."""
         self.workers += [RayActor(None, env_ids) for env_ids in blocks]
-        self._wait_for_cpus()
-        options = {"max_restarts": -1 if self.restart_workers else 0, **self.actor_options}
-        for worker in self.workers:
-            block = self.arguments(worker.env_ids)
-            if self.actors == "node":  # its pool makes its own arrays, a worker process per CPU, at most one per env
-                n_workers = min(len(worker.env_ids), max(1, int(self.actor_options["num_cpus"])))
-                worker.actor = _remote(NodeActor).options(**options).remote(*block, versions(), n_workers)
-            else:
-                worker.actor = _remote(GameActor).options(**options).remote(*block, self.layout, versions())
-        for worker in self.workers:
-            worker.where = self._locate(worker)
-
-    def _wait_for_cpus(self) -> None:
-        """A `PoolError` naming the fixes if the cluster does not have the CPUs the actors ask for free within
-        `FREE_CPU_WAIT` seconds (Ray would leave them waiting for as long as the CPUs stay taken)."""
+        # Ray would leave the actors waiting for as long as the CPUs they ask for stay taken: wait FREE_CPU_WAIT.
         ray, needed = _ray(), len(self.workers) * self.actor_options.get("num_cpus", 1)
         deadline = time.monotonic() + FREE_CPU_WAIT
         while (free := free_cpus()) < needed and time.monotonic() < deadline:
@@ -480,11 +419,19 @@ class RayTransport:
                 f"need {needed:g} ({self.actor_options.get('num_cpus', 1):g} each): pass fewer n_workers (or a "
                 "smaller num_cpus in actor_options), add nodes, or stop what holds the CPUs (`ray list actors`)"
             )
+        options = {"max_restarts": -1 if self.restart_workers else 0, **self.actor_options}
+        for worker in self.workers:
+            block = self.arguments(worker.env_ids)
+            if self.actors == "node":  # its pool makes its own arrays, a worker process per CPU, at most one per env
+                n_workers = min(len(worker.env_ids), max(1, int(self.actor_options["num_cpus"])))
+                worker.actor = _remote(NodeActor).options(**options).remote(*block, versions(), n_workers)
+            else:
+                worker.actor = _remote(GameActor).options(**options).remote(*block, self.layout, versions())
+        for worker in self.workers:
+            worker.where = self._locate(worker)
 
     def _locate(self, worker: RayActor) -> tuple[int, str, str]:
-        """Where the actor runs, once it runs. A `PoolError` if its ``__init__`` fails, if it does not run within
-        `START_TIMEOUT` seconds, or, for an actor lost with its node, once the cluster has lacked the CPUs to restart
-        it for `FREE_CPU_WAIT` seconds."""
+        """Where the actor runs, once it runs; a `PoolError` naming why if it cannot."""
         ray, start, starved = _ray(), time.monotonic(), None
         call = worker.actor.where.remote()
         while True:
@@ -504,20 +451,15 @@ class RayTransport:
             if now - start > START_TIMEOUT:
                 hint = f"do actor_options {self.actor_options} ask for more than any node has?"
                 raise PoolError(f"{worker.describe()} could not be started within {START_TIMEOUT:.0f} s ({hint})")
-            starved = (starved or now) if self._cannot_restart(worker) else None
+            # Lost with a node Ray knows is dead, and no node has the free CPUs to restart it.
+            lost = worker.where is not None and worker.where[1] not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+            starved = (starved or now) if lost and free_cpus() < self.actor_options.get("num_cpus", 1) else None
             if starved is not None and now - starved > FREE_CPU_WAIT:
                 raise PoolError(
                     f"{worker.describe()} was lost with its node, and for {FREE_CPU_WAIT:.0f} s no node has had the "
                     f"CPUs to restart it: add a node, or start again with fewer actors (a trainer's --resume takes "
                     "the CPUs left)"
                 )
-
-    def _cannot_restart(self, worker: RayActor) -> bool:
-        """Whether `worker` ran on a node Ray now knows is dead, and the cluster lacks the free CPUs to restart it."""
-        ray = _ray()
-        if worker.where is None or any(node["NodeID"] == worker.where[1] and node["Alive"] for node in ray.nodes()):
-            return False
-        return free_cpus() < self.actor_options.get("num_cpus", 1)
 
     def replace(self, worker: RayActor) -> RayActor:
         """The same actor once Ray has restarted it, in its place in `workers`; the calls it lost are void."""
@@ -526,8 +468,7 @@ class RayTransport:
         return replacement
 
     def post(self, worker: RayActor, command: str, data: Any, ids: list[int]) -> None:
-        """Call the actor's `GameActor.run`: an actor has no shared segment to read actions from, so a step names
-        its envs `ids` and carries their actions."""
+        """Call the actor's `GameActor.run`; a step names its envs `ids` and carries their actions."""
         actions = self.shared["actions"][ids] if command == "step" else None
         worker.calls.append(worker.actor.run.remote(command, ids if command == "step" else data, actions))
 
@@ -538,9 +479,8 @@ class RayTransport:
         return False
 
     def next_answer(self, busy: set[RayActor], everything: bool) -> tuple[RayActor, tuple[str, list[int], Any]]:
-        """The answer of the first call of the `busy` actors to finish (whether or not the pool waits for
-        `everything`), its results copied into `shared`; an actor that died, or that Ray restarted since it last
-        answered, is a ``("died", [], WorkerDied)``."""
+        """The answer of the first call of the `busy` actors to finish (`everything` or not), its results copied into
+        `shared`; an actor that died, or that Ray restarted since it last answered, is ``("died", [], WorkerDied)``."""
         ray = _ray()
         first_calls = {worker.calls[0]: worker for worker in busy}
         [done], _ = ray.wait(list(first_calls), num_returns=1)

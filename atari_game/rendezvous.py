@@ -1,11 +1,9 @@
 """How the learners of a Ray cluster on loopback meet: Ray Train's torch backend, with its rendezvous on 127.0.0.1.
 
-Ray Train starts the learners' torch.distributed group from a rendezvous store (torch's ``TCPStore``) in the first
-learner, and torch's store listens on every interface of the machine, whatever address the learners are told. On a
-cluster whose first learner's node is at a loopback address (``--ray local``, the tests' clusters), where every
-learner is on this machine, `LoopbackTorchConfig` serves the store on a socket bound to 127.0.0.1 and keeps gloo's
-and NCCL's own sockets on the loopback interface, so that a local run opens no door, as a local Ray does not. On any
-other cluster it is Ray Train's own `TorchConfig`. Imported only with Ray Train (``atari_game.learners``).
+Ray Train's rendezvous store (torch's ``TCPStore``, in the first learner) listens on every interface. Where the first
+learner's node is at a loopback address (``--ray local``, the tests' clusters), `LoopbackTorchConfig` serves it on a
+socket bound to 127.0.0.1 and keeps gloo's and NCCL's sockets on loopback, so that a local run opens no door; on any
+other cluster it is Ray Train's `TorchConfig`. Imported only with Ray Train (``atari_game.learners``).
 """
 
 from __future__ import annotations
@@ -31,18 +29,12 @@ _served: list[dist.TCPStore] = []
 
 def serve_store(timeout_s: float) -> int:
     """In the first learner: start the group's rendezvous store on a socket bound to 127.0.0.1; return its port."""
-    listening = socket.socket()
-    listening.bind(("127.0.0.1", 0))
-    listening.listen()
+    listening = socket.create_server(("127.0.0.1", 0))
     port = listening.getsockname()[1]
     # The store takes the bound socket (its descriptor, closed with it) instead of listening on every interface.
+    timeout = timedelta(seconds=timeout_s)
     store = dist.TCPStore(
-        "127.0.0.1",
-        port,
-        is_master=True,
-        timeout=timedelta(seconds=timeout_s),
-        wait_for_workers=False,
-        master_listen_fd=listening.detach(),
+        "127.0.0.1", port, is_master=True, timeout=timeout, wait_for_workers=False, master_listen_fd=listening.detach()
     )
     _served[:] = [store]
     return port
@@ -68,12 +60,9 @@ class LoopbackTorchBackend(TorchConfig().backend_cls):  # type: ignore[misc]  # 
     def on_start(self, worker_group: Any, backend_config: TorchConfig) -> None:
         if not on_loopback(worker_group.execute_single(0, ray.util.get_node_ip_address)):
             return super().on_start(worker_group, backend_config)
-        port = worker_group.execute_single(0, serve_store, timeout_s=backend_config.timeout_s)
-        group = {
-            "backend": backend_config.backend,
-            "world_size": len(worker_group),
-            "timeout_s": backend_config.timeout_s,
-        }
+        timeout_s = backend_config.timeout_s
+        port = worker_group.execute_single(0, serve_store, timeout_s=timeout_s)
+        group = {"backend": backend_config.backend, "world_size": len(worker_group), "timeout_s": timeout_s}
         joins = [
             worker_group.execute_single_async(rank, join_group, world_rank=rank, port=port, **group)
             for rank in range(len(worker_group))

@@ -1,47 +1,25 @@
 """FrameReplay: a replay memory for stacked-frame observations that stores each frame once, every sample exact.
 
-A DQN replay memory of 1M ``(4, 84, 84)`` observations takes 28 GB when each observation is stored once
-(SB3's ``optimize_memory_usage``), 56 GB when ``obs`` and ``next_obs`` are stored apart. Yet consecutive
-observations of one env share ``stack - 1`` of their frames: here each env keeps a ring of single frames,
-one new frame per transition (the newest frame of ``next_obs``), and every observation is rebuilt from the
-`stack` frames ending at its newest one. That is ~7 KB per transition instead of 28 KB.
-
     buffer = FrameReplay(capacity=1_000_000, num_envs=8, observation_shape=(4, 84, 84))
     buffer.add(obs, actions, rewards, next_obs, terminations, truncations)  # one pool step, arrays over the envs
     batch = buffer.sample(32)  # batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.dones, ...
 
-**Exact for any input.** Nothing is assumed about where the data comes from. Each `add` checks, per env,
-that ``obs`` equals the env's previous ``next_obs`` and that ``next_obs`` is ``obs`` shifted by one frame;
-where either check fails (the first add, an episode start, a restarted worker, arbitrary arrays) the
-observation's frames are stored as a new *segment*. A segment is a run of frames of one env; an observation
-is the `stack` frames ending at its newest frame, with the slots before the segment's start holding the
-segment's first frame. That is exactly how an episode starts in a `Game` (every slot holds the first frame),
-so an episode start costs one frame; an observation whose leading slots are not equal costs all its frames.
-So every sampled ``obs`` and ``next_obs`` is bit-identical to the array that was added.
-
-**Memory.** Each env has ``capacity // num_envs`` transition slots and 3 % more frame slots (at least
-``2 * stack`` more): the extra frames pay for segment starts. When episodes are so short that the frames run
-out first, the env's oldest transitions are evicted early: a transition whose frames were overwritten is
-never sampled. Every array is allocated with `np.zeros`, so its memory becomes resident only as it fills.
-
-**Compression.** With ``compression="zstd"`` each frame is compressed on its own when it is added (zstd with a
-dictionary trained on the memory's first `DICTIONARY_FRAMES` frames: Atari frames share their background, which
-the dictionary holds once), and `sample` decompresses only the frames its batch needs. ``(4, 84, 84)`` Breakout,
-Pong, Seaquest and MsPacman frames take 110-290 bytes instead of 7,056 (``benchmarks/replay_memory.py``).
-
-**Saving.** `save` writes the whole memory (frames, transitions, priorities, the sampling generator) into one
-file, atomically; `load` reads it back, and the loaded memory samples exactly what the saved one would have.
-
-**Episodes.** ``dones`` are the terminations: a truncated step bootstraps from its ``next_obs``, which must
-be the true final observation of the episode (CleanRL's ``real_next_obs``; a `GamePool`'s
-``info["final_obs"]`` in same-step autoreset mode). In next-step autoreset mode the step after an episode
-end only resets the env and is not a transition: pass ``valid=~(previous terminations | truncations)`` to
-`add` so that those envs are skipped (see `add`).
+Consecutive observations of one env share ``stack - 1`` frames: each env keeps a ring of single frames, one new frame
+per transition (the newest of ``next_obs``), and an observation is the `stack` frames ending at its newest one (~7 KB
+a ``(4, 84, 84)`` transition instead of 28 KB). Nothing is assumed about the input: where ``obs`` does not continue
+the env's previous ``next_obs``, or ``next_obs`` is not ``obs`` shifted by one frame (an episode start, a restarted
+worker, arbitrary arrays), the observation's frames start a new *segment*, whose slots before its start hold its
+first frame, as a `Game` starts an episode. So every sampled ``obs`` and ``next_obs`` is bit-identical to the one
+added. Each env has 3 % more frame slots than transition slots (at least ``2 * stack`` more) for segment starts;
+where episodes are so short that the frames run out first, the env's oldest transitions are evicted early. With
+``compression="zstd"`` each frame is compressed on its own, with a dictionary trained on the first
+`DICTIONARY_FRAMES` frames: 110-290 bytes a frame instead of 7,056.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import os
@@ -56,10 +34,8 @@ from atari_game.validation import check_array, check_bool, check_choice, check_i
 
 # Extra frame slots per env, as a share of its transition slots: they hold the frames of segment starts.
 FRAME_MARGIN = 0.03
-# compression="zstd": the frames held raw until the memory has written this many (or all its frame slots' worth),
-# then a zstd dictionary of DICTIONARY_BYTES trained on them, and every frame compressed at ZSTD_LEVEL. Measured
-# on 100k real frames per game (benchmarks/replay_memory.py): a dictionary trained on 4,096 frames compresses a
-# Breakout frame to 109 bytes (290 without), MsPacman 278 (900); training takes ~0.5 s, once.
+# compression="zstd": frames held raw until this many are written (or all frame slots' worth), then a dictionary of
+# DICTIONARY_BYTES trained on them (~0.5 s, once; a Breakout frame then takes 109 bytes, 290 without), level ZSTD_LEVEL.
 COMPRESSIONS = (None, "zstd")
 DICTIONARY_FRAMES = 4096
 DICTIONARY_BYTES = 16384
@@ -140,17 +116,12 @@ class _Frames:
 
 
 class _CompressedFrames:
-    """Each env's ring of frames, each frame one ``bytes`` object: zstd-compressed (see `DICTIONARY_FRAMES`).
-
-    The first frames are held raw; once `train_at` have been written, a dictionary is trained on the frames held
-    and every frame held is compressed with it, and so is each frame written after.
-    """
+    """Each env's ring of frames, each a ``bytes``: held raw until `train_at` are written, then zstd-compressed."""
 
     def __init__(self, num_envs: int, frame_slots: int, frame_shape: tuple[int, ...], dtype: np.dtype) -> None:
         import zstandard  # an optional dependency: only this store needs it
 
         self.zstandard = zstandard
-        self.frame_shape, self.dtype = frame_shape, dtype
         self.blobs = np.full((num_envs, frame_slots), None, object)  # 8 bytes a slot, resident at once
         self.train_at = min(DICTIONARY_FRAMES, self.blobs.size)
         self.written = 0  # frames written so far
@@ -184,10 +155,8 @@ class _CompressedFrames:
         self.held_bytes = sum(sys.getsizeof(blob) for blob in flat if blob is not None)
 
     def _compress(self, frame: Any) -> bytes:
-        """`frame` compressed, in a ``bytes`` of its own size. zstandard compresses into a buffer of the worst-case
-        size (~7 KB for an 84 x 84 frame) and shrinks it in place, which leaves a hole of the rest in the heap that
-        the next frame's worst-case buffer does not fit: held, the shrunk blobs kept 7.3 KB a transition resident
-        (nbytes said 366 B; measured on 100,000 MsPacman transitions). A copy lets that buffer go whole."""
+        """`frame` compressed, copied into a ``bytes`` of its own size: zstandard's worst-case-sized buffer, shrunk in
+        place and held, would keep its whole size resident (7.3 KB a transition, where nbytes says 366 B)."""
         return bytes(memoryview(self.compressor.compress(frame)))
 
     def _start_codec(self) -> None:
@@ -201,9 +170,8 @@ class _CompressedFrames:
         decompressing each distinct frame once (a batch's obs and next_obs share most of their frames)."""
         decode = self.decompressor.decompress if self.compressor is not None else bytes
         unique, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
-        # Each distinct frame straight into `out`'s bytes, where it first appears, then copied to its other places:
-        # gathering the frames into an array of their own first and then into `out` costs as much again as the
-        # decompression (two copies, and glibc faulting a new ~1 MB array's pages in for each batch).
+        # Each distinct frame straight into `out`'s bytes where it first appears, then copied to its other places (an
+        # array of their own first would cost as much again as the decompression).
         view, size = out.reshape(-1).view(np.uint8).data, math.prod(out.shape[1:]) * out.itemsize
         for k, blob in zip(first.tolist(), self.blobs.reshape(-1)[unique].tolist(), strict=True):
             view[k * size : (k + 1) * size] = decode(blob)
@@ -276,15 +244,13 @@ class FrameReplay:
         alpha: how much the priorities count (0: uniform).
         beta: the importance-sampling exponent of ``ReplayBatch.weights``, ``(p_min / p) ** (beta * alpha)``
             over the buffer's sampleable transitions; `sample` can override it (to anneal it to 1).
-        priority_epsilon: added to every priority given to `update_priorities`, so that no transition becomes
-            unsampleable.
+        priority_epsilon: added to every priority `update_priorities` sets, so that none becomes unsampleable.
         seed: seeds the sampling generator (None: fresh entropy); the same seed and adds give the same batches.
         compression: None (frames stored as they are) or ``"zstd"``: each frame compressed on its own when added
-            (see the module's docstring; needs the ``zstandard`` package: ``pip install atari-game[zstd]``).
+            with a dictionary (see the module's docstring; needs ``zstandard``: ``pip install atari-game[zstd]``).
 
-    `len(buffer)` is the number of transitions that can be sampled, `buffer.nbytes` the bytes it holds: its
-    arrays, and with compression each compressed frame with its Python object header.
-    Not thread-safe: do not `add` and `sample` from two threads at once.
+    `len(buffer)` is the number of transitions that can be sampled, `buffer.nbytes` the bytes it holds. Not
+    thread-safe: do not `add` and `sample` from two threads at once.
     """
 
     def __init__(
@@ -339,22 +305,10 @@ class FrameReplay:
         if seed is not None:
             check_int("seed", seed, 0)
         self.compression = check_choice("compression", compression, COMPRESSIONS)
-        # What `save` writes for `load` to rebuild the same memory.
-        self._arguments = {
-            "capacity": self.capacity,
-            "num_envs": self.num_envs,
-            "observation_shape": self.observation_shape,
-            "stack": self.stack,
-            "channels_last": self.channels_last,
-            "dtype": self.dtype.str,
-            "n_step": self.n_step,
-            "gamma": self.gamma,
-            "prioritized": self.prioritized,
-            "alpha": self.alpha,
-            "beta": self.beta,
-            "priority_epsilon": self.priority_epsilon,
-            "compression": compression,
-        }
+        # What `save` writes for `load` to rebuild the same memory: every argument as validated, in the signature's
+        # order, but the seed (the generator's state is saved instead).
+        names = [name for name in inspect.signature(FrameReplay).parameters if name != "seed"]
+        self._arguments = {name: getattr(self, name) for name in names} | {"dtype": self.dtype.str}
 
         # One frame: the stack axis's `channels` channels of one time step, laid out as in the observation.
         channels = depth // self.stack
@@ -392,10 +346,9 @@ class FrameReplay:
         self._ready = np.zeros(self.num_envs, np.int64)
         self._last_end = np.full(self.num_envs, -1, np.int64)
 
-        # Prioritized replay: a sum tree and a max tree of reciprocals over every transition slot (leaf ``e *
-        # slots + t % slots``): sampling walks the sum tree; the other's root, 1 / the smallest priority, gives
-        # the largest importance weight. Slots that cannot be sampled hold 0 in both (so np.zeros, resident
-        # only as they fill, where a min tree would start filled with +inf).
+        # Prioritized replay: a sum tree and a max tree of reciprocals over every transition slot (leaf ``e * slots +
+        # t % slots``): sampling walks the sum tree; the other's root, 1 / the smallest priority, gives the largest
+        # importance weight. Unsampleable slots hold 0 in both (np.zeros: a min tree would start filled with +inf).
         self._leaves = 1 << max(self.num_envs * self.slots - 1, 0).bit_length()
         if self.prioritized:
             self._sum_tree = np.zeros(2 * self._leaves, np.float64)
@@ -495,11 +448,8 @@ class FrameReplay:
         self._update_ranges()
 
     def _write_segment(self, env: int, frames: np.ndarray) -> tuple[int, int]:
-        """Store one observation's `frames` ``(stack, *frame_shape)`` as a new segment of `env`.
-
-        Its leading slots that equal each other are one frame (a `Game`'s first observation of an episode
-        is one frame in every slot). Returns the observation's newest frame position and its depth.
-        """
+        """Store one observation's `frames` ``(stack, *frame_shape)`` as a new segment of `env`, its equal leading
+        slots as one frame (as in a `Game`'s first observation); return its newest frame's position and its depth."""
         equal = (_bits(frames[1:]) == _bits(frames[:-1])).reshape(self.stack - 1, math.prod(self.frame_shape)).all(1)
         first = int(np.argmin(equal)) if not equal.all() else self.stack - 1  # the last of the equal leading slots
         kept = self.stack - first
@@ -646,8 +596,7 @@ class FrameReplay:
         obs_newest = self._newest[envs, first] - self._gap[envs, first]
         obs_positions = obs_newest[:, None] - np.minimum(back, self._obs_depth[envs, first][:, None])
         next_positions = self._newest[envs, final][:, None] - np.minimum(back, self._next_depth[envs, final][:, None])
-        # One gather into one new array for both: two separate ~1 MB arrays per batch make glibc give their
-        # memory back to the system after each batch and fault it in again on the next (~2x the time here).
+        # One gather into one new array for both: glibc would fault two ~1 MB arrays in anew each batch (~2x the time).
         positions = np.stack([obs_positions, next_positions]) % self.frame_slots + envs[:, None] * self.frame_slots
         frames = np.empty((2, len(envs), self.stack, *self.frame_shape), self.dtype)
         self._frames.read(positions.ravel(), frames.reshape(-1, *self.frame_shape))

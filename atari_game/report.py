@@ -4,9 +4,9 @@ This is the protocol of Agarwal et al. 2021 ("Deep RL at the Edge of the Statist
 as their library rliable computes it. Every run's score is human-normalized (HNS, `atari_game.scores`); an
 algorithm's runs on a game form one stratum, and a statistic's 95 % interval is the 2.5th and 97.5th percentiles
 (numpy's linear interpolation) of the statistic over resamples that draw, within each game independently, as many
-runs as the game has, with replacement (the stratified bootstrap). Games may have unequal numbers of runs: the
-runs are kept as one array per game, ``runs[g]`` of shape ``(..., runs in game g)``, the leading axes (if any)
-indexing resamples, and every statistic below reduces the last axis and keeps the leading ones.
+runs as the game has, with replacement (the stratified bootstrap). Games may have unequal numbers of runs: each
+statistic below takes one array per game, ``runs[g]`` of shape ``(..., runs in game g)`` (leading axes: resamples),
+and reduces the last axis.
 
 Where rliable takes a rectangular ``(runs, games)`` matrix, the means here weigh each game equally (the mean over
 games of a per-game mean over runs), which is exactly rliable's value when every game has the same number of runs.
@@ -46,7 +46,7 @@ class Score(NamedTuple):
     source: str
 
 
-# --- statistics: each takes runs[g] of shape (..., runs in game g) and reduces the last axis ------------------------
+# --- statistics ------------------------------------------------------------------------------------------------------
 
 
 def game_means(runs: Sequence[np.ndarray]) -> np.ndarray:
@@ -261,8 +261,7 @@ def _algorithm(
     resamples: int,
     rng: np.random.Generator,
 ) -> dict[str, Any]:
-    """One algorithm's aggregates, profile and Atari-5 estimate, from its scores per game, raw and (in the 57)
-    human-normalized."""
+    """One algorithm's aggregates, profile and Atari-5 estimate, from its raw and (in the 57) HNS scores per game."""
     runs = list(hns.values())
     # An interval from one run a game would resample nothing in that game: report none rather than a false one.
     intervals = bool(runs) and min(map(len, runs)) >= 2
@@ -314,7 +313,12 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
     scores, protocols = _read_inputs(inputs)
     if not scores:
         raise ValueError(f"no scores in {', '.join(map(str, inputs)) or 'no inputs'}")
-    from_matplotlib = _figure_class()  # before the work, so that a missing matplotlib costs nothing
+    try:  # matplotlib's Figure (no pyplot: no backend or global state), before the work that needs it
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise ImportError(
+            'atari-game report\'s performance profiles need matplotlib: pip install "atari_game[report]"'
+        ) from error
     # Each algorithm's raw scores per game, runs in seed order.
     lists: dict[str, dict[str, list[float]]] = {}
     for score in sorted(scores, key=lambda s: (s.algorithm, display_name(s.game), s.seed)):
@@ -356,21 +360,10 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
     }
     path = Path(out)
     path.mkdir(parents=True, exist_ok=True)
-    _plot_profiles(report, path / "performance_profiles.png", from_matplotlib)
+    _plot_profiles(report, path / "performance_profiles.png", Figure)
     (path / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     (path / "report.md").write_text(_markdown(report))
     return report
-
-
-def _figure_class() -> Any:
-    """matplotlib's `Figure` (no pyplot: no backend or global state), imported only when a report is written."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as error:
-        raise ImportError(
-            'atari-game report\'s performance profiles need matplotlib: pip install "atari_game[report]"'
-        ) from error
-    return Figure
 
 
 def _plot_profiles(report: Mapping[str, Any], path: Path, figure_class: Any) -> None:

@@ -8,9 +8,7 @@ FrameReplayBuffer: `FrameReplay` as SB3's replay buffer, so SB3's DQN stores eac
     model = PPO("CnnPolicy", env).learn(100_000)  # uint8 (8, 4, 84, 84) channel-first: no VecTransposeImage
     env.close()
 
-The pool does all the work (preprocessing, processes, shared memory, episode statistics); this file only
-translates its Gymnasium vector API into SB3's: four-value ``step``, one info dict per env,
-``terminal_observation`` and Monitor-style ``info["episode"]``. Needs the ``sb3`` extra.
+The pool does all the work; this file only translates its Gymnasium vector API into SB3's. Needs the ``sb3`` extra.
 """
 
 from __future__ import annotations
@@ -39,9 +37,6 @@ except ImportError as error:  # SB3 missing, or torch (which SB3 imports) missin
         f" ({error})"
     ) from error
 
-# Options the adapter sets itself: SB3 needs same-step autoreset and observations it may keep across steps.
-_FIXED_POOL_OPTIONS = ("autoreset_mode", "copy")
-
 
 class GamePoolVecEnv(VecEnv):
     """`n_envs` Atari games in a `GamePool`, with Stable-Baselines3's `VecEnv` API.
@@ -54,20 +49,15 @@ class GamePoolVecEnv(VecEnv):
             ``autoreset_mode`` and ``copy`` are refused: SB3 needs same-step autoreset and fresh arrays
             (its rollout buffer stores the previous observation after the next step).
 
-    The adapter owns its pool (``.pool``): it builds it and `close` stops it. Use it as a context manager
-    or call `close`; the pool's own finalizer still cleans up if you forget.
+    The adapter owns its pool (``.pool``), which `close` stops (use it as a context manager; the pool's own
+    finalizer still cleans up if you forget).
 
-    Spaces: ``observation_space`` is the single env's ``Box(0, 255, (4, 84, 84), uint8)``, channel-first,
-    which SB3's ``CnnPolicy`` takes as an image as it is (``(84, 84, 4)`` with ``channels_last=True``, which
-    SB3 then wraps in ``VecTransposeImage`` itself); ``action_space`` is ``Discrete(n_actions)``. Both are
-    the pool's (`atari_game.spaces`), so they follow ``obs_type``, ``scale_obs`` and ``continuous``:
-    ``obs_type="rgb"`` gives ``(12, 84, 84)``, still an image for ``CnnPolicy``; with ``scale_obs`` the
-    observations are float32 in [0, 1], which ``CnnPolicy`` takes with ``policy_kwargs={"normalize_images":
-    False}``; ``obs_type="ram"`` is ``(4, 128)``, for ``MlpPolicy``; ``continuous`` gives a ``Box`` of 3.
-
-    ``reset() -> obs``: ``uint8 (n_envs, 4, 84, 84)``. Restarts every game; the seeds set by `seed` (env
-    ``i`` gets ``seed + i``) apply to this reset only, as in SB3. ``reset_infos[i]`` is ``{"lives": int,
-    "game_name": str}``.
+    Spaces, the pool's (`atari_game.spaces`): ``observation_space`` is the single env's
+    ``Box(0, 255, (4, 84, 84), uint8)``, channel-first, an image for SB3's ``CnnPolicy`` as it is (``(84, 84, 4)``
+    with ``channels_last=True``, which SB3 wraps in ``VecTransposeImage`` itself); ``action_space`` is
+    ``Discrete(n_actions)``. ``obs_type="rgb"`` gives ``(12, 84, 84)``, still an image; ``scale_obs``, float32 in
+    [0, 1] (``CnnPolicy`` with ``policy_kwargs={"normalize_images": False}``); ``obs_type="ram"``, ``(4, 128)``
+    for ``MlpPolicy``; ``continuous``, an action ``Box`` of 3.
 
     ``step(actions) -> (obs, rewards, dones, infos)`` with integer ``actions`` of shape ``(n_envs,)``:
 
@@ -78,26 +68,26 @@ class GamePoolVecEnv(VecEnv):
       ``max_episode_frames`` reached).
     * ``infos[i]``: ``"lives"`` (int), ``"game_name"`` (the env's game, its ROM id as in ``pool.games``) and
       ``"TimeLimit.truncated"`` (truncated and not terminated: SB3 then bootstraps from the final observation)
-      on every step; on a done step ``"terminal_observation"``, the
-      ended episode's last observation (``uint8 (4, 84, 84)``). When a worker died and ``restart_workers``
-      replaced it, its envs are done and truncated with ``"worker_restarted": True`` and no final observation.
+      on every step; on a done step ``"terminal_observation"``, the ended episode's last observation
+      (``uint8 (4, 84, 84)``). When a worker died and ``restart_workers`` replaced it, its envs are done and
+      truncated with ``"worker_restarted": True`` and no final observation.
     * ``infos[i]["episode"] = {"r": float, "l": int, "t": float}``, SB3 `Monitor`'s layout, on the step that
       ends a *whole game*: its unclipped return, its length in agent steps and the seconds since this
       VecEnv was built. As in SB3's own Atari stack (``Monitor`` under ``EpisodicLifeEnv``), a game with
       ``life_loss="terminal"`` is done at every lost life but reported once, at game over; with the default
       ``"reset"`` every lost life restarts the game, so every done step reports one.
 
-    Because the envs report what `Monitor` reports, ``env_is_wrapped(Monitor)`` is True: SB3's
-    ``evaluate_policy`` then counts whole games and unclipped returns, and ``VecMonitor`` warns that it would
-    overwrite them with clipped ones. The games live in worker processes: `get_attr` reads the pool's
-    attributes, which every env shares (``action_meanings``, ``options``, ``render_mode``...); `set_attr`,
-    `env_method` and `render` raise ``NotImplementedError``.
+    Because the envs report what `Monitor` reports, ``env_is_wrapped(Monitor)`` is True: SB3's ``evaluate_policy``
+    then counts whole games and unclipped returns, and ``VecMonitor`` warns that it would overwrite them with
+    clipped ones. The games live in worker processes: `get_attr` reads the pool's attributes, which every env
+    shares (``action_meanings``, ``options``, ``render_mode``...); `set_attr`, `env_method` and `render` raise
+    ``NotImplementedError``.
     """
 
     def __init__(
         self, n_envs: int, game: str | Sequence[str] = "Breakout", seed: int | None = 0, **options: Any
     ) -> None:
-        fixed = [name for name in _FIXED_POOL_OPTIONS if name in options]
+        fixed = [name for name in ("autoreset_mode", "copy") if name in options]
         if fixed:
             raise TypeError(
                 f"GamePoolVecEnv sets {', '.join(fixed)} itself (same-step autoreset and copied observations, "
@@ -118,7 +108,8 @@ class GamePoolVecEnv(VecEnv):
         return super().seed(seed)
 
     def reset(self) -> np.ndarray:
-        """Restart every game and return the first observations, ``uint8 (n_envs, 4, 84, 84)``."""
+        """Restart every game and return the first observations, ``uint8 (n_envs, 4, 84, 84)``; the seeds set by
+        `seed` apply to this reset only, as in SB3. ``reset_infos[i]`` is ``{"lives": int, "game_name": str}``."""
         if any(self._options):
             raise ValueError(f"reset options are not supported (set_options gave {self._options!r})")
         obs, info = self.pool.reset(seed=list(self._seeds))
@@ -141,10 +132,8 @@ class GamePoolVecEnv(VecEnv):
             raise RuntimeError("step_wait() without step_async(actions) since the last reset() or step")
         actions, self._actions = self._actions, None
         obs, rewards, terminations, truncations, info = self.pool.step(actions)
-        dones = terminations | truncations
 
-        # One dict per env, as SB3 wants, from the pool's arrays and their masks (a key is absent when no env
-        # needs it).
+        # One dict per env, as SB3 wants, from the pool's arrays and their masks (a key is absent where no env has it).
         nobody = np.zeros(self.num_envs, bool)
         final, games = info.get("_final_obs", nobody), info.get(f"_{self._game_key}", nobody)
         restarted = info.get("_worker_restarted", nobody)
@@ -164,7 +153,7 @@ class GamePoolVecEnv(VecEnv):
             if restarted[i]:
                 env_info["worker_restarted"] = True
             infos.append(env_info)
-        return obs, rewards.astype(np.float32), dones, infos
+        return obs, rewards.astype(np.float32), terminations | truncations, infos
 
     def close(self) -> None:
         """Stop the pool's workers and free its shared memory; safe to call twice."""
@@ -214,14 +203,12 @@ class FrameReplayBuffer(ReplayBuffer):
     """`FrameReplay` behind SB3's `ReplayBuffer` API: ``DQN(..., replay_buffer_class=FrameReplayBuffer)``.
 
     A 1M-transition buffer of ``(4, 84, 84)`` observations then takes ~7.3 GB instead of SB3's 28 GB (with
-    ``optimize_memory_usage``) or 56 GB, 0.2-0.4 GB with ``replay_buffer_kwargs={"compression": "zstd"}`` (see
-    `FrameReplay`), and every sample is the same as SB3's own buffer would give: the same
-    draws from numpy's global generator (so SB3's seeding reproduces runs), the same transitions, bit-identical
-    observations and the same tensors.
+    ``optimize_memory_usage``) or 56 GB, 0.2-0.4 GB with ``replay_buffer_kwargs={"compression": "zstd"}``, and
+    every sample is the one SB3's own buffer would give: the same draws from numpy's global generator (so SB3's
+    seeding reproduces runs), the same transitions, bit-identical observations and the same tensors.
 
     SB3 builds it as ``cls(buffer_size, observation_space, action_space, device=..., n_envs=...,
-    optimize_memory_usage=..., handle_timeout_termination=..., **replay_buffer_kwargs)``; the arguments beyond
-    SB3's are these.
+    optimize_memory_usage=..., handle_timeout_termination=..., **replay_buffer_kwargs)``; beyond SB3's arguments:
 
     Args:
         n_steps, gamma: n-step returns, as SB3's ``NStepReplayBuffer`` takes them
@@ -234,9 +221,8 @@ class FrameReplayBuffer(ReplayBuffer):
     ``handle_timeout_termination`` (default True) makes ``infos[i]["TimeLimit.truncated"]`` a truncation that
     bootstraps, as in SB3. Observations must be a ``Box`` and actions ``Discrete``. The `FrameReplay` is
     ``.replay`` (its ``nbytes``, ``len``). Not supported: SB3's ``reset`` semantics beyond emptying the buffer.
-
-    When episodes are so short that `FrameReplay`'s frames run out before its slots (see `FrameReplay`), a draw
-    that lands on an evicted transition is replaced by a uniform draw among the stored ones.
+    Where episodes are so short that `FrameReplay`'s frames run out before its slots, a draw that lands on an
+    evicted transition is replaced by a uniform draw among the stored ones.
     """
 
     def __init__(

@@ -136,17 +136,6 @@ ATARI5_COEFFICIENTS: Mapping[str, float] = types.MappingProxyType(
 ATARI5_STATED_ERROR: float = 0.104
 
 
-def _reference_game(game: str) -> str:
-    """The ROM id of `game`, one of `ATARI_57`; `ValueError` for a game without reference scores."""
-    rom = resolve_game(game)
-    if rom not in _REFERENCE:
-        raise ValueError(
-            f"game: {game!r} ({rom}) has no reference scores: random and human scores are known only for the 57 "
-            f"games listed in atari_game.scores.ATARI_57"
-        )
-    return rom
-
-
 @overload
 def human_normalized(game: str, score: float) -> float: ...
 @overload
@@ -166,7 +155,12 @@ def human_normalized(game: str, score: float | np.ndarray) -> float | np.ndarray
     Raises:
         ValueError: `game` is not a game ale-py knows, or is one without reference scores (not in `ATARI_57`).
     """
-    rom = _reference_game(game)
+    rom = resolve_game(game)
+    if rom not in _REFERENCE:
+        raise ValueError(
+            f"game: {game!r} ({rom}) has no reference scores: random and human scores are known only for the 57 "
+            f"games listed in atari_game.scores.ATARI_57"
+        )
     random, human = _REFERENCE[rom]
     # A scalar stays a Python float; anything with a shape becomes a float64 array.
     if np.ndim(score):

@@ -1,7 +1,7 @@
 """The Gymnasium spaces of a game's observations and actions, read from its `GameOptions`.
 
-`AtariGameEnv`, `GamePool` (and so `RayGamePool`, `make_vec` and the SB3 adapter) all take their spaces from
-here, so that a space always matches what `Game.step` returns.
+`AtariGameEnv`, `GamePool` (and so `RayGamePool`, `make_vec` and the SB3 adapter) all take their spaces from here,
+so that a space always matches what `Game.step` returns.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """What the trainers (atari_game/ppo.py, atari_game/dqn.py) share: the Nature-DQN CNN, the settings every run has
 (`RunConfig`, which each trainer's ``Config`` extends) and the command line made from them, the run log, the device,
-checkpoints, the learning curve and the video of one game.
+checkpoints, the learning curve and the video of one game: each trainer keeps its algorithm to itself, and a run
+of either writes the same files (progress.csv, checkpoint.pt, learning_curve.png, agent.mp4) the same way.
 
-Each trainer keeps its algorithm to itself; this module holds only the furniture around it, so that a run of
-either writes the same files (progress.csv, checkpoint.pt, learning_curve.png, agent.mp4) the same way.
-
-The command line is our own ~70 lines of argparse (`config_parser`, `parse_config`), not tyro (CleanRL's choice,
-which reads the same field docstrings). tyro 1.0 would need more glue than that to do what the trainers' flags do:
-its ints are ``int()`` (``1e6`` is refused: each count field would need an annotated constructor); it keeps no
-record of which flags were given, which --resume needs (a flag given with its default value must still be checked
-against the run's); ``none`` for an empty string, and the first paragraph of a docstring as the help, need their
-own constructors and formatting; its errors are its own boxed text, not argparse's ``usage: ... error: ...``
-with exit status 2 that the other commands and the tests share, and the usage errors found after parsing (a
-protocol's conflicts, a missing checkpoint) would still need an argparse-like ``error``; and the CLI reference
-(sphinx-argparse) needs an `argparse.ArgumentParser`, which tyro 1.0 builds only through a deprecated call.
+The command line is our own argparse (`config_parser`, `parse_config`), not tyro (CleanRL's), which would need more
+glue to read ``1e6``, tell which flags were given (--resume) and give argparse's usage errors and parser.
 """
 
 from __future__ import annotations
@@ -60,15 +51,10 @@ class NatureCNN(nn.Sequential):
     """The Nature-DQN convolutional trunk (Mnih et al. 2015): ``uint8`` ``(batch, 4, 84, 84)`` in, ``(batch, 512)``
     float features out.
 
-    `init` is applied to each layer as it is built, in order (PPO's orthogonal initialisation; the default keeps
-    PyTorch's). Observations arrive as ``uint8`` and are scaled here, on the device: reordered to channels-last
-    while still ``uint8`` (4x less memory to move; free for input that is channels-last already), then converted
-    and scaled in place. Channels-last is the faster layout for CPU convolutions: build the network with
-    `on_device`, which puts the weights in it too.
-
-    With ``bf16`` set (by `choose_precision`), the layers compute under bfloat16 autocast and the features come out
-    as ``float32`` again: the weights, and all that the trainers compute from the features (heads, losses, targets),
-    stay ``float32``.
+    `init` is applied to each layer as it is built (PPO's orthogonal initialisation; the default keeps PyTorch's).
+    The observations are scaled here, on the device, once reordered to channels-last while still ``uint8`` (4x less
+    memory to move): the faster layout for CPU convolutions, which `on_device` gives the weights too. With ``bf16``
+    set (by `choose_precision`), the layers compute under bfloat16 autocast; weights and features stay ``float32``.
     """
 
     def __init__(self, init: Callable[[nn.Module], nn.Module] = lambda module: module) -> None:
@@ -128,9 +114,8 @@ def native_bf16(device: torch.device) -> bool | None:
 
 
 def probe_ms(trunk: NatureCNN, device: torch.device, bf16: bool, batch: int = 32, repeats: int = 5) -> float:
-    """The fastest of `repeats` forward + backward passes of a copy of `trunk` on `batch` random observations, in
-    ms, after 3 passes that warm up (the first bf16 passes build their kernels). The copy leaves `trunk`'s
-    gradients, and the seeded global generator, untouched."""
+    """The fastest of `repeats` forward + backward passes, in ms, of a copy of `trunk` (its gradients and the seeded
+    global generator untouched) on `batch` random observations, after 3 that warm up (and build bf16's kernels)."""
     probe = copy.deepcopy(trunk)
     probe.bf16 = bf16
     generator = torch.Generator().manual_seed(0)
@@ -147,13 +132,9 @@ def probe_ms(trunk: NatureCNN, device: torch.device, bf16: bool, batch: int = 32
 
 def choose_precision(name: str, trunk: NatureCNN, device: torch.device, resumed: bool = False) -> tuple[str, str]:
     """The precision a run computes in, ``"fp32"`` or ``"bf16"``, for the flag value `name` (one of `PRECISIONS`;
-    a `resumed` run's is its checkpoint's choice), and a line for the log saying what was chosen and why; sets
-    ``trunk.bf16``.
-
-    ``auto`` takes bf16 where `device` has it natively (`native_bf16`) and a probe (`probe_ms`, a fraction of a
-    second at start-up, with the torch threads learning will use) finds a forward + backward pass at least 10 %
-    faster than in fp32; CPUs without bf16 (AVX2 only) emulate it slower than fp32 and are not probed.
-    """
+    a `resumed` run's is its checkpoint's choice), and a line for the log saying why; sets ``trunk.bf16``. ``auto``
+    takes bf16 where `device` has it natively (`native_bf16`) and `probe_ms`, with the torch threads learning will
+    use, finds it at least 10 % faster than fp32 (CPUs that emulate bf16 are not probed)."""
     if name == "auto":
         if native_bf16(device) is False:
             chosen, why = "fp32", f"auto: {device} has no native bfloat16"
@@ -190,9 +171,7 @@ class RunConfig:
     whole steps of every env (DQN)."""
     n_envs: int = 8
     """Games played at once, each in its own env of a GamePool."""
-    # The environment, as DeepMind and CleanRL train: an episode ends with a lost life (the game goes on),
-    # rewards are clipped to their sign, 1..30 NOOPs and FIRE start each game. Reported returns are unclipped
-    # whole games.
+    # How the games are played: by default as DeepMind and CleanRL train.
     life_loss: str = "terminal"
     """What a lost life does: terminal ends the episode and the game goes on (DeepMind's); reset restarts the
     game; ignore goes on (an episode is a whole game)."""
@@ -221,16 +200,13 @@ class RunConfig:
     (with --ray, its envs on Ray actors). Rank 0 writes the run's files: on a cluster, --run-dir on a shared file
     system."""
     device: str = "auto"
-    """Where the networks run: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch
-    names."""
+    """Where the networks run: auto (CUDA when present, else the CPU), cpu, cuda, cuda:N, or any device torch names."""
     precision: str = "auto"
     """What the networks compute in: auto (bf16 where this machine has it natively and a start-up probe finds it
     faster: CPUs with AVX512-BF16 or AMX, CUDA devices with bf16; else fp32), fp32, or bf16 (bfloat16 autocast for the
-    convolutions and the dense layer; weights, optimizer, losses and targets stay fp32). bf16 is 1.4-1.5x as fast
-    where the CPU has it, and both PPO (10 seeds) and DQN learned Breakout as well with it over their first 1M frames
-    (see the Results page). A run repeats bit for bit in its precision on the same machine; auto's choice depends on
-    the machine, so name fp32 where runs must repeat on any. The checkpoint records the choice, and --resume keeps
-    it."""
+    convolutions and the dense layer; weights, optimizer, losses and targets stay fp32; the Results page compares
+    them). A run repeats bit for bit in its precision on the same machine; auto's choice depends on the machine, so
+    name fp32 where runs must repeat on any. The checkpoint records the choice, and --resume keeps it."""
     # Where the run writes, and what it does instead of starting anew.
     run_dir: str = ""
     """The directory the run writes into; none: runs/<game>-<seed> (PPO) or runs/<game>-<seed>-dqn (DQN)."""
@@ -240,8 +216,7 @@ class RunConfig:
     transitions); the games in progress are not saved, so it starts new ones. Given again, flags may change only how
     long, where and on what it runs."""
     eval: str = ""
-    """A checkpoint.pt: play and record one game with its agent (eval.mp4 beside it) instead of training; none:
-    train."""
+    """A checkpoint.pt: play and record one game with its agent (eval.mp4 beside it), not train; none: train."""
     video: bool = True
     """At the end, record one whole game of the trained agent as agent.mp4."""
 
@@ -259,31 +234,21 @@ FLAG_CHOICES = {"life_loss": LIFE_LOSS_MODES, "precision": PRECISIONS}
 
 def field_docs(config_class: type) -> dict[str, str]:
     """The docstring of each field of the dataclass `config_class` and of its dataclass bases (the string literal
-    right below the field in the class body, as CleanRL's tyro reads it), by field name; a subclass's docstring of a
-    field replaces its base's.
-
-    A trainer flag is documented there once: its ``--help`` is the docstring's first paragraph, and Sphinx's
-    autodoc shows the whole docstring in the API reference. (A ``field(metadata={"help": ...})`` would be a second
-    text that the API reference does not show, and would bury each default in a call.)
-    """
+    right below the field, as tyro reads it), by field name; a subclass's replaces its base's. A trainer flag is
+    documented there once: its ``--help`` is the first paragraph, and the API reference shows the whole."""
     docs: dict[str, str] = {}
     for cls in reversed([cls for cls in config_class.__mro__ if dataclasses.is_dataclass(cls)]):
         class_def = cast(ast.ClassDef, ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0])
-        docs |= {
-            field.target.id: inspect.cleandoc(doc.value.value)
-            for field, doc in itertools.pairwise(class_def.body)
-            if isinstance(field, ast.AnnAssign)
-            and isinstance(field.target, ast.Name)
-            and isinstance(doc, ast.Expr)
-            and isinstance(doc.value, ast.Constant)
-            and isinstance(doc.value.value, str)
-        }
+        for field, doc in itertools.pairwise(class_def.body):
+            # A field (an annotated name) right above a string literal: its docstring.
+            match field, doc:
+                case ast.AnnAssign(target=ast.Name(id=name)), ast.Expr(value=ast.Constant(value=str(text))):
+                    docs[name] = inspect.cleandoc(text)
     return docs
 
 
 def shown_default(value: Any) -> str:
-    """How --help shows a field's default: ``10_000_000`` for an integer (a form the flag takes), ``none`` for an
-    empty string, ``True`` / ``False`` for a boolean as argparse shows them."""
+    """How --help shows a field's default: ``10_000_000`` for an integer (a form the flag takes), ``none`` for ""."""
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, int):
@@ -295,12 +260,9 @@ def shown_default(value: Any) -> str:
 
 def config_parser(config_class: type, doc: str, prog: str | None = None) -> argparse.ArgumentParser:
     """The command line of the dataclass `config_class`: ``--field-name value`` for every field, ``--[no-]flag``
-    for booleans, each helped by its field's docstring (`field_docs`, first paragraph), default and choices; `doc`'s
-    first line describes the command, `prog` names it in the usage line (default: the script's name).
-
-    The parser has no defaults (``argparse.SUPPRESS``): what it returns is what was given, so that --resume can
-    tell the two apart.
-    """
+    for booleans, each helped by its field's docstring (`field_docs`), default and choices; `doc`'s first line
+    describes the command, `prog` names it (default: the script's name). The parser has no defaults
+    (``argparse.SUPPRESS``): it returns what was given, which --resume tells from the defaults."""
     parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0], argument_default=argparse.SUPPRESS)
     docs = field_docs(config_class)
     for field in dataclasses.fields(config_class):
@@ -332,11 +294,10 @@ def parse_config(
     check: Callable[[ConfigT], str],
     prog: str | None = None,
 ) -> ConfigT:
-    """An instance of the trainer's config class `config_class` from the command line `argv` (see
-    `config_parser`). With ``--resume`` the run's own config comes from its checkpoint (see `resumed_config`).
-    `check(config)` returns what is wrong with a config ("" if nothing is), reported as a usage error (exit status
-    2), as are values out of `RUN_RULES`, a bad env option, a checkpoint that is missing or another trainer's, and a
-    new run over an old one."""
+    """An instance of the trainer's config class `config_class` from the command line `argv` (see `config_parser`);
+    with ``--resume``, the run's own config from its checkpoint (see `resumed_config`). What `check(config)` returns
+    ("" if nothing is wrong) is a usage error (exit status 2), as are values out of `RUN_RULES`, a bad env option, a
+    checkpoint that is missing or another trainer's, and a new run over an old one."""
     parser = config_parser(config_class, doc, prog)
     given = vars(parser.parse_args(argv))
     config = config_class(**given)
@@ -386,9 +347,8 @@ RUN_FIELDS = (
 
 
 def resumed_config(config_class: type[ConfigT], given: dict, saved: dict, run_dir: Path) -> tuple[ConfigT | None, str]:
-    """The config a resumed run goes on with: the checkpoint's (`saved`), with the `RUN_FIELDS` given on the command
-    line, and a problem ("" if none) when another given flag differs from the run's (a resumed run continues
-    exactly)."""
+    """The config a resumed run goes on with: the checkpoint's (`saved`) with the `RUN_FIELDS` given, and a problem
+    ("" if none) when another given flag differs from the run's (a resumed run continues exactly)."""
     fields = {field.name for field in dataclasses.fields(config_class)}
     saved = {name: value for name, value in saved.items() if name in fields}  # a field since removed is dropped
     saved.setdefault("precision", "fp32")  # the checkpoints from before --precision computed in fp32
@@ -441,8 +401,7 @@ def run_directory(config: RunConfig, algo: str) -> Path:
 
 
 def overwrite_problem(run_dir: Path) -> str:
-    """What stops a new run in `run_dir` ("" if nothing): a checkpoint there, never overwritten unasked (hours of
-    training may be in it)."""
+    """What stops a new run in `run_dir` ("" if nothing): a checkpoint there, never overwritten unasked."""
     checkpoint = run_dir / "checkpoint.pt"
     if checkpoint.exists():
         return (
@@ -527,11 +486,10 @@ def full_action_space(config: RunConfig) -> bool:
 
 def make_pools(config: RunConfig, n_pools: int = 1, learners: Learners | None = None) -> list[GamePool]:
     """The envs of a trainer's `config` that `learners` plays (all of them for one learner) in `n_pools` pools of
-    equal size (the run's env i: seed ``seed + i``, as one pool of all the envs would seed it), with same-step
-    autoreset, so that a truncated episode's final observation is there to bootstrap from: `GamePool`s sharing this
-    machine's cores (a learner placed by Ray Train: its CPUs) or, with ``config.ray`` and one learner here,
-    `RayGamePool`s sharing the cluster's free CPUs, whose actors Ray restarts elsewhere when a node is lost (their
-    envs reported truncated, ``info["worker_restarted"]``)."""
+    equal size (env i: seed ``seed + i``, as in one pool), with same-step autoreset (a truncated episode's final
+    observation is there to bootstrap from): `GamePool`s on this machine's cores (a Ray Train learner's: its CPUs)
+    or, with ``config.ray`` and one learner here, `RayGamePool`s on the cluster's free CPUs, whose actors Ray
+    restarts elsewhere when a node is lost (their envs reported truncated, ``info["worker_restarted"]``)."""
     learners = learners or Learners(n_envs=config.n_envs)
     size = config.n_envs // learners.count // n_pools
     options = {"autoreset_mode": AutoresetMode.SAME_STEP, **game_options(config)}
@@ -578,8 +536,7 @@ def env_placement(pools: Sequence[GamePool], learners: Learners | None = None) -
 
 
 def progress_bar(total_frames: int, frames: int, shown: bool = True) -> tqdm:
-    """The bar a run shows (unless not `shown`: a learner other than the first): emulator frames done out of
-    `total_frames`, starting at `frames` (a resumed run)."""
+    """The bar a run shows (hidden unless `shown`): emulator frames done of `total_frames`, from `frames` on."""
     return tqdm(
         total=total_frames, initial=frames, unit="frame", unit_scale=True, dynamic_ncols=True, disable=not shown
     )
@@ -589,11 +546,9 @@ def progress_bar(total_frames: int, frames: int, shown: bool = True) -> tqdm:
 
 
 class RunLog:
-    """progress.csv (and TensorBoard when it is installed), plus the whole games finished so far.
-
-    The columns are ``frames``, ``seconds``, ``game_return``, ``game_length`` and the trainer's own
-    `update_fields`. A game's row fills only frames, game_return and game_length; an update's row the others.
-    """
+    """progress.csv (and TensorBoard when it is installed), plus the whole games finished so far. Its columns are
+    ``frames``, ``seconds``, ``game_return``, ``game_length`` and the trainer's `update_fields`: a game's row fills
+    frames, game_return and game_length, an update's the others."""
 
     GAME_FIELDS = ("frames", "seconds", "game_return", "game_length")
 
@@ -641,8 +596,7 @@ class RunLog:
             self.game_ended(*game)
 
     def update(self, frames: int, seconds: float, stats: dict[str, float | str]) -> None:
-        """Log an update at `frames` emulator frames, `seconds` into the run: its `stats`, the trainer's
-        `update_fields` (numbers, and the run's precision)."""
+        """Log the `stats` of an update (`update_fields`) at `frames` emulator frames, `seconds` into the run."""
         self.writer.writerow({"frames": frames, "seconds": f"{seconds:.1f}", **stats})
         self.file.flush()
         if self.tensorboard:
@@ -670,8 +624,7 @@ def whole_games(info: dict, frames: int) -> list[tuple[int, float, int]]:
 
 
 def torch_generators(device: torch.device) -> dict[str, torch.Tensor]:
-    """The states of torch's random generators, for a checkpoint: the CPU's and, where the network runs on a CUDA
-    device, that device's (PPO samples its actions and shuffles its minibatches there)."""
+    """The states of torch's random generators, for a checkpoint: the CPU's and, on a CUDA `device`, that device's."""
     states = {"torch_rng": torch.get_rng_state()}
     if device.type == "cuda":
         states["cuda_rng"] = torch.cuda.get_rng_state(device)
@@ -680,8 +633,7 @@ def torch_generators(device: torch.device) -> dict[str, torch.Tensor]:
 
 def restore_torch_generators(saved: dict, device: torch.device) -> None:
     """Put torch's random generators back as `torch_generators` saved them in `saved`, a checkpoint loaded with any
-    ``map_location``: the states are moved back to the CPU, as the setters take them only there (loaded onto a GPU,
-    they failed). A checkpoint made on the CPU leaves a CUDA device's generator as seeded."""
+    ``map_location`` (the setters take CPU tensors only); one made on the CPU leaves a CUDA generator as seeded."""
     torch.set_rng_state(saved["torch_rng"].cpu())
     if device.type == "cuda" and "cuda_rng" in saved:
         torch.cuda.set_rng_state(saved["cuda_rng"].cpu(), device)
@@ -722,8 +674,7 @@ def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, title: 
 
 @contextlib.contextmanager
 def torch_threads(count: int) -> Iterator[None]:
-    """torch's thread count `count` within the block, and the caller's again after it: a library call leaves a
-    notebook's torch as it found it."""
+    """torch's thread count `count` within the block, and the caller's again after it (a notebook's torch as it was)."""
     callers = torch.get_num_threads()
     torch.set_num_threads(count)
     try:
@@ -741,8 +692,7 @@ def record_game(policy: Callable[[np.ndarray], int], config: RunConfig, path: Pa
 
 
 def load_checkpoint(checkpoint: str | Path) -> dict:
-    """A checkpoint of either trainer, loaded on the CPU, with ``"algo"`` naming its trainer ("ppo" or "dqn"); a
-    `ValueError` if it is no trainer's checkpoint."""
+    """A checkpoint of either trainer loaded on the CPU, ``"algo"`` naming it ("ppo", "dqn"); else a `ValueError`."""
     try:
         saved = torch.load(checkpoint, map_location="cpu")
     except OSError as error:  # a file that cannot be read (it may be a checkpoint)
@@ -759,8 +709,7 @@ def load_checkpoint(checkpoint: str | Path) -> dict:
 
 
 def trained_policy(checkpoint: str | Path, game: str) -> tuple[Callable[[np.ndarray], int], dict]:
-    """For `atari-game play --checkpoint`: the policy saved in a checkpoint of either trainer (on the CPU), and the
-    game options it was trained with."""
+    """For `atari-game play --checkpoint`: the CPU policy of a checkpoint of either trainer, and its game options."""
     try:
         saved = load_checkpoint(checkpoint)
     except ValueError as error:

@@ -1,9 +1,7 @@
 """The checks of arguments and settings, each written once: a check names what it checks and says what is valid.
-
-The first are for the API's arguments (`Game`'s options, `GamePool`'s counts, `FrameReplay`'s settings and
-arrays): each raises `TypeError` for a value of the wrong type and `ValueError` for one out of range, and returns
-the value as the caller keeps it. The last are the rules of a trainer's config fields, which its command line
-reports as usage errors (`broken_rule`).
+The API's arguments (`Game`'s options, `GamePool`'s counts, `FrameReplay`'s settings and arrays) raise `TypeError`
+for a value of the wrong type, `ValueError` for one out of range; a trainer's config fields have rules, which its
+command line reports as usage errors (`broken_rule`).
 """
 
 from __future__ import annotations
@@ -26,8 +24,7 @@ def check_int(name: str, value: Any, low: int) -> int:
 
 
 def check_count(name: str, value: Any, low: int, high: int) -> int:
-    """`value` as an int: an integer (not a bool) in [`low`, `high`]; a `ValueError` for any other value, of any
-    type."""
+    """`value` as an int: an integer (not a bool) in [`low`, `high`]; a `ValueError` for any other value of any type."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
         raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
     return int(value)
@@ -48,8 +45,7 @@ def check_bool(name: str, value: Any) -> bool:
 
 
 def check_number(name: str, value: Any, low: float, high: float, what: str = "a number") -> float:
-    """`value` as a float: a real number (not a bool) in [`low`, `high`], NaN refused; `what` says what it is in
-    the message ("a probability")."""
+    """`value` as a float: a real number (not a bool, not NaN) in [`low`, `high`]; `what` names it ("a probability")."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be {what} in [{low}, {high}], got {type(value).__name__} {value!r}")
     if not low <= value <= high:  # also refuses NaN
@@ -89,8 +85,7 @@ POSITIVE: Rule = ((lambda value: 0 < value < float("inf")), "a number > 0")
 
 
 def broken_rule(config: Any, rules: dict[str, Rule]) -> str:
-    """What is wrong with the first field of `config` that breaks its rule in `rules` ("" if none does), as its
-    flag's usage error says it."""
+    """The usage error of the first field of `config` that breaks its rule in `rules` ("" if none does)."""
     for name, (valid, what) in rules.items():
         value = getattr(config, name)
         if not valid(value):

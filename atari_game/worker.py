@@ -9,10 +9,9 @@ Code written for the tutorial runs unchanged::
     obs = worker.child.recv()
     worker.child.send(("close", None))
 
-What it adds: a failed command is answered with a `WorkerError` carrying the worker's traceback (the
-convenience methods `Worker.step`, `Worker.reset` and `Worker.recv` raise it) and the worker goes on
-serving; a worker that dies shows up as an error at once instead of a hang; `Worker.close` leaves no
-process behind.
+What it adds: a failed command is answered with a `WorkerError` carrying the worker's traceback (the convenience
+methods `Worker.step`, `Worker.reset` and `Worker.recv` raise it) and the worker goes on serving; a worker that dies
+shows up as an error at once instead of a hang; `Worker.close` leaves no process behind.
 """
 
 from __future__ import annotations
@@ -40,9 +39,8 @@ import numpy as np
 
 from atari_game.game import Game, GameOptions
 
-#: The `multiprocessing` start method of `Worker` and `GamePool` unless told: fork is fast but unsafe once the parent
-#: runs threads (torch, for one); "forkserver" forks from a clean single-threaded server instead. Where it does not
-#: exist, "spawn".
+#: The `multiprocessing` start method of `Worker` and `GamePool` unless told: "forkserver", which forks from a clean
+#: single-threaded server (fork is fast but unsafe once the parent runs threads, torch's for one), else "spawn".
 DEFAULT_START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
@@ -57,9 +55,9 @@ def start_context(
     """The multiprocessing context for worker processes that run `target`; a forkserver imports atari_game once,
     not in every child.
 
-    `start_method` None is `DEFAULT_START_METHOD`, except for a `target` defined in a main module that new
-    processes do not load (a notebook's cells, ``python -c``): that one starts with "fork", the only method whose
-    new processes have it.
+    `start_method` None is `DEFAULT_START_METHOD`, except for a `target` defined in a main module that new processes
+    do not load (a notebook's cells, ``python -c``, a package's ``__main__``): that one starts with "fork", the only
+    method whose new processes have it (a copy of the parent's memory), unsafe as it is once threads run.
 
     Raises:
         ValueError: `start_method` is no start method of this platform.
@@ -70,11 +68,8 @@ def start_context(
     if start_method is not None and start_method not in methods:
         default = f"None: {DEFAULT_START_METHOD!r}"
         raise ValueError(f"start_method must be one of {methods} (or {default}), got {start_method!r}")
-    if target is not None and _defined_interactively(target):
-        # labml's tutorial assumes fork (Linux's default when it was written): a forked child has a copy of the
-        # notebook's memory, function included, whereas a forkserver or spawn child looks the function up in a main
-        # module it does not load (AttributeError there, then EOFError here). Fork is unsafe once threads run (after
-        # importing torch), but it is the one method that can run a function defined in a notebook at all.
+    main = sys.modules["__main__"]
+    if target is not None and getattr(target, "__module__", None) == "__main__" and not _main_is_rerun(main):
         if start_method is None and "fork" in methods:
             start_method = "fork"
         elif start_method != "fork":
@@ -93,17 +88,13 @@ def start_context(
 
 
 def check_main_guard(context: multiprocessing.context.BaseContext, starting: str) -> None:
-    """Refuse, before any process starts, to start `starting` from the top level of a main script that every
-    new process will run again.
+    """Refuse, before any process starts, to start `starting` from the top level of a main script that every new
+    process will run again.
 
-    Under "spawn" and "forkserver" a new process first runs the main module again as ``__mp_main__``
-    (CPython's ``multiprocessing.spawn.prepare``), so that it can unpickle what the module defines. Code at
-    its top level, outside ``if __name__ == "__main__":``, runs again there; started there, `starting` would
-    start a process of its own, which multiprocessing refuses (``spawn._check_not_importing_main``): the
-    child dies with that traceback and the parent sees a dead pipe. Notebooks, ``python -c``, a package's
-    ``__main__.py`` and "fork" re-run nothing, so they pass.
-
-    A script read from a pipe (``python - < script.py``) cannot be run again at all.
+    Under "spawn" and "forkserver" a new process first runs the main module again as ``__mp_main__``, top-level code
+    outside ``if __name__ == "__main__":`` included; started there, `starting` would start a process of its own,
+    which multiprocessing refuses: the child dies and the parent sees a dead pipe. Notebooks, ``python -c``, a
+    package's ``__main__.py`` and "fork" re-run nothing, so they pass; a script read from a pipe cannot run again.
 
     Raises:
         RuntimeError: naming the script, the line and the fixes.
@@ -139,12 +130,6 @@ def check_main_guard(context: multiprocessing.context.BaseContext, starting: str
     )
 
 
-def _defined_interactively(function: Callable[..., Any]) -> bool:
-    """Whether `function` lives in a main module that a "spawn" or "forkserver" child does not load (a notebook,
-    ``python -c``, a package's ``__main__``), so that only a forked child can run it."""
-    return getattr(function, "__module__", None) == "__main__" and not _main_is_rerun(sys.modules["__main__"])
-
-
 def _main_is_rerun(main: Any) -> bool:
     """Whether a "spawn" or "forkserver" child runs the main module again, as ``multiprocessing.spawn`` decides
     (``get_preparation_data``, ``_fixup_main_from_name``, ``_fixup_main_from_path``)."""
@@ -175,14 +160,13 @@ def _guarded_lines(path: str) -> frozenset[int] | None:
 
 def _is_main_test(test: ast.expr) -> bool:
     """``__name__ == "__main__"``, either way round, also as part of a larger condition."""
-    for node in ast.walk(test):
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
-            sides = (node.left, node.comparators[0])
-            if any(isinstance(side, ast.Name) and side.id == "__name__" for side in sides) and any(
-                isinstance(side, ast.Constant) and side.value == "__main__" for side in sides
-            ):
-                return True
-    return False
+    return any(
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.Eq)
+        and {ast.unparse(node.left), ast.unparse(node.comparators[0])} == {"__name__", "'__main__'"}
+        for node in ast.walk(test)
+    )
 
 
 def prepare_worker_process() -> None:
@@ -201,12 +185,11 @@ def prepare_worker_process() -> None:
 def interrupts_deferred() -> Iterator[None]:
     """Hold Ctrl-C (SIGINT) until the block is done, then deliver it to the handler it would have reached.
 
-    A command and its reply, or a pool's books of what it sent and what was answered, are then never left half
-    done by an interrupt: the next call does not read the reply of an earlier command or wait for an answer
-    that was already read. The block waits for games that take milliseconds (a dead worker is reported in
-    about a second), so Ctrl-C still stops a loop at once; a second Ctrl-C within the block (a remote cluster
-    that does not answer) raises `KeyboardInterrupt` there and then. Signal handlers run in the main thread
-    only: elsewhere the block runs as it is.
+    A command and its reply, or a pool's books of what it sent and what was answered, are then never left half done
+    by an interrupt (for the next call to read an earlier command's reply, or wait for one already read). The block
+    waits for games that take milliseconds (a dead worker is reported in about a second), so Ctrl-C still stops a
+    loop at once; a second Ctrl-C within the block (a remote cluster that does not answer) raises `KeyboardInterrupt`
+    there and then. Signal handlers run in the main thread only: elsewhere the block runs as it is.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -234,11 +217,8 @@ class WorkerError(RuntimeError):
 
 
 class ParentEnd(Connection):
-    """The parent's end of a worker's pipe: a dead worker always reads as `EOFError`.
-
-    A process killed with unread data in its socket makes the kernel reset the connection instead of
-    closing it; tutorial code expects (at worst) EOFError, so that is what it gets.
-    """
+    """The parent's end of a worker's pipe: a dead worker always reads as `EOFError`, as tutorial code expects, even
+    when the kernel resets the connection (a process killed with unread data in its socket)."""
 
     def recv(self) -> Any:
         """The next object the worker sent; `EOFError` once the worker is gone, however it went."""
@@ -312,12 +292,12 @@ def _failure(name: str, message: Any, error: Exception) -> WorkerError:
 class Worker:
     """One `Game` in its own process, driven through a `multiprocessing` Pipe as in the labml tutorial.
 
-    ``Worker(seed, **game_options)`` validates the options here, in the parent, then starts
-    `worker_process` in a child process. ``.child`` is the parent's end of the pipe, ``.process`` the
-    child. `start_method` is a `multiprocessing` start method; the default is `DEFAULT_START_METHOD`, or "fork"
-    where this class and `worker_process` are copied into a notebook (see `start_context`). Under "forkserver"
-    and "spawn" a script must start it under ``if __name__ == "__main__":`` (`check_main_guard` says so at
-    once). Use it as a context manager, or call `close`.
+    ``Worker(seed, **game_options)`` validates the options here, in the parent, then starts `worker_process` in a
+    child process. ``.child`` is the parent's end of the pipe, ``.process`` the child. `start_method` is a
+    `multiprocessing` start method; the default is `DEFAULT_START_METHOD`, or "fork" where this class and
+    `worker_process` are copied into a notebook (see `start_context`). Under "forkserver" and "spawn" a script must
+    start it under ``if __name__ == "__main__":`` (`check_main_guard` says so at once). Use it as a context manager,
+    or call `close`.
     """
 
     def __init__(self, seed: int, *, start_method: str | None = None, **game_options: Any) -> None:
