@@ -1,7 +1,6 @@
 """The argparse types of every command line: ``atari-game`` and its commands, the trainers' flags, the scripts of
 examples/ and benchmarks/. Each reads one value as the user writes it (counts as ``1e6`` or ``10_000_000``, games
-in any usual spelling) and refuses a bad one with a usage error that says what to write. It imports none of the
-modules whose command lines use it, so that each of them imports it at its top, without an import cycle.
+in any usual spelling) and refuses a bad one with a usage error that says what to write.
 """
 
 from __future__ import annotations

@@ -2,15 +2,10 @@
 
     pip install -e ".[bench]" && atari-game bench --envs 4 8 16 32 --rounds 4 --seconds 5
 
-Every system runs with the same settings (Breakout or `--game`, frame-skip 4, max-pool, grayscale 84x84 with area
-interpolation, stack 4, noop_max 30, no sticky actions or reward clipping, a reset only at game over, random actions;
-the async systems take the first N/2 envs to finish and send them straight back). For each N the systems are built
-once, then measured in turn for `--rounds` rounds, the order rotating each round so that a noisy machine's drift hits
-all of them alike: the table gives mean agent steps/s, CPU time (all processes and threads) per step and paired
-ratios (absolute numbers belong to their machine: compare ratios); `--json` keeps every measurement.
-``--parent-grid`` measures instead the parent's own CPU per batch step of a copy=False GamePool over workers x envs
-(N >= W; more workers than cores is fine: only the parent's CPU counts), fits it as per-step + per-worker x W +
-per-env x N, and prints the env steps/s one parent could feed. docs/performance.md shows both.
+Every system plays with the same settings (docs/performance.md lists them), in `--rounds` rounds, each measuring the
+systems in turn in an order that rotates, so that a noisy machine's drift hits all of them alike: compare the paired
+ratios. ``--parent-grid`` measures instead the parent's own CPU per batch step of a GamePool over workers x envs, fitted
+as per-step + per-worker x W + per-env x N (docs/performance.md, "One parent, many cores").
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from atari_game import GamePool, Worker
+from atari_game import GamePool, RayGamePool, Worker
 from atari_game.arguments import count
 from atari_game.arguments import game_name as known_game
 from atari_game.game import FIXED_RESTART_GAMES, action_meanings, display_name, resolve_game, rom_path
@@ -75,8 +70,7 @@ def game_options_json(text: str) -> dict[str, Any]:
 
 
 def game_name(name: str) -> str:
-    """`--game`'s value as Gymnasium names the game ("ms_pacman" -> "MsPacman"); an unknown name is refused with
-    the closest games (see `atari_game.arguments.game_name`)."""
+    """`--game`'s value as Gymnasium names the game ("ms_pacman" -> "MsPacman"), checked by `arguments.game_name`."""
     return display_name(resolve_game(known_game(name)))
 
 
@@ -92,8 +86,9 @@ MACHINE = f"{_cpu_model()}, {CORES} cores"
 # --- the systems: each builder returns (step(actions), close()) for N envs of `game` -------------------
 
 
-def build_ours(n: int, game: str) -> tuple[Callable, Callable]:
-    pool = GamePool(n, **our_game(game))
+def build_ours(n: int, game: str, on_ray: bool = False) -> tuple[Callable, Callable]:
+    # On Ray: a new local Ray instance with one actor per core, the same games through Ray.
+    pool = RayGamePool(n, address="local", **our_game(game)) if on_ray else GamePool(n, **our_game(game))
     pool.reset(seed=0)
     return (lambda actions: pool.step(actions)), pool.close
 
@@ -110,15 +105,6 @@ def build_ours_async(n: int, game: str) -> tuple[Callable, Callable]:
             pool.send(half, pool.recv()[4]["env_id"])
 
     return step, pool.close
-
-
-def build_ours_on_ray(n: int, game: str) -> tuple[Callable, Callable]:
-    from atari_game.ray_pool import RayGamePool
-
-    # A new local Ray instance with one actor per core: the same games as build_ours, through Ray.
-    pool = RayGamePool(n, address="local", **our_game(game))
-    pool.reset(seed=0)
-    return (lambda actions: pool.step(actions)), pool.close
 
 
 def ale_vector_env(n: int, threads: int = CORES, game: str = GAME) -> Any:
@@ -246,7 +232,7 @@ SYSTEMS: dict[str, Callable[[int, str], tuple[Callable, Callable]]] = {
     "EnvPool async": build_envpool_async,
     "Gymnasium AsyncVectorEnv": build_gymnasium_async,
     "tutorial Worker per game": build_tutorial,
-    "atari_game RayGamePool": build_ours_on_ray,
+    "atari_game RayGamePool": functools.partial(build_ours, on_ray=True),
 }
 # Measured unless --systems says otherwise; the Ray backend has a benchmark of its own, benchmarks/ray_pool.py.
 DEFAULT_SYSTEMS = [name for name in SYSTEMS if name != "atari_game RayGamePool"]
@@ -294,8 +280,7 @@ def measure(step: Callable, n: int, n_actions: int, seconds: float, rng: np.rand
 
 
 def bare_emulator(rom: str = "breakout", max_frames: int = 0) -> Any:
-    """A bare `ALEInterface` of `rom` (an ale-py ROM id) with the benchmark's emulator settings: seed 0, no sticky
-    actions, at most `max_frames` frames a game (0: no limit), no log lines."""
+    """A bare `ALEInterface` of the ale-py ROM `rom`: seed 0, no sticky actions, `max_frames` (0: unlimited), quiet."""
     import ale_py
 
     ale = ale_py.ALEInterface()
@@ -308,11 +293,8 @@ def bare_emulator(rom: str = "breakout", max_frames: int = 0) -> Any:
 
 
 def bare_steps(game: str, actions: np.ndarray, seconds: float = math.inf) -> int:
-    """ALE's own work for agent steps of `game` with the benchmark's settings, and nothing a pool adds: for each of
-    `actions` (indices into the minimal action set), 4 `act` calls, the last two grayscale screens, their max, a shift
-    of the stack and one 84x84 area resize; at game over a restart as a `Game` makes it (the saved restart state
-    restored in a game of `FIXED_RESTART_GAMES`, else `reset_game`) and its 1-30 NOOPs. Returns the steps played: all
-    of `actions`, or as many as `seconds` allow."""
+    """ALE's own work for agent steps of `game` (`actions` index its minimal action set) with the benchmark's
+    settings, restarting as a `Game` does, and nothing a pool adds; returns the steps played (as `seconds` allow)."""
     import cv2
 
     rom, rng = resolve_game(game), np.random.default_rng(0)
@@ -353,8 +335,7 @@ def _bare_rate(game: str, seconds: float, start_at: float) -> float:
 
 
 def emulation_limit(executor: concurrent.futures.ProcessPoolExecutor, seconds: float, game: str = GAME) -> float:
-    """The machine's emulation limit in agent steps/s: `bare_steps`, one process per core, all at once for `seconds`
-    (the sum of their rates). No pool can step faster than ALE's own work for the same steps allows."""
+    """The emulation limit, the agent steps/s no pool can pass: `bare_steps` on every core at once for `seconds`."""
     start_at = time.time() + 0.2
     return sum(executor.map(_bare_rate, [game] * CORES, [seconds] * CORES, [start_at] * CORES))
 
@@ -363,8 +344,7 @@ def emulation_limit(executor: concurrent.futures.ProcessPoolExecutor, seconds: f
 
 
 def parent_cpu(n_envs: int, n_workers: int, steps: int, game: str = GAME) -> dict[str, float]:
-    """The parent's own CPU µs per batch step of a `copy=False` GamePool of `game` (the workers' CPU is not
-    counted), and its workers' CPU µs per agent step."""
+    """The parent's own CPU µs per batch step of a `copy=False` GamePool of `game`, and its workers' per agent step."""
     actions = np.random.default_rng(0).integers(len(action_meanings(game)), size=(steps + 5, n_envs))
     with GamePool(n_envs, n_workers=n_workers, copy=False, **our_game(game)) as pool:
         pool.reset(seed=0)
@@ -490,8 +470,7 @@ def main(argv: list[str] | None = None) -> None:
 def compare(
     n: int, args: argparse.Namespace, limit_executor: concurrent.futures.ProcessPoolExecutor, rng: np.random.Generator
 ) -> dict[str, Any]:
-    """Measure `args.systems` with `n` envs for `args.rounds` rounds of `args.seconds` each, the emulation limit first
-    in each round, print the table and return every measurement."""
+    """Measure `args.systems` (`n` envs) for `args.rounds` rounds, each after the emulation limit; print, return it."""
     game, built, skipped = args.game, {}, {}
     for name in args.systems:
         try:
@@ -518,8 +497,7 @@ def compare(
 
 
 def paired_ratios(ours: list[dict], theirs: list[dict]) -> np.ndarray:
-    """Our steps/s over theirs, round by round: within a round the two ran back to back, so most of a noisy
-    machine's drift (which moves a system's own rounds by 10-20 %) cancels out of each ratio."""
+    """Our steps/s over theirs, round by round: back to back, the two share most of a noisy machine's drift."""
     return np.array([a["steps_per_s"] / b["steps_per_s"] for a, b in zip(ours, theirs, strict=True)])
 
 

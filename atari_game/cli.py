@@ -1,13 +1,6 @@
 """The `atari-game` command (also `python -m atari_game`): games, play, bench, train, evaluate, report.
 
-atari-game games                                        # the bundled games, their actions
-atari-game play Breakout --record breakout.mp4          # a random agent plays one whole game
-atari-game play Breakout --checkpoint runs/Breakout-1/checkpoint.pt --record agent.mp4
-atari-game bench --envs 16                              # GamePool against the other Atari vector envs
-atari-game train --game Pong --total-frames 2000000     # the PPO example (atari-game train --help)
-atari-game train --algo dqn --game Pong                 # the DQN example (atari-game train --algo dqn --help)
-atari-game evaluate runs/Pong-1/checkpoint.pt           # 30 whole games under the run's protocol: mean, SE, HNS
-atari-game report runs/*/ --out report                  # IQM, median, mean of HNS with intervals, Atari-5, profiles
+The command-line guide (docs/guides/cli.md) shows each command at work.
 """
 
 from __future__ import annotations
@@ -105,9 +98,7 @@ def evaluate(args: argparse.Namespace) -> None:
         if note:
             print(f"note: {note}")
         name = f"evaluation-{result.protocol}.json"
-        path = result.save(
-            args.out / f"{Path(checkpoint).parent.name}-{name}" if args.out else checkpoint.parent / name
-        )
+        path = result.save(args.out / f"{checkpoint.parent.name}-{name}" if args.out else checkpoint.parent / name)
         print(f"{result.summary()}; written to {path} and {path.with_suffix('.csv')}", flush=True)
 
 

@@ -4,19 +4,9 @@
     python examples/dqn.py --eval runs/Breakout-1-dqn/checkpoint.pt     # play one game with a trained agent
 
 Standard DQN (Mnih et al. 2015) with CleanRL's settings and, by default, the Rainbow-lite switches on: Double DQN's
-target (``--double``), 3-step returns (``--n-step 3``) and proportional prioritized replay (``--prioritized``), which
-learned Breakout faster than CleanRL's DQN over 3 seeds (the Results page); ``--cleanrl`` turns the three off.
-Every field of `Config` is a command-line flag (``--n-envs 4``, ``--no-clip-rewards``).
-
-Counting, as CleanRL does: a *transition* is one agent step of one env (4 emulator frames). CleanRL's
-``--total-timesteps T`` is ``--total-frames 4T`` here; ``--buffer-size``, ``--learning-starts``,
-``--target-network-frequency`` and ``--train-frequency`` count transitions of all envs together, so that the number
-of envs does not change the learning per frame: with 8 envs, every pool step adds 8 transitions and takes 2 gradient
-steps.
-
-A run writes into ``--run-dir``: ``progress.csv``, ``checkpoint.pt`` (every ``--checkpoint-every`` frames and at the
-end; ``--resume`` continues from it, and from the replay memory saved beside it as ``replay.npz``),
-``learning_curve.png`` and ``agent.mp4`` (one whole game, in colour, played epsilon-greedy with ``--eval-epsilon``).
+target (``--double``), 3-step returns (``--n-step 3``) and proportional prioritized replay (``--prioritized``);
+``--cleanrl`` turns the three off. Every field of `Config` is a flag (``--n-envs 4``, ``--no-clip-rewards``). The
+Training DQN guide says how it counts transitions (as CleanRL does) and what a run writes.
 """
 
 from __future__ import annotations
@@ -31,42 +21,21 @@ import numpy as np
 import torch
 from torch import nn
 
+from atari_game import training
 from atari_game.game import action_meanings
 from atari_game.learners import Learners
 from atari_game.pool import GamePool
 from atari_game.protocols import get_protocol
 from atari_game.replay import FrameReplay
-from atari_game.training import (
-    NatureCNN,
-    RunConfig,
-    RunLog,
-    choose_precision,
-    env_placement,
-    full_action_space,
-    load_checkpoint,
-    make_pools,
-    on_device,
-    pick_device,
-    plot_learning_curve,
-    progress_bar,
-    record_game,
-    restore_torch_generators,
-    run_directory,
-    run_trainer,
-    save_checkpoint,
-    torch_generators,
-    whole_games,
-)
-from atari_game.training import parse_config as parse_config_of
+from atari_game.training import NatureCNN, RunConfig, save_checkpoint
 from atari_game.validation import POSITIVE, at_least, between, broken_rule
 
 
 @dataclasses.dataclass
 class Config(RunConfig):
-    """All hyperparameters and settings of a run: `RunConfig`'s, which every run has, and DQN's own below, whose
-    defaults are CleanRL's dqn_atari.py ones but for the Rainbow-lite switches (``cleanrl`` turns them off). Each
-    field is a flag of ``atari-game train --algo dqn`` and ``examples/dqn.py``, named and helped as `RunConfig` says.
-    A transition is one agent step of one env: 4 emulator frames."""
+    """All settings of a DQN run: `RunConfig`'s and DQN's own below, whose defaults are CleanRL's dqn_atari.py ones
+    but for the Rainbow-lite switches (``cleanrl`` turns them off). Each is a flag of ``atari-game train --algo dqn``
+    and ``examples/dqn.py``, as `RunConfig` says. A transition is one agent step of one env: 4 emulator frames."""
 
     learning_rate: float = 1e-4
     """Adam's learning rate."""
@@ -177,7 +146,7 @@ def check_config(config: Config) -> str:
 
 def parse_config(argv: list[str] | None = None, prog: str | None = None) -> Config:
     """A `Config` from the command line: ``--field-name value`` for every field, ``--[no-]flag`` for booleans."""
-    return parse_config_of(Config, argv, __doc__, check_config, prog)
+    return training.parse_config(Config, argv, __doc__, check_config, prog)
 
 
 # --- the agent ------------------------------------------------------------------------------------------
@@ -198,7 +167,7 @@ class QNetwork(nn.Module):
 
 def build_q_network(game: str, device: torch.device, full_action_space: bool = False) -> QNetwork:
     """A new `QNetwork` for `game`'s minimal action set (all 18 with `full_action_space`), on `device` (`on_device`)."""
-    return on_device(QNetwork(len(action_meanings(game, full_action_space))), device)
+    return training.on_device(QNetwork(len(action_meanings(game, full_action_space))), device)
 
 
 @overload
@@ -215,9 +184,8 @@ def epsilon(config: Config, transition: int | np.ndarray) -> float | np.ndarray:
 def choose_actions(
     q_network: QNetwork, obs: np.ndarray, epsilons: np.ndarray, rng: np.random.Generator, device: torch.device
 ) -> np.ndarray:
-    """Epsilon-greedy actions (``int64``, one per row of `obs`), env k exploring with probability `epsilons[k]`: one
-    batched forward pass for the greedy envs (none while every env explores). The generator draws the same numbers
-    whatever the network says, so a run's exploration depends only on its seed."""
+    """Epsilon-greedy actions (``int64``, one per row of `obs`), env k exploring with probability `epsilons[k]`, in one
+    forward pass of the greedy envs; `rng` draws the same numbers whatever the network says: the seed's exploration."""
     n_actions = q_network.head.out_features
     explore = rng.random(len(obs)) < epsilons
     actions = rng.integers(n_actions, size=len(obs))
@@ -228,14 +196,13 @@ def choose_actions(
     return actions
 
 
-# --- the counting: gradient steps and target updates, in transitions -----------------------------------
+# --- training -------------------------------------------------------------------------------------------
 
 
 def learning_events(config: Config, first: int, stop: int, learning_after: int) -> list[tuple[int, str]]:
     """The gradient steps ("learn") and target-network updates ("target") due for the transitions `first` to
-    ``stop - 1`` (0-based, counted over all envs), in order, as (transition, event): CleanRL's conditions on its
-    global_step (``t % train_frequency == 0``, ``t % target_network_frequency == 0``, t past `learning_after`), so
-    that how the transitions are grouped into pool steps (the number of envs) changes nothing."""
+    ``stop - 1`` (0-based, over all envs), in order, as (transition, event): CleanRL's conditions on its global_step
+    (t a multiple of train_frequency, target_network_frequency; past `learning_after`), whatever the number of envs."""
     events = []
     for t in range(max(first, learning_after + 1), stop):
         if t % config.train_frequency == 0:
@@ -245,16 +212,7 @@ def learning_events(config: Config, first: int, stop: int, learning_after: int) 
     return events
 
 
-def passed_multiple(before: int, after: int, every: int) -> bool:
-    """Whether a multiple of `every` lies in ``before + 1 .. after``: a pool step reached a log or checkpoint point."""
-    return after // every > before // every
-
-
-# --- training -------------------------------------------------------------------------------------------
-
-# What progress.csv holds every log_every frames, besides frames and seconds: the losses' means over the gradient
-# steps since the previous row (empty before learning starts), and where the wall time of those frames went: acting
-# (inference), waiting for the envs (what the gradient steps did not hide), storing, learning (sampling and steps).
+# What progress.csv holds every log_every frames: the losses' means since the previous row, and where time went.
 UPDATE_FIELDS = (
     "precision",
     "env_nodes",
@@ -274,25 +232,24 @@ UPDATE_FIELDS = (
 
 def train(config: Config, learners: Learners | None = None) -> Path:
     """Train DQN as `config` says and return the run directory, which then holds progress.csv, checkpoint.pt,
-    learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there.
-    `learners`: this process's place among the run's learners (`atari_game.learners`); by default, the only one. Each
-    plays its share of the envs into a replay memory of its own (``buffer_size / learners`` transitions), and every
-    learner takes the same gradient steps (`gradient_step`): the counts (learning_starts, ...) stay the run's."""
+    learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there. `learners`: this
+    process's place among the run's learners (`atari_game.learners`; by default, the only one), each playing its share
+    of the envs into a memory of its own (``buffer_size / learners``), all taking the same gradient steps."""
     learners = learners or Learners(n_envs=config.n_envs)
-    run_dir = run_directory(config, "dqn")
+    run_dir = training.run_directory(config, "dqn")
     run_dir.mkdir(parents=True, exist_ok=True)
-    device = pick_device(config.device)
+    device = training.pick_device(config.device)
     callers_threads = torch.get_num_threads()  # given back at the end: a notebook's torch as it was
     torch.set_num_threads(config.torch_threads or learners.cores)
     torch.manual_seed(config.seed)
     # Exploration (which envs explore, and their random actions): each learner its own stream, the first the seed's.
     rng = np.random.default_rng(config.seed * learners.count + learners.rank)
 
-    q_network = build_q_network(config.game, device, full_action_space(config))
-    target_network = build_q_network(config.game, device, full_action_space(config))
+    q_network = build_q_network(config.game, device, training.full_action_space(config))
+    target_network = build_q_network(config.game, device, training.full_action_space(config))
     target_network.load_state_dict(q_network.state_dict())
     # Probed before the env workers start and take the cores; every learner takes the first one's choice.
-    precision, about = choose_precision(config.precision, q_network.trunk, device, resumed=config.resume)
+    precision, about = training.choose_precision(config.precision, q_network.trunk, device, resumed=config.resume)
     precision = learners.first(precision)
     q_network.trunk.bf16 = target_network.trunk.bf16 = precision == "bf16"
     config = dataclasses.replace(config, precision=precision)
@@ -301,8 +258,8 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     if config.protocol and learners.lead:
         print(get_protocol(config.protocol).describe())
     # The envs: same-step autoreset, so the true final observation of an episode is there to store.
-    [pool] = make_pools(config, 1, learners)
-    placement, where = env_placement([pool], learners)
+    [pool] = training.make_pools(config, 1, learners)
+    placement, where = training.env_placement([pool], learners)
     if learners.lead:
         print(where)
     # Adam as CleanRL's, in its fused implementation: the same update in one kernel, in about a fifth less CPU time.
@@ -315,7 +272,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         target_network.load_state_dict(saved["target_network"])
         optimizer.load_state_dict(saved["optimizer"])
         steps = saved["steps"]
-        restore_torch_generators(saved, device)
+        training.restore_torch_generators(saved, device)
         # Each learner's exploration generator, as saved by rank; resumed with another number of learners, anew.
         rng_states = saved["numpy_rng"] if isinstance(saved["numpy_rng"], list) else [saved["numpy_rng"]]
         if len(rng_states) == learners.count:
@@ -325,14 +282,15 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         config, pool.options.observation_shape, steps, saved if config.resume else None, replay_path, learners
     )
     # Only the first learner writes the run's files and shows the progress bar.
-    log = RunLog(run_dir, UPDATE_FIELDS, resumed_at=4 * steps if config.resume else None) if learners.lead else None
+    resumed_at = 4 * steps if config.resume else None
+    log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None
 
     obs = pool.reset()[0]
     games: list[tuple[int, float, int]] = []  # the whole games this learner's envs ended since the last row
     losses: list[tuple[float, float]] = []  # (TD loss, mean Q) of each gradient step since the last row
     seconds = dict.fromkeys(("act", "env", "store", "learn"), 0.0)
     start, start_steps = time.perf_counter(), steps
-    progress = progress_bar(4 * config.total_transitions, 4 * steps, shown=learners.lead)
+    progress = training.progress_bar(4 * config.total_transitions, 4 * steps, shown=learners.lead)
     try:
         while steps < config.total_transitions:
             # Act on what the envs show, with the network as it is (CleanRL's order: act, step, then learn).
@@ -341,9 +299,8 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             actions = choose_actions(q_network, obs, epsilons, rng, device)
             pool.send(actions)
 
-            # While the envs step, learn: the gradient steps and target updates due for the transitions in flight.
-            # Unlike CleanRL's one env, env k's action lags by the steps due at the pool step's first k transitions
-            # (8 envs: 0-2 steps of Adam), and the steps sample the memory without the transitions in flight.
+            # While the envs step, learn: the gradient steps and target updates due for the transitions in flight
+            # (the memory without them; env k's action lags by the steps due before it: the DQN guide says more).
             learn_start = time.perf_counter()
             seconds["act"] += learn_start - clock
             for t, event in learning_events(config, steps, steps + config.n_envs, learning_after):
@@ -359,26 +316,26 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             next_obs, rewards, terminations, truncations, real_next_obs, info = receive(pool)
             store_start = time.perf_counter()
             seconds["env"] += store_start - recv_start
-            # A restarted worker's envs (a lost Ray node) lost this step's next observation: their step is stored as
-            # the truncation it is reported as, bootstrapping from the observation it was taken in, not another game's.
+            # A restarted worker's envs (a lost Ray node) have no next observation: a truncation from the one acted on.
             if "worker_restarted" in info:  # (info's arrays are in the order the envs answered)
                 restarted = info["worker_restarted"][np.argsort(info["env_id"])]
                 real_next_obs[restarted] = obs[restarted]
             buffer.add(obs, actions, rewards, real_next_obs, terminations, truncations)
             obs = next_obs
             steps += config.n_envs
-            games += whole_games(info, 4 * steps)
+            games += training.whole_games(info, 4 * steps)
             seconds["store"] += time.perf_counter() - store_start
 
-            frames = 4 * steps
+            # A row, a checkpoint, where this pool step's frames passed a multiple of log_every, checkpoint_every.
+            frames, before = 4 * steps, 4 * (steps - config.n_envs)
             done = steps >= config.total_transitions
-            row = passed_multiple(frames - 4 * config.n_envs, frames, config.log_every)
+            row = frames // config.log_every > before // config.log_every
             if row or done:
                 # Every learner's games into the first one's log, weights compared, the envs' places (Ray actors move).
                 games = learners.gather(games)
                 learners.check_identical(q_network, f"at {frames:,} frames")
                 if not learners.on_ray_train:
-                    placement = env_placement([pool])[0]
+                    placement = training.env_placement([pool])[0]
                 if log:
                     log.record_games(games)
                 games = []
@@ -402,7 +359,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
                 seconds = dict.fromkeys(seconds, 0.0)
                 learners.sync_seconds = 0.0
             progress.update(4 * config.n_envs)
-            if passed_multiple(frames - 4 * config.n_envs, frames, config.checkpoint_every) or done:
+            if frames // config.checkpoint_every > before // config.checkpoint_every or done:
                 if config.save_memory:  # first: a checkpoint.pt is never newer than its replay.npz
                     buffer.save(replay_path)
                 # Every learner's exploration generator (where they differ, with the memories each saves itself).
@@ -420,9 +377,10 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         torch.set_num_threads(callers_threads)
     if not log:  # the first learner draws the curve and records the video
         return run_dir
-    plot_learning_curve(log.games, run_dir / "learning_curve.png", f"DQN on {config.game}")
+    training.plot_learning_curve(log.games, run_dir / "learning_curve.png", f"DQN on {config.game}")
     if config.video:
-        record_game(agent_policy(q_network, device, config.eval_epsilon, config.seed), config, run_dir / "agent.mp4")
+        policy = agent_policy(q_network, device, config.eval_epsilon, config.seed)
+        training.record_game(policy, config, run_dir / "agent.mp4")
     return run_dir
 
 
@@ -432,15 +390,13 @@ def replay_memory(
     steps: int,
     checkpoint: dict | None,
     path: Path,
-    learners: Learners | None = None,
+    learners: Learners,
 ) -> tuple[FrameReplay, int]:
-    """The replay memory of `learners` (one learner: the run's; of several, each its share of buffer_size, of its own
-    envs, sampled by its own generator) and the transition learning waits for (`learning_events`' `learning_after`):
-    empty for a new run, learning after learning_starts transitions; for a run resumed from `checkpoint` at `steps`,
-    the memory saved with it at `path`, learning on as if the run had never stopped (none there, --no-save-memory:
-    empty, learning after learning_starts more). Exits naming `path` when it is not a whole memory, or not this
-    checkpoint's."""
-    learners = learners or Learners(n_envs=config.n_envs)
+    """This learner's replay memory (its share of buffer_size, of its envs, with its own generator) and the
+    transition learning waits for (`learning_events`' `learning_after`): empty for a new run, learning after
+    learning_starts transitions; resumed from `checkpoint` at `steps`, the memory saved at `path`, learning on as if
+    the run never stopped (none there or --no-save-memory: empty, learning after learning_starts more). Exits naming
+    `path` if it is no whole memory, or not this checkpoint's."""
     if checkpoint is not None and config.save_memory and path.exists():
         try:
             buffer = FrameReplay.load(path)
@@ -472,9 +428,8 @@ def replay_memory(
 
 
 def receive(pool: GamePool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-    """The results of the step sent to every env: obs, rewards, terminations, truncations, the true next
-    observations (where an episode ended, its final observation, ``info["final_obs"]``; else obs) and info,
-    the arrays in env order (`recv` returns the envs in the order their workers finished)."""
+    """The step's results in env order (`recv` gives them as the workers finished): obs, rewards, terminations,
+    truncations, the true next observations (an ended episode's ``info["final_obs"]``, else obs) and info."""
     obs, rewards, terminations, truncations, info = pool.recv()
     real_next_obs = obs.copy()
     if "_final_obs" in info:
@@ -494,9 +449,8 @@ def gradient_step(
     transition: int,
     learners: Learners | None = None,
 ) -> tuple[float, float]:
-    """One gradient step on a batch from the memory (due at `transition`); returns its TD loss and mean Q. With
-    several `learners`, each samples its share of the batch from its own memory and the gradients are summed over
-    them: every learner takes the step of the whole batch."""
+    """One gradient step on a batch from the memory (due at `transition`); returns its TD loss and mean Q. Several
+    `learners` each sample their share of the batch from their own memory and all take the whole batch's step."""
     learners = learners or Learners(n_envs=config.n_envs)
     # Prioritized replay's importance-sampling exponent: annealed linearly from beta to 1 over the run.
     beta = config.beta + (1.0 - config.beta) * min(1.0, transition / config.total_transitions)
@@ -507,8 +461,7 @@ def gradient_step(
         torch.from_numpy(array).to(device).float()
         for array in (batch.rewards, batch.discounts, batch.weights, batch.dones)
     )
-    # The TD target: the n-step return plus the discounted value of next_obs, where the episode goes on. Double
-    # DQN picks the next action with the online network and values it with the target network.
+    # The TD target: the n-step return plus the discounted value of next_obs where the episode goes on (--double).
     with torch.no_grad():
         next_q = target_network(next_obs)
         if config.double:
@@ -549,7 +502,7 @@ def checkpoint_state(
         "optimizer": optimizer.state_dict(),
         "steps": steps,
         "frames": 4 * steps,
-        **torch_generators(next(q_network.parameters()).device),
+        **training.torch_generators(next(q_network.parameters()).device),
         "numpy_rng": rng_states,
         "config": dataclasses.asdict(config),
     }
@@ -573,7 +526,7 @@ def agent_policy(
 def load_q_network(saved: dict, device: torch.device) -> tuple[QNetwork, Config]:
     """The Q-network of a checkpoint (`training.load_checkpoint`) on `device`, and the config it trained with."""
     config = Config(**saved["config"])
-    q_network = build_q_network(config.game, device, full_action_space(config))
+    q_network = build_q_network(config.game, device, training.full_action_space(config))
     q_network.load_state_dict(saved["q_network"])
     q_network.trunk.bf16 = config.precision == "bf16"  # as it was trained (before --precision: fp32)
     return q_network, config
@@ -587,8 +540,7 @@ def checkpoint_policy(saved: dict) -> tuple[Callable[[np.ndarray], int], Config]
 
 def batch_policy(saved: dict) -> tuple[Callable[[np.ndarray], np.ndarray], Config]:
     """For `atari_game.evaluation`: the checkpoint's Q-network on the CPU as a greedy policy for a batch of games
-    (observations ``(n, *obs_shape)`` in, ``n`` actions of the highest Q-value out; a protocol's epsilon is added by
-    the evaluation), and its config."""
+    (``(n, *obs_shape)`` in, ``n`` argmax actions out; the evaluation adds a protocol's epsilon), and its config."""
     q_network, config = load_q_network(saved, torch.device("cpu"))
 
     def policy(obs: np.ndarray) -> np.ndarray:
@@ -601,18 +553,18 @@ def batch_policy(saved: dict) -> tuple[Callable[[np.ndarray], np.ndarray], Confi
 def evaluate(config: Config) -> None:
     """Play and record one whole game with the Q-network of the checkpoint ``config.eval`` (eval.mp4 beside it),
     epsilon-greedy with ``config.eval_epsilon``, seeded with ``config.seed``, and print its unclipped score."""
-    device = pick_device(config.device)
-    q_network, trained = load_q_network(load_checkpoint(config.eval), device)
+    device = training.pick_device(config.device)
+    q_network, trained = load_q_network(training.load_checkpoint(config.eval), device)
     path = Path(config.eval).with_name("eval.mp4")
     policy = agent_policy(q_network, device, config.eval_epsilon, config.seed)
-    score = record_game(policy, dataclasses.replace(trained, seed=config.seed), path)
+    score = training.record_game(policy, dataclasses.replace(trained, seed=config.seed), path)
     print(f"{trained.game}: one game scored {score:g} (unclipped, epsilon {config.eval_epsilon:g}); video: {path}")
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """The command line (`python examples/dqn.py`, `atari-game train --algo dqn`): `evaluate` with ``--eval``,
     else `train` and print where the run's files are; `argv` defaults to ``sys.argv[1:]``, `prog` names it."""
-    run_trainer(parse_config(argv, prog), "dqn", train, evaluate)
+    training.run_trainer(parse_config(argv, prog), "dqn", train, evaluate)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,7 @@
 """AtariGameEnv: one `Game` as a Gymnasium `Env`, and the ``atari_game/<Name>-v0`` registrations.
 
-    import gymnasium as gym
-    import atari_game  # registers atari_game/Breakout-v0, atari_game/MsPacman-v0, ...
-
-    env = gym.make("atari_game/Breakout-v0", noop_max=30, fire_reset=True)
-    obs, info = env.reset(seed=0)  # uint8 (4, 84, 84)
-    obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
-
-    envs = gym.make_vec("atari_game/Breakout-v0", num_envs=8)  # a GamePool: the fast path
-
-The `Game` does all the preprocessing; this file only translates its four-value ``step`` into Gymnasium's
-five values and its automatic episode restarts into Gymnasium's ``reset()`` protocol.
+The `Game` does all the preprocessing; this file only translates its four-value ``step`` into Gymnasium's five values
+and its automatic episode restarts into Gymnasium's ``reset()`` protocol (the Gymnasium guide shows the ids in use).
 """
 
 from __future__ import annotations
@@ -45,26 +36,21 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         game: any bundled game, in any spelling `Game` accepts (``"Breakout"``, ``"ms_pacman"``, ...).
         render_mode: None, or ``"rgb_array"``: `render` returns the emulator's colour screen.
         **game_options: the options of `GameOptions` (``frame_skip``, ``life_loss``, ``noop_max``, ...), validated
-            by it, except ``seed``: as in Gymnasium, seeding is ``reset(seed=...)``. Until then the game is seeded
-            with fresh entropy (as ale-py's envs are), so that copies of the env made by Gymnasium's vector envs are
-            not all the same game.
+            by it, except ``seed``: as in Gymnasium, seeding is ``reset(seed=...)``, and until then the game starts
+            from fresh entropy (so that copies made by Gymnasium's vector envs are not all the same game).
 
-    Spaces (`atari_game.spaces`): ``observation_space`` is ``Box(0, 255, (4, 84, 84), uint8)`` by default (in
-    general `GameOptions.observation_shape`, float32 in [0, 1] with ``scale_obs``); ``action_space`` is
-    ``Discrete(n_actions)``, or ``Box((0, -pi, 0), (1, pi, 1), (3,), float32)`` with ``continuous``.
+    Spaces: `atari_game.spaces`'s, by default ``Box(0, 255, (4, 84, 84), uint8)`` and ``Discrete(n_actions)``.
 
     ``step(action) -> (obs, reward, terminated, truncated, info)``:
 
     * ``obs``: ``uint8`` observation, oldest frame first; on the step that ends an episode, that episode's final
       observation (`Game.final_observation`).
     * ``reward``: float, the sum over the repeated frames (its sign with ``clip_rewards``).
-    * ``terminated``: the episode ended by the game: a life lost (``life_loss="reset"`` or ``"terminal"``) or game
-      over. ``truncated``: the game reached ``max_episode_frames`` emulator frames (counted per game, across lives).
-      At most one of the two is True.
-    * ``info["lives"]``: the game's lives after the step; on a done step, those the episode ended with (as ale-py's
-      env and a next-step `GamePool` report them). On a done step also
-      ``info["episode"] = {"r": unclipped return, "l": length in agent steps}`` and, when a whole game ended and
-      ``life_loss`` is not ``"reset"``, ``info["game"] = {"r", "l"}`` for that game.
+    * ``terminated``: a life lost (``life_loss="reset"`` or ``"terminal"``) or game over. ``truncated``: the game
+      reached ``max_episode_frames`` emulator frames (counted per game, across lives). At most one is True.
+    * ``info["lives"]``: the game's lives after the step (on a done step, those the episode ended with, as ale-py's
+      env reports them). On a done step also ``info["episode"] = {"r": unclipped return, "l": agent steps}`` and,
+      when a whole game ended and ``life_loss`` is not ``"reset"``, ``info["game"] = {"r", "l"}``.
 
     After a done step, call `reset` (Gymnasium's rule), which starts the next episode; `render` then shows the
     screen the episode ended on.
@@ -98,14 +84,12 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start an episode and return its first observation and ``{"lives": ...}``.
 
-        * ``reset(seed=s)``: re-seed the game exactly as ``Game(seed=s)`` is seeded and restart it from scratch (all
-          lives, NOOP and FIRE starts as configured), whatever came before.
-        * ``reset()`` as the first call: start the first game (seeded with fresh entropy).
+        * ``reset(seed=s)``: re-seed the game exactly as ``Game(seed=s)`` is seeded and restart it from scratch.
         * ``reset()`` after a done step: start the next episode exactly as a plain `Game` starts it on its done step
-          (`Game.start_next_episode`), so the env plays exactly a plain `Game`'s trajectory: a new game, except with
-          ``life_loss="terminal"`` after a lost life, where the *same* game goes on with the lives left (after a
-          FIRE step with ``fire_reset``).
-        * ``reset()`` in the middle of an episode: restart the game from scratch, as `Game.reset` does.
+          (`Game.start_next_episode`): a new game, except with ``life_loss="terminal"`` after a lost life, where the
+          same game goes on with the lives left.
+        * ``reset()`` first, or in the middle of an episode: start a new game, as `Game.reset` does (the first game
+          seeded with fresh entropy).
 
         ``options`` must be None or empty: there are no reset options.
         """
@@ -140,11 +124,8 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         return obs, reward, not truncated, truncated, info
 
     def render(self) -> np.ndarray | None:
-        """The emulator's colour screen, ``uint8`` of shape ``(210, 160, 3)``, with ``render_mode="rgb_array"``;
-        None without a render mode."""
-        if self.render_mode == "rgb_array":
-            return self.game.screen_rgb()
-        return None
+        """The emulator's colour screen, ``uint8 (210, 160, 3)``, with ``render_mode="rgb_array"``; else None."""
+        return self.game.screen_rgb() if self.render_mode == "rgb_array" else None
 
     def close(self) -> None:
         """Done with the env: a later `reset` or `step` raises `RuntimeError`."""
@@ -161,14 +142,12 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
 def make_game_pool(
     num_envs: int, game: str | Sequence[str] = "Breakout", render_mode: str | None = None, **options: Any
 ) -> GamePool:
-    """The vector entry point: ``gymnasium.make_vec(id, num_envs=n, vectorization_mode="vector_entry_point",
-    **options)`` calls ``make_game_pool(num_envs=n, game=<the id's game>, **options)``.
+    """The vector entry point: ``gymnasium.make_vec(id, num_envs=n, **options)`` calls
+    ``make_game_pool(num_envs=n, game=<the id's game>, **options)``.
 
-    With ``game=[...]`` (a list of `n` games) it makes a mixed `GamePool`: the call's keyword arguments replace the
-    id's own ``game``, so any ``atari_game/<Name>-v0`` id will do. `options` are `GamePool`'s (``n_workers``,
-    ``autoreset_mode``, ...) and `Game`'s. As for `AtariGameEnv`, ``seed`` is refused (``reset(seed=s)`` seeds env
-    ``i`` with ``s + i``, as Gymnasium's vector envs do) and the games start with fresh entropy. A pool does not
-    render: `render_mode` must be None.
+    `options` are `GamePool`'s (``n_workers``, ``autoreset_mode``, ...) and `Game`'s; a ``game=[...]`` list of `n`
+    games makes a mixed pool. As for `AtariGameEnv`, ``seed`` is refused (``reset(seed=s)`` seeds env ``i`` with
+    ``s + i``) and the games start with fresh entropy. A pool does not render: `render_mode` must be None.
     """
     if render_mode is not None:
         raise ValueError(

@@ -1,15 +1,6 @@
 """One Atari 2600 game with all the standard preprocessing done inside `Game.step`.
 
-This is the `Game` of the labml PPO tutorial, rebuilt on `ale_py.ALEInterface`:
-
-* the action is repeated for `frame_skip` emulator frames and the rewards are summed;
-* the last two frames are max-pooled (Atari sprites flicker between frames), read as ALE's own grayscale
-  screen (or its colour screen, or the console's RAM without pooling: `obs_type`) and resized to 84x84 with area
-  interpolation;
-* the last `stack` processed frames are stacked channel-first, oldest first, as `uint8` (float32 in [0, 1] with
-  `scale_obs`);
-* a lost life ends the episode (`done=True`) and the game restarts from scratch;
-* the step that ends an episode returns the episode's total reward and length.
+This is the labml PPO tutorial's `Game`, rebuilt on `ale_py.ALEInterface`; the One game guide lists what `step` does.
 """
 
 from __future__ import annotations
@@ -53,9 +44,8 @@ CONTINUOUS_ACTION_HIGH = np.array([1.0, np.pi, 1.0], dtype=np.float32)
 CONTINUOUS_ACTION_LOW.flags.writeable = CONTINUOUS_ACTION_HIGH.flags.writeable = False
 
 #: Games whose every restart (ALE's reset_game, in the default mode and difficulty, without sticky actions) reaches
-#: one emulator state, whatever came before: a Game of one of them saves that state at its first restart and
-#: restores it at the next instead of emulating ~70 frames (see the Design page). Found by
-#: benchmarks/restart_states.py; run it again with each ale-py release.
+#: one emulator state, whatever came before: a Game saves it at its first restart and restores it at the next (see the
+#: Design page). Found by benchmarks/restart_states.py; run it again with each ale-py release.
 FIXED_RESTART_GAMES = frozenset(
     {
         "air_raid", "asterix", "atlantis", "basic_math", "battle_zone", "blackjack", "bowling", "breakout",
@@ -66,17 +56,8 @@ FIXED_RESTART_GAMES = frozenset(
         "wizard_of_wor", "word_zapper",
     }
 )  # fmt: skip
-#: The ale-py releases `FIXED_RESTART_GAMES` was checked on. Under any other a Game emulates every restart, and says
-#: so once: a release may change what a reset reaches or what a saved state holds, and nothing else would notice.
+#: The ale-py releases `FIXED_RESTART_GAMES` was checked on; under others a Game emulates every restart (Design page).
 FIXED_RESTART_CHECKED_ON = ("0.12.1",)
-
-
-def _restores_checked_release() -> bool:
-    """Whether the ale-py running is a release of `FIXED_RESTART_CHECKED_ON` (if not, warn: once a process)."""
-    checked = ale_py.__version__ in FIXED_RESTART_CHECKED_ON
-    if not checked:
-        _warn_unchecked_release()
-    return checked
 
 
 @functools.cache  # once a process
@@ -88,12 +69,14 @@ def _warn_unchecked_release() -> None:
         "`python benchmarks/restart_states.py` in atari_game's repository, then add the release to "
         "FIXED_RESTART_CHECKED_ON in atari_game/game.py (and keep in FIXED_RESTART_GAMES only the games it prints).",
         RuntimeWarning,
-        stacklevel=4,  # where the Game is made
+        stacklevel=3,  # where the Game is made
     )
 
 
-def _rom_ids() -> list[str]:
-    return [rom for rom in roms.get_all_rom_ids() if rom not in _MULTIPLAYER_ONLY]
+@functools.cache
+def _roms_by_key() -> dict[str, str]:
+    # Each single-player ROM id by its spelling without underscores, built once: reports resolve names in loops.
+    return {rom.replace("_", ""): rom for rom in roms.get_all_rom_ids() if rom not in _MULTIPLAYER_ONLY}
 
 
 def rom_path(rom: str) -> Path:
@@ -111,13 +94,7 @@ def display_name(rom: str) -> str:
 
 def list_games() -> list[str]:
     """The names of all games bundled with ale-py, sorted: ``["Adventure", ..., "Breakout", ...]``."""
-    return sorted(display_name(rom) for rom in _rom_ids())
-
-
-@functools.cache
-def _roms_by_key() -> dict[str, str]:
-    # Each ROM id by its spelling without underscores, built once: reports resolve names in loops.
-    return {rom.replace("_", ""): rom for rom in _rom_ids()}
+    return sorted(display_name(rom) for rom in _roms_by_key().values())
 
 
 def resolve_game(name: str) -> str:
@@ -168,14 +145,12 @@ def action_meanings(game: str, full_action_space: bool = False) -> tuple[str, ..
 
 
 def game_modes(game: str) -> tuple[int, ...]:
-    """The game's modes (ALE's ``getAvailableModes``), the valid values of the `mode` option: Breakout's are
-    ``(0, 4, 8, ..., 44)``."""
+    """The game's modes (ALE's ``getAvailableModes``), valid for `mode`: Breakout's ``(0, 4, 8, ..., 44)``."""
     return _rom_facts(resolve_game(game)).modes
 
 
 def game_difficulties(game: str) -> tuple[int, ...]:
-    """The game's difficulties (ALE's ``getAvailableDifficulties``), the valid values of the `difficulty`
-    option: Breakout's are ``(0, 1)``."""
+    """The game's difficulties (ALE's ``getAvailableDifficulties``), valid for `difficulty`: Breakout's ``(0, 1)``."""
     return _rom_facts(resolve_game(game)).difficulties
 
 
@@ -231,23 +206,19 @@ class GameOptions:
     reproduce the labml PPO tutorial's environment exactly.
 
     Attributes:
-        game: any game bundled with ale-py, in any usual spelling (see `resolve_game`); stored as the ROM id, e.g.
-            ``"ms_pacman"``.
+        game: any game bundled with ale-py, in any spelling `resolve_game` takes, stored as its ROM id: ``"ms_pacman"``.
         seed: seeds the emulator and the NOOP-start draws exactly as ale-py's ``AtariEnv.reset(seed=...)`` does, so a
             `Game` and ``gym.make("ALE/<game>-v5")`` given the same seed match. ``None`` draws fresh entropy.
         frame_skip: emulator frames per agent step; the action is repeated and rewards are summed.
         stack: how many processed frames an observation holds.
         size: the processed frame's size, ``84`` for 84x84 or ``(height, width)``.
         channels_last: observations are ``(h, w, stack)`` instead of ``(stack, h, w)``.
-        life_loss: what losing a life does. ``"reset"`` (the tutorial): ``done=True`` and the game restarts, so an
-            episode is one life. ``"terminal"`` (DeepMind): ``done=True``, the game going on with the lives left until
-            game over. ``"ignore"``: nothing; an episode is a game. Game over and truncation always end the episode.
-        noop_max: after a game restart, do a random number of 1..noop_max NOOP frames (0: none), so that episodes do
-            not all start from the same state.
-        fire_reset: press FIRE for one agent step after a game restart (and after a life loss in ``"terminal"``
-            mode), for games such as Breakout that wait for it.
-        clip_rewards: `Game.step` returns the reward's sign (-1, 0 or 1); the episode statistics always hold the
-            unclipped sum.
+        life_loss: what losing a life does: ``"reset"`` (the tutorial's) ends the episode and restarts the game,
+            ``"terminal"`` (DeepMind's) ends it and the game goes on, ``"ignore"`` nothing (the Concepts page).
+        noop_max: after a game restart, 1 to noop_max NOOP frames drawn at random, so episodes start apart (0: none).
+        fire_reset: press FIRE for one agent step after a game restart (and a life lost in ``"terminal"`` mode), for
+            games such as Breakout that wait for it.
+        clip_rewards: `Game.step` returns the reward's sign (-1, 0 or 1); the episode statistics keep the unclipped sum.
         sticky_actions: ALE's ``repeat_action_probability``: each emulator frame repeats the previous action with
             this probability (Machado et al. 2018 recommend 0.25).
         max_episode_frames: emulator frames after which a game is truncated (108,000 frames = 30 minutes); the step
@@ -255,23 +226,17 @@ class GameOptions:
         full_action_space: use all 18 joystick actions instead of the game's minimal set.
         obs_type: ``"grayscale"``: ALE's grayscale screen. ``"rgb"``: its colour screen, max-pooled and resized per
             channel exactly as Gymnasium's ``AtariPreprocessing(grayscale_obs=False)``. ``"ram"``: the console's 128
-            bytes of RAM after the step's last emulated frame, neither max-pooled nor resized. `observation_shape`
-            gives the layouts.
-        scale_obs: observations are float32 in [0, 1], the uint8 values divided by 255 (in float32, exactly as
-            Gymnasium's ``scale_obs``), instead of uint8.
-        mode, difficulty: ALE's game mode and difficulty (Machado et al. 2018's "flavours"), set after every ROM load
-            as ale-py's ``AtariEnv`` sets them; one of `game_modes` / `game_difficulties` of the game, or ``None``
-            for the ROM's default.
+            bytes of RAM after the step's last emulated frame, neither max-pooled nor resized.
+        scale_obs: float32 observations in [0, 1], the uint8 values / 255 in float32 (as Gymnasium's ``scale_obs``).
+        mode, difficulty: ALE's game mode and difficulty (Machado et al. 2018's "flavours"): one of `game_modes` /
+            `game_difficulties` of the game, or ``None`` for the ROM's default.
         continuous: ALE's continuous actions, as ale-py's ``continuous=True``: an action is ``(radius, angle, fire)``
-            (float32, bounds `CONTINUOUS_ACTION_LOW` / `CONTINUOUS_ACTION_HIGH`); the joystick is pushed left/right
-            when ``radius * cos(angle)`` is below ``-threshold`` / above ``threshold``, down/up likewise with
-            ``radius * sin(angle)``, fire is pressed when ``fire > threshold``, and ``radius`` is the paddle
-            strength. The resulting action is one of all 18 (ALE's legal set).
-        continuous_action_threshold: that ``threshold``, in [0, 1]; only valid with ``continuous=True``.
-        random_starts: after a game restart's NOOP start (and before the FIRE step of `fire_reset`), play a uniformly
-            random number of 0..random_starts (inclusive) uniformly random agent actions of `frame_skip` frames each,
-            from the Game's seeded generator (with ``continuous``, uniform over the action bounds); neither their
-            rewards nor their steps count in the episode, and a game that ends during them restarts at once.
+            (float32, bounds `CONTINUOUS_ACTION_LOW` / `CONTINUOUS_ACTION_HIGH`), played as one of all 18 actions with
+            ``radius`` the paddle strength (the Concepts page says which).
+        continuous_action_threshold: where a continuous action presses a direction or fire, in [0, 1]; only valid
+            with ``continuous=True``.
+        random_starts: after a game restart's NOOP start, 0 to random_starts (uniformly) uniformly random agent
+            actions of `frame_skip` frames each, not counted in the episode; a game that ends during them restarts.
         protocol: the name of a training protocol of `atari_game.protocols` (``"machado"``, ``"nature"``), or
             ``None``. `from_kwargs` fills in the options it fixes; one given with another value is refused with the
             paper's reason. Recorded here so that a pool, a run's config and a checkpoint say which it was.
@@ -396,8 +361,7 @@ class GameOptions:
 
     @property
     def stack_shape(self) -> tuple[int, ...]:
-        """The shape of a Game's stack of processed frames, oldest first: ``(stack, h, w)`` grayscale,
-        ``(stack, h, w, 3)`` rgb, ``(stack, 128)`` ram (`observation_shape` lays it out)."""
+        """The frame stack's shape, oldest first: ``(stack, h, w)``, ``(stack, h, w, 3)`` rgb, ``(stack, 128)`` ram."""
         frame = {"grayscale": self.frame_size, "rgb": (*self.frame_size, 3), "ram": (RAM_SIZE,)}[self.obs_type]
         return (self.stack, *frame)
 
@@ -435,8 +399,7 @@ class GameState(NamedTuple):
     Attributes:
         ale: the emulator's state, ALE's ``cloneState(include_rng=True)`` serialized (about 15 KB).
         stack: the processed frames, ``(stack, *frame)`` uint8, oldest first.
-        screen: the last screen (or RAM) read, which the next episode starts from in "terminal" mode (ALE's state
-            holds no screen).
+        screen: the last screen (or RAM) read, which the next episode starts from in "terminal" mode (ALE's has none).
         lives, episode_reward, episode_length, game_reward, game_length: the Game's counters.
         next_episode_due: the last play ended an episode with ``start_next=False``.
     """
@@ -453,34 +416,25 @@ class GameState(NamedTuple):
 
 
 class Game:
-    """One Atari game; `step` does all the preprocessing (see the module docstring).
+    """One Atari game; `step` does all the preprocessing (the One game guide lists it).
 
-    ``Game(game="Breakout", seed=0, **options)`` takes the keyword options of `GameOptions`. ``Game(47)``, the
-    tutorial's ``Game(seed)``, is ``Game("Breakout", seed=47)``.
+    ``Game(game="Breakout", seed=0, **options)`` takes the keyword options of `GameOptions`; ``Game(47)``, the
+    tutorial's ``Game(seed)``, is ``Game("Breakout", seed=47)``. Call `reset` before the first `step`.
 
-    * ``reset() -> obs`` restarts the game from scratch; call it before the first `step`.
-    * ``step(action) -> (obs, reward, done, episode_info)``: ``obs`` is ``uint8`` of shape ``(stack, 84, 84)``
-      (oldest frame first; in general `GameOptions.observation_shape` and ``observation_dtype``), a fresh array the
-      Game never touches again. ``action`` is an integer in ``[0, n_actions)``, or with ``continuous=True`` a
-      ``(radius, angle, fire)`` triple (see `check_continuous_actions`). ``reward`` is the float sum over the
-      repeated frames (its sign with `clip_rewards`). ``done`` is True on the step that ends the episode: a life lost
-      (unless ``life_loss="ignore"``), game over, or truncation at `max_episode_frames`. The Game then starts the
-      next episode itself, so on a done step ``obs`` is already the next episode's first observation, all `stack`
-      slots holding its first frame. ``episode_info`` is None except on a done step, where it is
-      ``{"reward": unclipped episode return, "length": agent steps, "truncated": bool}``; when ``life_loss`` is not
-      ``"reset"`` and the whole game ended, it also holds ``"game_reward"`` and ``"game_length"`` (the full game
-      across lives: the number papers report).
-    * ``play(action, out) -> (reward, done, episode_info)`` is `step` for pools that check a whole batch of actions
-      at once, writing the observation into `out`; with ``start_next=False`` a done step leaves the next episode to
-      `start_next_episode` (a pool in next-step autoreset mode returns it a step later).
-    * ``get_state()`` and ``set_state(state)`` save a game and continue it later, in this Game or another of the
-      same options (see `GameState`).
+    ``step(action) -> (obs, reward, done, episode_info)``: ``obs`` is ``uint8`` of shape ``(stack, 84, 84)`` (oldest
+    frame first; in general `GameOptions.observation_shape` and ``observation_dtype``), a fresh array the Game never
+    touches again. ``action`` is an integer in ``[0, n_actions)``, or with ``continuous=True`` a
+    ``(radius, angle, fire)`` triple (see `check_continuous_actions`). ``reward`` is the float sum over the repeated
+    frames (its sign with `clip_rewards`; rewards of the NOOP, random and FIRE starts are not counted). ``done`` is True
+    on the step that ends the episode: a life lost (unless ``life_loss="ignore"``), game over, or truncation at
+    `max_episode_frames`. The Game then starts the next episode itself, so on a done step ``obs`` is already the next
+    episode's first observation, all `stack` slots holding its first frame. ``episode_info`` is None except on a done
+    step, where it is ``{"reward": unclipped episode return, "length": agent steps, "truncated": bool}``; when
+    ``life_loss`` is not ``"reset"`` and the whole game ended, it also holds ``"game_reward"`` and ``"game_length"``
+    (the full game across lives: the number papers report).
 
-    After a done step, ``final_observation`` holds the last observation of the episode that ended (what Gymnasium's
-    vector envs report as the final observation): its newest frame is the screen the episode ended on, max-pooled
-    with the frame before it when that was the step's second-to-last frame.
-
-    Rewards earned during NOOP, random and FIRE starts are not counted: the agent did not choose those actions.
+    After a done step, ``final_observation`` holds the last observation of the episode that ended: its newest frame is
+    the screen the episode ended on, max-pooled with the frame before it when that was the step's second-to-last one.
     """
 
     def __init__(self, game: str | int = "Breakout", seed: int | None = 0, **options: Any) -> None:
@@ -495,19 +449,18 @@ class Game:
         self.ale = ale_py.ALEInterface()
         self.ale.setFloat("repeat_action_probability", float(opts.sticky_actions))
         self.ale.setInt("max_num_frames_per_episode", opts.max_episode_frames or 0)
-        # A restart restores the state every restart reaches, once saved (`FIXED_RESTART_GAMES`). Not with sticky
-        # actions: a restore keeps the last action they repeat, which reset_game sets to NOOP; and other modes and
-        # difficulties, and other ale-py releases, were not checked.
+        # A restart restores the state every restart reaches, once saved, where that was checked (Design page).
         self._restores_restarts = (
             opts.game in FIXED_RESTART_GAMES
             and opts.sticky_actions == 0
             and opts.mode is None
             and opts.difficulty is None
-            and _restores_checked_release()
         )
+        if self._restores_restarts and ale_py.__version__ not in FIXED_RESTART_CHECKED_ON:
+            _warn_unchecked_release()
+            self._restores_restarts = False
         # What the first restart after a ROM load saves (`_seed` clears it): ALE's state, and as that holds no screen,
-        # the screen (or RAM) and colour screen it shows until a frame is emulated, and ALE's episode frame count then
-        # (only emulated frames raise it).
+        # the screen (or RAM) and colour screen ALE shows until a frame is emulated, and its episode frame count then.
         self._restart_state: ale_py.ALEState | None = None
         self._restart_screen = np.zeros(opts.screen_shape, dtype=np.uint8)
         self._restart_rgb = np.zeros((*_rom_facts(opts.game).screen, 3), dtype=np.uint8)
@@ -516,8 +469,7 @@ class Game:
         self.action_meanings, self.n_actions = opts.action_meanings, opts.n_actions
         self._actions = [ale_py.Action.__members__[name] for name in self.action_meanings]
 
-        # Buffers reused every step: the last two screens (or RAM), their max, and the frame stack (`stack`
-        # processed frames, oldest first, which `_observation` lays out).
+        # Buffers reused every step: the last two screens (or RAM), their max, and the stack of processed frames.
         self._grab = getattr(self.ale, _GRABS[opts.obs_type])
         self._max_pool = opts.obs_type != "ram"  # RAM is state, not a picture: sprites do not flicker in it
         self._screens = np.zeros((2, *opts.screen_shape), dtype=np.uint8)
@@ -541,16 +493,14 @@ class Game:
             check_int("seed", seed, low=0)
             self._seed(seed)
         elif self._next_episode_due:
-            # Unseeded, the restart depends on the game it starts from (and draws from the NOOP generator): start
-            # the deferred episode first, as a Game that never deferred it would have.
+            # Unseeded, a restart depends on the game before it: start the deferred episode first, as if never deferred.
             self._start_next()
         self._next_episode_due = False  # (a reloaded ROM drops it)
         self._restart_game()
         return self._observation()
 
     def _seed(self, seed: int | None) -> None:
-        # Seed as ale-py's AtariEnv does: one SeedSequence gives the emulator's seed and the NOOP-start
-        # generator; the ROM is (re)loaded after, as the emulator takes its seed when a ROM loads.
+        # Seeded as ale-py's AtariEnv seeds: one SeedSequence for ALE and the NOOP draws; ALE takes it at a ROM load.
         numpy_seed, ale_seed = np.random.SeedSequence(seed).generate_state(n_words=2)
         self._rng = np.random.default_rng(int(numpy_seed))
         self.ale.setInt("random_seed", int(ale_seed.astype(np.int32)))
@@ -564,8 +514,7 @@ class Game:
 
     def step(self, action: Any, start_next: bool = True) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
         """Play one agent step; see the class docstring for what is returned. With ``start_next=False`` a done step
-        returns the ended episode's last observation and leaves the next episode to `start_next_episode` (as
-        `play` does)."""
+        returns the ended episode's last observation and leaves the next episode to `start_next_episode`."""
         checked = check_continuous_actions(action, (3,)) if self.options.continuous else self._check_action(action)
         reward, done, episode_info = self.play(checked, start_next=start_next)
         return self._observation(), reward, done, episode_info
@@ -575,11 +524,10 @@ class Game:
     ) -> tuple[float, bool, dict[str, Any] | None]:
         """`step` for a pool that checked a whole batch of actions at once, returning ``(reward, done, episode_info)``.
 
-        `action` must already be valid (not checked here): an index in ``[0, n_actions)``, or with `continuous` a
-        float32 ``(radius, angle, fire)`` within the box. The observation is written into `out` (`observation_shape`,
+        `action` must already be valid (not checked here). The observation is written into `out` (`observation_shape`,
         of `observation_dtype`) if given. With ``start_next=False``, a step that ends the episode does not start the
-        next one (nor restart the game): `out` gets the episode's last observation (also `final_observation`), and
-        `start_next_episode` must be called before the next `play`.
+        next one: `out` gets the episode's last observation (also `final_observation`), and `start_next_episode` must
+        be called before the next `play`.
         """
         if not self._started or self._next_episode_due:
             what = "start_next_episode()" if self._started else "reset()"
@@ -636,12 +584,9 @@ class Game:
         return self._observation(out)
 
     def screen_rgb(self) -> np.ndarray:
-        """The emulator's colour screen now, a fresh ``uint8`` array of shape ``(height, 160, 3)`` (210 rows in most
-        games): ALE's ``getScreenRGB``, except right after a restart that restored its state (`FIXED_RESTART_GAMES`),
-        where ALE still shows the screen before the restart and this the one the restart shows."""
-        if self._shows_restart_screen():
-            return self._restart_rgb.copy()
-        return self.ale.getScreenRGB()
+        """The emulator's colour screen now, a fresh ``uint8 (height, 160, 3)`` array (210 rows in most games): ALE's
+        ``getScreenRGB``, except right after a restored restart, where ALE still shows the screen before it."""
+        return self._restart_rgb.copy() if self._shows_restart_screen() else self.ale.getScreenRGB()
 
     def get_state(self) -> GameState:
         """This game's state, to play on later, here or in another Game of the same options (see `GameState`)."""
@@ -667,11 +612,8 @@ class Game:
 
     def _end_episode(self, start_next: bool) -> dict[str, Any]:
         """Report the episode that just ended and (`start_next`) start the next one."""
-        info = {
-            "reward": self._episode_reward,
-            "length": self._episode_length,
-            "truncated": self.ale.game_truncated() and not self.ale.game_over(with_truncation=False),
-        }
+        truncated = self.ale.game_truncated() and not self.ale.game_over(with_truncation=False)
+        info = {"reward": self._episode_reward, "length": self._episode_length, "truncated": truncated}
         if self.ale.game_over() and self.options.life_loss != "reset":
             info.update(game_reward=self._game_reward, game_length=self._game_length)
         self._next_episode_due = True
@@ -680,8 +622,7 @@ class Game:
         return info
 
     def _start_next(self) -> None:
-        """Start the episode after the one that ended, restarting the game if it is over (the emulator has not
-        moved since, so game over reads as it did when the episode ended)."""
+        """Start the episode after the one that ended (the emulator has not moved since: game over reads the same)."""
         self._next_episode_due = False
         # A restart when the game is over (or truncated), or when every episode is a game ("reset" mode).
         if self.ale.game_over() or self.options.life_loss == "reset":
@@ -728,13 +669,11 @@ class Game:
             self._restart_frame = self.ale.getEpisodeFrameNumber()
 
     def _shows_restart_screen(self) -> bool:
-        """No frame emulated since a restart that restored its state: ALE's state holds no screen, so ALE still shows
-        the one before the restart, and the screen is the one saved at the first restart."""
+        """No frame emulated since a restored restart: ALE still shows the screen before it (its state holds none)."""
         return self._restart_state is not None and self.ale.getEpisodeFrameNumber() == self._restart_frame
 
     def _start_episode(self) -> None:
-        """Start an episode from the current screen, which is in ``_screens[0]``: a restart grabs it there, and
-        so does the step that ended the last episode (in "terminal" mode the game goes on from that frame)."""
+        """Start an episode from the current screen, in ``_screens[0]`` (a restart and a done step grab it there)."""
         if self.options.fire_reset:
             for _ in range(self.options.frame_skip):
                 self.ale.act(ale_py.Action.FIRE)
@@ -786,8 +725,7 @@ class Game:
         return self._rng.integers(len(self.action_meanings))
 
     def _check_action(self, action: Any) -> int:
-        # Validate before acting, so a bad action leaves the game exactly as it was; the messages are built
-        # only for a bad action, as this runs every step.
+        # Validate before acting, so a bad action leaves the game as it was (messages built only for a bad one).
         if isinstance(action, (bool, np.bool_)):
             raise TypeError(f"action must be {self._valid_actions()}, got the bool {action!r}")
         try:

@@ -1,10 +1,8 @@
 """The local transport of a `GamePool`: worker processes on this machine, one shared-memory segment, the wake-up path.
 
-Each worker process (`atari_game.pool_worker`) plays a block of envs into one shared-memory segment
-(`atari_game.segment`). A step costs a few bytes each way per worker and nothing per env: a byte into each worker's
-pipe, its first env's id back into one answer socket; in a whole-pool step the last worker to finish (a pipe holds a
-ticket for each of the others) also wakes the parent, which sleeps once a step (see the docs' Design page). Rare
-commands and errors go as pickled messages through the workers' pipes. `GamePool` keeps the books.
+A step is a byte into each worker's pipe (`atari_game.pool_worker`) and its first env's id back into one answer
+socket, the last worker to finish waking the parent (the Design page's "A pool step"); rare commands and errors go
+pickled through the pipes.
 """
 
 from __future__ import annotations
@@ -50,8 +48,9 @@ class LocalWorker:
         return describe_worker("pool worker", self.process.pid, self.env_ids)
 
     def died(self, **fields: Any) -> WorkerDied:
-        """The report of its death; `fields` as `WorkerDied` takes them."""
-        return WorkerDied(pid=self.process.pid, env_ids=self.env_ids, **fields)
+        """The report of its death, once its process has ended; `fields` as `WorkerDied` takes them."""
+        self.process.join(timeout=1)
+        return WorkerDied(pid=self.process.pid, env_ids=self.env_ids, exitcode=self.process.exitcode, **fields)
 
 
 def _read_part(answers: np.ndarray) -> list[int]:
@@ -81,10 +80,9 @@ def _shut_down(
 
 
 class LocalTransport:
-    """A `GamePool`'s `Transport` as processes on this machine; `start_method` as `GamePool` takes it. The shared
-    memory (an anonymous file, not in /dev/shm where Linux's ``memfd_create`` exists) is all taken when the pool
-    starts: where there is no room for it, the pool raises `OSError` at once, saying how much it needs. It has no
-    name, so the kernel frees it with the last process of the pool, even after ``kill -9`` of them all."""
+    """A `GamePool`'s `Transport` as processes on this machine; `start_method` as `GamePool` takes it.
+
+    Its shared memory, nameless, is taken whole as the pool starts: no room is an `OSError` at once (Pool guide)."""
 
     def __init__(self, start_method: str | None = None) -> None:
         self.context = start_context(start_method)
@@ -170,8 +168,7 @@ class LocalTransport:
     def step_all(self) -> bool:
         """Step every env with one byte to each worker, one wake-up (the last worker's) and one read of all answers;
         True if every worker answered and none failed, else False (or it raises), what was read kept for next_answer."""
-        # A ticket for every worker but the last, once any a step left (a worker died before taking its own) are read
-        # away: they would make this step's last worker think it is not. Nothing is in flight to take one meanwhile.
+        # A ticket for every worker but one, once any a step left are read away (Design page): no command is in flight.
         take, put = self.ticket_fds
         if self.tickets_left:
             with contextlib.suppress(BlockingIOError):  # (fewer than there are workers: one read takes them all)
@@ -219,9 +216,8 @@ class LocalTransport:
                 self.answers[0].recv_into(view[got:], 0, socket.MSG_WAITALL)
 
     def next_answer(self, busy: set[LocalWorker], everything: bool) -> tuple[LocalWorker, tuple[str, list[int], Any]]:
-        """`Transport.next_answer` (the payload: None or a traceback). With `everything`, one read sleeps until the
-        answers to every command in flight are in, else until the first; it gives up after `LIVENESS_CHECK_SECONDS`
-        to check that the workers it waits for are alive."""
+        """`Transport.next_answer` (the payload: None or a traceback): one read sleeps until every answer in flight
+        (`everything`) or the first is in, giving up after `LIVENESS_CHECK_SECONDS` to see if its workers are alive."""
         while not self.unread:
             answers = np.full(sum(len(worker.in_flight) for worker in busy) if everything else 1, NO_ANSWER, np.int32)
             try:
@@ -237,8 +233,7 @@ class LocalTransport:
             dead = connection.wait(list(by_sentinel), timeout=0)
             if dead and not self.answer_waiting():  # (first take an answer it sent before it died)
                 worker = by_sentinel[dead[0]]
-                worker.process.join(timeout=1)
-                return worker, ("died", [], worker.died(exitcode=worker.process.exitcode))
+                return worker, ("died", [], worker.died())
         first = self.unread.pop(0)
         worker = self.owner[first if first >= 0 else -1 - first]
         if first >= 0:
@@ -246,9 +241,7 @@ class LocalTransport:
         try:  # the traceback follows the answer
             return worker, ("error", worker.in_flight[0], worker.pipe.recv())
         except (EOFError, OSError):  # (OSError: the pipe ended in the middle of it)
-            worker.process.join(timeout=1)
-            cause = "it died while sending the traceback of an error"
-            return worker, ("died", [], worker.died(exitcode=worker.process.exitcode, cause=cause))
+            return worker, ("died", [], worker.died(cause="it died while sending the traceback of an error"))
 
     def answer_waiting(self) -> bool:
         """Whether an answer is in the socket, unread."""

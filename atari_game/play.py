@@ -31,8 +31,7 @@ def play_game(game: Game, policy: Callable[[np.ndarray], int], video: Path | Non
         with contextlib.suppress(OSError):  # its folder made, as `atari-game evaluate --out`'s (if not: see below)
             Path(video).parent.mkdir(parents=True, exist_ok=True)
         # Real-time playback: the Atari draws 60 frames/s and an agent step lasts frame_skip of them.
-        fps = 60 / game.options.frame_skip
-        writer = cv2.VideoWriter(str(video), cv2.VideoWriter.fourcc(*"mp4v"), fps, (160, 210))
+        writer = cv2.VideoWriter(str(video), cv2.VideoWriter.fourcc(*"mp4v"), 60 / game.options.frame_skip, (160, 210))
         if not writer.isOpened():  # OpenCV would otherwise write nothing and say nothing
             raise OSError(f"cannot write the video {video}: its folder cannot be made or written to")
     obs = game.reset()

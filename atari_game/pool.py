@@ -25,16 +25,13 @@ from atari_game.spaces import action_space, observation_space
 from atari_game.validation import check_choice, check_count, check_int
 from atari_game.worker import interrupts_deferred
 
-AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
-
 
 class Transport(Protocol):
     """Where a `GamePool`'s workers run, and how its commands and their answers travel.
 
-    The pool calls `default_n_workers` (when not told how many), `open` once, `start` with its blocks of env ids, then
-    `post`, `step_all` and `next_answer` for as long as it runs, `replace` for a dead worker, and `close` once.
-    `workers` are its handles, one per block, in order, each with ``env_ids`` (its block), ``in_flight`` (the pool's
-    books: the ids of each unanswered command), ``describe()`` (its name in messages) and ``died(**fields)``.
+    The Design page says when the pool calls each method. `workers` are its handles, one per block, in order, each
+    with ``env_ids`` (its block), ``in_flight`` (the pool's books: the ids of each unanswered command), ``describe()``
+    (its name in messages) and ``died(**fields)``.
     """
 
     workers: list[Any]
@@ -100,8 +97,7 @@ OTHER_NAMES = {
 def _check_arguments(
     pool: str, n_envs: Any, game: Any, seed: int | None, game_options: dict[str, Any]
 ) -> tuple[int, GameOptions, tuple[str, ...]]:
-    """`n_envs` as an int in [1, 65536] (once the likeliest slips of the call to `pool`, the class, are named), the
-    options every env shares (with env 0's game) and each env's game as its ROM id, as `GamePool` takes `game`."""
+    """`n_envs` in [1, 65536] (the likeliest slips named), the options every env shares and each env's ROM id."""
     if isinstance(n_envs, str) and not n_envs.isdigit():
         count = game if isinstance(game, int) else 8
         raise TypeError(f"{pool}(n_envs, game): the count comes first, as in {pool}({count}, {n_envs!r})")
@@ -162,46 +158,11 @@ def _check_seeds(seed: int | list[int | None] | None, n_envs: int) -> list[int |
     return seeds
 
 
-def _check_env_ids(env_ids: Any, n_envs: int) -> tuple[np.ndarray, list[int]]:
-    """`GamePool.send`'s `env_ids` (None: all `n_envs`) as an array and as a list, if they are distinct env ids."""
-    ids = np.arange(n_envs) if env_ids is None else np.asarray(env_ids)
-    # Checked as a list: for a batch's few envs Python's set, min and max cost less than numpy's calls.
-    if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(set(listed := ids.tolist())) != len(listed):
-        raise ValueError(f"env_ids must be distinct integers, got {env_ids!r}")
-    if listed and (min(listed) < 0 or max(listed) >= n_envs):
-        raise ValueError(f"env_ids must be in [0, {n_envs}), got {env_ids!r}")
-    return ids, listed
-
-
 def _describe_games(games: tuple[str, ...]) -> str:
     """The distinct games of `games` for a message: ``"breakout, pong"``, or the first four and how many more."""
     distinct = list(dict.fromkeys(games))
     more = f" and {len(distinct) - 4} more games" if len(distinct) > 4 else ""
     return ", ".join(distinct[:4]) + more
-
-
-def check_actions(
-    actions: Any, count: int, continuous: bool, action_meanings: tuple[str, ...], games: tuple[str, ...]
-) -> np.ndarray:
-    """A `GamePool`'s actions for `count` envs of `games`, which share `action_meanings`, as an int64 array of shape
-    (count,) (continuous: float32 (count, 3)), refused before anything is sent if they are not valid."""
-    if continuous:
-        return check_continuous_actions(actions, (count, 3), name="actions")
-    n_actions = len(action_meanings)  # a Python int: a numpy int64 compared with uint64 below is 1.5 µs dearer
-    array = np.asarray(actions)
-    if array.shape != (count,):
-        raise ValueError(f"actions must have shape ({count},), one per env, got shape {array.shape}")
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"actions must be integers in [0, {n_actions}), got dtype {array.dtype}")
-    checked = array.astype(np.int64, copy=False)
-    # One pass: seen as unsigned, a negative action (or an unsigned one too big for int64) is >= n_actions.
-    if count and checked.view(np.uint64).max() >= n_actions:
-        bad = np.flatnonzero((array < 0) | (array >= n_actions))[0]
-        raise ValueError(
-            f"actions must be in [0, {n_actions}) for {_describe_games(games)} "
-            f"({', '.join(action_meanings)}); entry {bad} is {array[bad]}"
-        )
-    return checked
 
 
 class GamePool(gymnasium.vector.VectorEnv):
@@ -210,36 +171,30 @@ class GamePool(gymnasium.vector.VectorEnv):
     Args:
         n_envs: how many games. Env ``i`` is seeded with ``seed + i``.
         game, seed, **game_options: as for `Game`, all validated before any process starts. `game` may also list
-            each env's game (length `n_envs`): a mixed pool, for multi-task work, whose games take the same options
-            (a `mode` a game lacks, `fire_reset` without FIRE are refused naming it) and share one action space: ALE's
-            full set with ``full_action_space=True`` (18 actions in all games but LostLuggage and Skiing), the same
-            `Box` with ``continuous``, else the same minimal set (Pong, SpaceInvaders and DemonAttack share 6;
-            Breakout and Kaboom 4); other mixes raise a `ValueError` naming the sets and the fix.
+            each env's game (length `n_envs`): a mixed pool, whose games take the same options and share one action
+            space: ALE's full set (``full_action_space=True``), the `Box` of ``continuous``, or the same minimal set
+            (the Pool guide says which games share one); other mixes raise a `ValueError` naming the sets and the fix.
         n_workers: worker processes (default: one per available core, at most `n_envs`), each a block of envs.
         autoreset_mode: Gymnasium's ``AutoresetMode.NEXT_STEP`` (the default) or ``SAME_STEP`` (the tutorial's), with
-            the semantics Gymnasium documents. Next-step: the step that ends an episode returns its final observation;
-            the env's next step ignores its action and returns the next episode's first observation with reward 0.
-            Same-step: that step returns the next episode's first observation, the final one in ``info["final_obs"]``.
+            the semantics Gymnasium documents (the Concepts page shows both); same-step reports the final observation
+            of an ended episode in ``info["final_obs"]``.
         batch_size: how many envs `recv` returns (default: all).
         copy: False makes `step` and `reset` return the shared observation array itself, valid until the next call.
         restart_workers: replace a worker that dies: its envs restart with new seeds and are reported truncated with
             ``info["worker_restarted"]``. Without it, a dead worker raises `WorkerDied`.
-        start_method: a `multiprocessing` start method; the default, `DEFAULT_START_METHOD`, is "forkserver" on Linux
-            ("fork" is unsafe once the parent has threads, as after importing torch); "fork" and "spawn" work too.
-            Under "forkserver" and "spawn" a script must start the pool under ``if __name__ == "__main__":``.
+        start_method: a `multiprocessing` start method (default `DEFAULT_START_METHOD`, "forkserver" on Linux: the
+            Worker guide says why); all but "fork" need a script to start the pool under ``if __name__ == "__main__":``.
         transport: where the workers run (a `Transport`); the default is ``LocalTransport(start_method)``, processes
             on this machine. `RayGamePool` passes a `RayTransport`.
 
-    ``step(actions)`` takes integer actions of shape ``(n_envs,)`` (with ``continuous=True``, floats of shape
-    ``(n_envs, 3)``) and returns ``obs`` (``uint8``, ``(n_envs, 4, 84, 84)`` by default; in general
-    ``(n_envs, *GameOptions.observation_shape)`` of ``observation_dtype``), ``rewards`` (float64), ``terminations``
-    (a life or the game was lost, as `life_loss` says), ``truncations`` (`max_episode_frames` reached) and ``info``:
-    ``lives`` for every env (the lives its observation's game has: on a next-step done step the ended episode's, on a
-    same-step one the next episode's), and for envs whose episode ended ``info["episode"]["r"|"l"]`` (unclipped return
-    and length) with the mask ``info["_episode"]``, the layout of Gymnasium's vector ``RecordEpisodeStatistics``; when
-    `life_loss` is not "reset" and a whole game ended, also ``info["game"]["r"|"l"]`` with ``info["_game"]``.
-    ``info["game_name"]`` (object array, with the mask ``info["_game_name"]``, all True) names each env's game by its
-    ROM id, as `games` does; on a whole `step` these two arrays are the same read-only arrays every time.
+    ``step(actions)`` takes integer actions ``(n_envs,)`` (``continuous=True``: floats ``(n_envs, 3)``) and returns
+    ``obs`` (``(n_envs, *GameOptions.observation_shape)`` of ``observation_dtype``: ``uint8 (n_envs, 4, 84, 84)`` by
+    default), ``rewards`` (float64), ``terminations`` (a life or the game was lost, as `life_loss` says),
+    ``truncations`` (`max_episode_frames` reached) and ``info``: ``lives`` for every env (its observation's game's: on
+    a next-step done step the ended episode's); for envs whose episode ended ``info["episode"]["r"|"l"]`` (unclipped
+    return and length) with the mask ``info["_episode"]``, as Gymnasium's vector ``RecordEpisodeStatistics``; when
+    `life_loss` is not "reset" and a whole game ended, also ``info["game"]``, ``info["_game"]``; ``info["game_name"]``
+    (object array, mask ``info["_game_name"]``), each env's ROM id: the same read-only arrays every whole `step`.
 
     Attributes: ``games``, the ROM id of each env's game (a tuple of `n_envs`, e.g. ``("breakout", "kaboom")``);
     ``options``, the `GameOptions` every env shares, with env 0's ``game``; ``action_meanings``, the envs' actions.
@@ -268,7 +223,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         n_workers = None if n_workers is None else check_count("n_workers", n_workers, 1, n_envs)
         self.batch_size = check_count("batch_size", n_envs if batch_size is None else batch_size, 1, n_envs)
         mode = autoreset_mode.value if isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
-        check_choice("autoreset_mode", mode, tuple(each.value for each in AUTORESET_MODES))
+        check_choice("autoreset_mode", mode, (AutoresetMode.NEXT_STEP.value, AutoresetMode.SAME_STEP.value))
         if transport is not None and start_method is not None:
             raise TypeError("start_method is for local worker processes; the transport given starts its own workers")
         self.autoreset_mode = AutoresetMode(mode)
@@ -312,8 +267,6 @@ class GamePool(gymnasium.vector.VectorEnv):
         per_env = [{**options, "game": self.games[i]} for i in env_ids]
         return env_ids, self._seeds(env_ids), self.autoreset_mode == AutoresetMode.NEXT_STEP, per_env
 
-    # --- the VectorEnv API ------------------------------------------------------------------------------
-
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -332,9 +285,8 @@ class GamePool(gymnasium.vector.VectorEnv):
                 answered += unanswered
                 self._finish_in_flight()
             self._books.reset()
-            info = {"lives": self._shared["lives"].copy(), "_lives": np.ones(self.num_envs, bool)}
-            info["game_name"], info["_game_name"] = self._game_names, self._every_env
-            return self._read("obs", None), info
+            obs, _, _, _, info = self._results(self._all_ids, whole=True)  # (no episode ended, no env restarted)
+            return obs, info
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Play one step of every env (see the class docstring)."""
@@ -351,7 +303,12 @@ class GamePool(gymnasium.vector.VectorEnv):
         """Start a step of the envs `env_ids` (default: all) with `actions`; collect the results with `recv`."""
         with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
             self._check_usable()
-            ids, listed = _check_env_ids(env_ids, self.num_envs)
+            ids = self._all_ids if env_ids is None else np.asarray(env_ids)
+            # Checked as a list: for a batch's few envs Python's set, min and max cost less than numpy's calls.
+            if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(set(listed := ids.tolist())) != len(listed):
+                raise ValueError(f"env_ids must be distinct integers, got {env_ids!r}")
+            if listed and (min(listed) < 0 or max(listed) >= self.num_envs):
+                raise ValueError(f"env_ids must be in [0, {self.num_envs}), got {env_ids!r}")
             busy = ids[self._books.pending[ids]]
             if busy.size:
                 raise ValueError(f"envs {sorted(busy.tolist())} were sent and not yet returned by recv()")
@@ -392,14 +349,13 @@ class GamePool(gymnasium.vector.VectorEnv):
     def run_block(
         self, command: str, data: Any, actions: np.ndarray | None = None
     ) -> tuple[tuple[str, list[int], Any], dict[str, np.ndarray]]:
-        """Carry out one of `GameBlock.run`'s commands over this pool's envs as one block ``0 .. n_envs - 1``, below the
-        `VectorEnv` API (nothing is reported by `recv`), as a `RayGamePool` node actor asks of the pool it hosts:
-        ``("step", ids)`` plays the envs `ids` (None: all, the workers' fast path) with `actions` (one per env of `ids`,
-        checked by the caller); ``("reset", (seeds, owed))`` as `GameBlock.run` takes it. Returns its answer,
-        ``("ok", ids, ended)`` or ``("error", ids, message)``, or ``("died", [], its WorkerDied)`` when a worker died
-        (the pool is then broken: close it); and the pool's arrays (a row per env, overwritten by the next command).
-        Only for a pool without ``restart_workers`` (else a ValueError): its caller restarts a dead block.
-        """
+        """Carry out one of `GameBlock.run`'s commands over all envs as one block, below the `VectorEnv` API.
+
+        For a `RayGamePool` node actor's pool, made without ``restart_workers`` (else a ValueError: the caller restarts
+        a dead block). ``("step", ids)`` plays the envs `ids` (None: all) with `actions` (one per env of `ids`, checked
+        by the caller); ``("reset", (seeds, owed))`` as `GameBlock.run` takes it. `recv` reports none of it. Returns
+        the answer, ``("ok", ids, ended)``, ``("error", ids, message)`` or ``("died", [], its WorkerDied)`` (the pool
+        is then broken: close it), and the pool's arrays (a row per env, overwritten by the next command)."""
         if self.restart_workers:
             raise ValueError("run_block needs a pool made with restart_workers=False: its caller restarts the block")
         with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
@@ -429,8 +385,6 @@ class GamePool(gymnasium.vector.VectorEnv):
             finally:
                 self._books.ready.clear()  # answers for this call, not for recv()
             return ("ok", ids, bool(self._shared["ended"][ids].any())), self._shared
-
-    # --- talking to the workers -------------------------------------------------------------------------
 
     def _send_steps(self, ids: list[int]) -> None:
         """A step command to each worker with envs among `ids`: one byte if they are all its envs."""
@@ -508,16 +462,14 @@ class GamePool(gymnasium.vector.VectorEnv):
         except PoolError as error:  # no replacement can start (a Ray actor lost with its node, say)
             self._books.broken = error
             raise
-        self._owner.update(dict.fromkeys(replacement.env_ids, replacement))
-        self._restart_envs(replacement, replacement.env_ids, owed)
-        self._books.ready.extend(owed)
-
-    def _restart_envs(self, worker: Any, env_ids: list[int], owed: list[int]) -> None:
-        """Reset `worker`'s envs `env_ids` with new seeds (reported truncated by `_results`); `owed` get reset steps."""
-        self._send(worker, "reset", (dict(zip(env_ids, self._seeds(env_ids), strict=True)), owed), [])
-        while worker.in_flight:
+        # Its envs reset with new seeds (reported truncated by `_results`); those owed get reset steps.
+        env_ids = replacement.env_ids
+        self._owner.update(dict.fromkeys(env_ids, replacement))
+        self._send(replacement, "reset", (dict(zip(env_ids, self._seeds(env_ids), strict=True)), owed), [])
+        while replacement.in_flight:
             self._collect()
         self._books.restarted.update(env_ids)
+        self._books.ready.extend(owed)
 
     def _check_usable(self, stepping: bool = True) -> None:
         if self.closed:
@@ -528,7 +480,24 @@ class GamePool(gymnasium.vector.VectorEnv):
             raise PoolError("call reset() before the first step() or send()")
 
     def _check_actions(self, actions: Any, count: int) -> np.ndarray:
-        return check_actions(actions, count, self.options.continuous, self.action_meanings, self.games)
+        """`count` envs' actions as int64 ``(count,)`` (continuous: float32 ``(count, 3)``), refused if not valid."""
+        if self.options.continuous:
+            return check_continuous_actions(actions, (count, 3), name="actions")
+        n_actions = len(self.action_meanings)  # a Python int: a numpy int64 compared with uint64 below is 1.5 µs dearer
+        array = np.asarray(actions)
+        if array.shape != (count,):
+            raise ValueError(f"actions must have shape ({count},), one per env, got shape {array.shape}")
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"actions must be integers in [0, {n_actions}), got dtype {array.dtype}")
+        checked = array.astype(np.int64, copy=False)
+        # One pass: seen as unsigned, a negative action (or an unsigned one too big for int64) is >= n_actions.
+        if count and checked.view(np.uint64).max() >= n_actions:
+            bad = np.flatnonzero((array < 0) | (array >= n_actions))[0]
+            raise ValueError(
+                f"actions must be in [0, {n_actions}) for {_describe_games(self.games)} "
+                f"({', '.join(self.action_meanings)}); entry {bad} is {array[bad]}"
+            )
+        return checked
 
     def _results(self, ids: np.ndarray, whole: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         """The step results of envs `ids` (`whole`: every env, in order) and their info, from the shared arrays."""

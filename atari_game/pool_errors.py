@@ -15,8 +15,7 @@ class PoolError(RuntimeError):
 def describe_worker(
     kind: str, pid: int | None, env_ids: Sequence[int], node: str | None = None, address: str | None = None
 ) -> str:
-    """How a message names a worker: ``"pool worker (pid 12, envs 0-3)"``, or for a Ray actor
-    ``"ray actor (pid 12 on node 1a2b3c4d at 10.0.0.2, envs 0-3)"`` (``not running yet`` without a pid)."""
+    """How a message names a worker: ``"pool worker (pid 12, envs 0-3)"``, a Ray actor with its node and address."""
     place = f"pid {pid}" if node is None else f"pid {pid} on node {node:.8} at {address}"
     return f"{kind} ({'not running yet' if pid is None else place}, envs {env_ids[0]}-{env_ids[-1]})"
 

@@ -19,13 +19,11 @@ from atari_game.worker import prepare_worker_process
 
 # The byte that wakes a worker: step all its envs (the actions in the segment), or read a pickled command.
 STEP_ALL, MESSAGE = b"s", b"m"
-# A byte below this is also STEP_ALL, as part of a whole-pool `step`: the last worker to finish echoes it (a tag
-# that tells this step's wake-up from a late one of a step before) to wake the parent.
+# A byte below this is also STEP_ALL, in a whole-pool `step`: a tag the last worker echoes to wake the parent.
 POOL_STEP_TAGS = 8
 POOL_STEP_BYTES = tuple(bytes((tag,)) for tag in range(POOL_STEP_TAGS))
-# A worker that has answered watches for its next command before it sleeps on its pipe, for as long as its last
-# command took (at least WATCH_SECONDS); a watch that finds nothing skips the next 1, 3, 7, ... watches (at most
-# 2 ** WATCH_BACKOFF - 1). See the docs' Design page.
+# `CommandWatch`: a watch as long as the last command took, at least WATCH_SECONDS; one that finds nothing skips the
+# next 1, 3, 7, ... watches, at most 2 ** WATCH_BACKOFF - 1 (the Design page says why).
 WATCH_SECONDS = 0.001
 WATCH_BACKOFF = 6
 
@@ -115,9 +113,6 @@ class GameBlock:
                 self.owed.add(i)  # its reset step returns this first observation again
 
 
-# --- the worker process ---------------------------------------------------------------------------------
-
-
 class CommandWatch:
     """A worker's wait for its next command, awake for a while (see `WATCH_SECONDS`) before it sleeps on its pipe;
     the count it watches is only a hint: a stale one costs a sleep, never a command."""
@@ -181,8 +176,7 @@ def pool_worker(
             started = time.perf_counter()
             status, _, payload = block.run(command, data)
             played = time.perf_counter() - started
-            # A ticket (a byte: each goes to one reader) taken before answering: once the parent has every answer,
-            # every worker has taken its ticket. The worker that finds none left is the last of the step to finish.
+            # A ticket taken before answering (Design page): the one that finds none left is the step's last to finish.
             try:
                 last = pool_step and not os.read(tickets_fd, 1)  # (b"": the parent is gone, its answers go nowhere)
             except BlockingIOError:

@@ -3,11 +3,8 @@
     python examples/ppo.py --game Breakout --total-frames 1000000     # train (or: atari-game train ...)
     python examples/ppo.py --eval runs/Breakout-1/checkpoint.pt       # play one game with a trained agent
 
-Standard PPO: clipped objective, GAE, the Nature-DQN CNN with shared actor/critic trunk, orthogonal init,
-advantage normalisation, value clipping, gradient-norm clipping, linearly annealed learning rate, with the
-well-known Atari settings. Every field of `Config` is a command-line flag (``--n-envs 16``, ``--no-anneal-lr``).
-A run writes into ``--run-dir``: ``progress.csv``, ``checkpoint.pt`` (every ``--checkpoint-every`` updates and at
-the end; ``--resume`` continues from it), ``learning_curve.png`` and ``agent.mp4`` (one whole game, in colour).
+Standard PPO with the well-known Atari settings (the Training PPO guide lists its parts, its settings and what a run
+writes); every field of `Config` is a flag (``--n-envs 16``, ``--no-anneal-lr``).
 """
 
 from __future__ import annotations
@@ -21,40 +18,19 @@ import numpy as np
 import torch
 from torch import nn
 
+from atari_game import training
 from atari_game.game import action_meanings
 from atari_game.learners import Learners
 from atari_game.pool import GamePool
 from atari_game.protocols import get_protocol
-from atari_game.training import (
-    NatureCNN,
-    RunConfig,
-    RunLog,
-    choose_precision,
-    env_placement,
-    full_action_space,
-    load_checkpoint,
-    make_pools,
-    on_device,
-    pick_device,
-    plot_learning_curve,
-    progress_bar,
-    record_game,
-    restore_torch_generators,
-    run_directory,
-    run_trainer,
-    save_checkpoint,
-    torch_generators,
-    whole_games,
-)
-from atari_game.training import parse_config as parse_config_of
+from atari_game.training import NatureCNN, RunConfig, save_checkpoint
 from atari_game.validation import POSITIVE, at_least, between, broken_rule
 
 
 @dataclasses.dataclass
 class Config(RunConfig):
-    """All hyperparameters and settings of a run: `RunConfig`'s, which every run has, and PPO's own below, whose
-    defaults are the well-known Atari PPO ones (CleanRL's ppo_atari.py). Each field is a flag of ``atari-game train``
-    and ``examples/ppo.py``, named and helped as `RunConfig` says. A batch is ``n_envs * n_steps`` agent steps."""
+    """All settings of a PPO run: `RunConfig`'s and PPO's own below, whose defaults are the well-known Atari ones
+    (CleanRL's ppo_atari.py). Each is a flag of ``atari-game train`` and ``examples/ppo.py``, as `RunConfig` says."""
 
     n_steps: int = 128
     """Agent steps per env per update (the rollout's length)."""
@@ -94,7 +70,7 @@ class Config(RunConfig):
 
 def parse_config(argv: list[str] | None = None, prog: str | None = None) -> Config:
     """A `Config` from the command line: ``--field-name value`` for every field, ``--[no-]flag`` for booleans."""
-    return parse_config_of(Config, argv, __doc__, check_config, prog)
+    return training.parse_config(Config, argv, __doc__, check_config, prog)
 
 
 RULES = {
@@ -157,9 +133,8 @@ class Agent(nn.Module):
     def act(
         self, obs: torch.Tensor, action: torch.Tensor | None = None, uniform: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample an action (or score the given one): action, its log-probability, the entropy, the value. The
-        action of row i is the one whose interval of the cumulative probabilities holds `uniform[i]` (uniform in
-        [0, 1); by default drawn from torch's generator), so an env's action depends on its own draw only."""
+        """Sample an action (or score `action`): action, log-probability, entropy, value. Row i's action is the one
+        whose interval of the cumulative probabilities holds its own draw `uniform[i]` (in [0, 1); default: torch's)."""
         hidden = self.trunk(obs)
         # Without argument checks: the logits come from the network, and the checks cost ~0.1 ms a call.
         distribution = torch.distributions.Categorical(logits=self.actor(hidden), validate_args=False)
@@ -193,18 +168,17 @@ UPDATE_FIELDS = (
 def train(config: Config, learners: Learners | None = None) -> Path:
     """Train PPO as `config` says and return the run directory, which then holds progress.csv, checkpoint.pt,
     learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there (new games).
-    `learners`: this process's place among the run's learners (`atari_game.learners`), which play their shares of the
-    envs and compute together the update one learner computes from all of them; by default, the only one."""
+    `learners`: this process's place among the run's learners (`atari_game.learners`; by default, the only one)."""
     learners = learners or Learners(n_envs=config.n_envs)
-    run_dir = run_directory(config, "ppo")
+    run_dir = training.run_directory(config, "ppo")
     run_dir.mkdir(parents=True, exist_ok=True)
-    device = pick_device(config.device)
+    device = training.pick_device(config.device)
     cores, callers_threads = learners.cores, torch.get_num_threads()  # (the caller's given back at the end)
     torch.manual_seed(config.seed)
 
-    agent = build_agent(config.game, device, full_action_space(config))
+    agent = build_agent(config.game, device, training.full_action_space(config))
     # Probed before the env workers start and take the cores; every learner takes the first one's choice.
-    precision, about = choose_precision(config.precision, agent.trunk, device, resumed=config.resume)
+    precision, about = training.choose_precision(config.precision, agent.trunk, device, resumed=config.resume)
     precision = learners.first(precision)
     agent.trunk.bf16 = precision == "bf16"
     config = dataclasses.replace(config, precision=precision)
@@ -214,8 +188,8 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         print(get_protocol(config.protocol).describe())
 
     # The envs: with async_envs, two pools of half the envs each, each with half the worker processes (or actors).
-    pools = make_pools(config, 2 if config.async_envs else 1, learners)
-    placement, where = env_placement(pools, learners)
+    pools = training.make_pools(config, 2 if config.async_envs else 1, learners)
+    placement, where = training.env_placement(pools, learners)
     if learners.lead:
         print(where)
     # Adam in its fused implementation: the same update in one kernel, 6 % faster (benchmarks/learn_step.py).
@@ -229,16 +203,17 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         agent.load_state_dict(saved["agent"])
         optimizer.load_state_dict(saved["optimizer"])
         first_update, frames = saved["update"], saved["frames"]
-        restore_torch_generators(saved, device)
+        training.restore_torch_generators(saved, device)
         if "action_rng" in saved:  # (the checkpoints from before it drew the actions from torch's generator)
             rollout.generator.set_state(saved["action_rng"])
     # Only the first learner writes the run's files and shows the progress bar.
-    log = RunLog(run_dir, UPDATE_FIELDS, resumed_at=frames if config.resume else None) if learners.lead else None
+    resumed_at = frames if config.resume else None
+    log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None
 
     for k, pool in enumerate(pools):
         rollout.next_obs[k * pool.num_envs : (k + 1) * pool.num_envs] = torch.from_numpy(pool.reset()[0])
     start, start_frames = time.perf_counter(), frames
-    progress = progress_bar(4 * config.batch_size * n_updates, frames, shown=learners.lead)  # whole updates' frames
+    progress = training.progress_bar(4 * config.batch_size * n_updates, frames, shown=learners.lead)  # (whole updates)
     try:
         for update in range(first_update, n_updates):
             # Anneal the learning rate linearly to zero over the whole run (a resumed run continues the schedule).
@@ -263,7 +238,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             # Every learner's games, in the first one's log and curve; the envs may have moved (Ray actors).
             games = learners.gather(games)
             if not learners.on_ray_train:
-                placement = env_placement(pools)[0]
+                placement = training.env_placement(pools)[0]
             seconds = time.perf_counter() - start
             stats["frames_per_second"] = (frames - start_frames) / seconds
             progress.update(4 * config.batch_size)
@@ -285,16 +260,15 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         torch.set_num_threads(callers_threads)
     if not log:  # the first learner draws the curve and records the video
         return run_dir
-    plot_learning_curve(log.games, run_dir / "learning_curve.png", f"PPO on {config.game}")
+    training.plot_learning_curve(log.games, run_dir / "learning_curve.png", f"PPO on {config.game}")
     if config.video:
-        record_game(agent_policy(agent, device), config, run_dir / "agent.mp4")
+        training.record_game(agent_policy(agent, device), config, run_dir / "agent.mp4")
     return run_dir
 
 
 class Rollout:
-    """The rollout buffers of one update of one learner's envs, filled by playing its pools; observations stay
-    uint8. `generator` draws the uniforms the actions are sampled with (`Agent.act`): a draw for every env of the
-    run at every step, on every learner, so that an env's actions do not depend on how the envs are shared out."""
+    """One update's rollout of one learner's envs (observations ``uint8``). `generator` draws the actions' uniforms
+    (`Agent.act`) for every env of the run on every learner: an env's actions do not depend on how envs are shared."""
 
     def __init__(self, config: Config, obs_shape: tuple[int, ...], learners: Learners) -> None:
         steps, envs = config.n_steps, config.n_envs // learners.count
@@ -311,9 +285,8 @@ class Rollout:
 def collect(
     config: Config, pools: list[GamePool], agent: Agent, device: torch.device, rollout: Rollout, frames: int
 ) -> list[tuple[int, float, int]]:
-    """Play n_steps per env into `rollout` and return the whole games that ended (`whole_games`). One pool: act, then
-    step all envs. Two pools (async): the halves take turns, so that one half's games step in the workers while the
-    policy acts for the other."""
+    """Play n_steps per env into `rollout` and return the whole games that ended (`whole_games`). Two pools (async)
+    take turns: one half's games step in the workers while the policy acts for the other."""
     # Each pool's envs are a contiguous slice of the rollout's columns (slices, not index arrays: no gathers).
     halves = [slice(k * pools[0].num_envs, (k + 1) * pools[0].num_envs) for k in range(len(pools))]
     # The uniforms of this learner's envs' actions, out of the draws for every env of the run.
@@ -338,7 +311,7 @@ def collect(
         rollout.rewards[step, envs] = torch.from_numpy(reward)
         rollout.next_obs[envs] = torch.from_numpy(obs)
         rollout.next_done[envs] = torch.from_numpy(terminated | truncated).float()
-        games.extend(whole_games(info, frames + 4 * config.n_envs * (step + 1)))
+        games.extend(training.whole_games(info, frames + 4 * config.n_envs * (step + 1)))
 
     if len(pools) == 1:
         for step in range(config.n_steps):
@@ -358,8 +331,7 @@ def collect(
 def bootstrap_truncated(
     config: Config, agent: Agent, device: torch.device, reward: np.ndarray, truncated: np.ndarray, info: dict
 ) -> np.ndarray:
-    """A truncated episode did not end by itself: add the discounted value of its final observation (none where the
-    game was lost with its worker and restarted: nothing to bootstrap from)."""
+    """`reward` plus, for a truncated episode, the discounted value of its final obs (none if its worker died)."""
     reward = reward.astype(np.float32)
     truncated = truncated & info.get("_final_obs", False)
     if truncated.any():
@@ -378,9 +350,8 @@ def learn(
     learners: Learners | None = None,
 ) -> dict[str, float]:
     """GAE, then n_epochs of clipped-PPO minibatch updates; returns the loss statistics of the last minibatch (the
-    clip fraction: of all of them). Several `learners`, each holding the rollout of its envs, compute together the
-    very update of one learner with the whole rollout (the same minibatches, advantages normalised over each, the
-    gradients summed before clipping): every learner takes the same step."""
+    clip fraction: of all of them). Several `learners`, each with the rollout of its envs, take together the very step
+    of one learner with the whole rollout (the same minibatches, advantages normalised over each, gradients summed)."""
     learners = learners or Learners(n_envs=config.n_envs)
     with torch.inference_mode():
         next_value = agent.value(rollout.next_obs.to(device)).cpu()
@@ -416,8 +387,7 @@ def learn(
         log_ratio = new_logprob - b_logprobs[indices]
         ratio = log_ratio.exp()
 
-        # The losses are sums over this learner's samples divided by the minibatch's size: summed over the learners,
-        # the whole minibatch's means.
+        # Sums over this learner's samples / the minibatch's size: summed over the learners, the minibatch's means.
         advantage = (b_advantages[indices] - mean) / (std + 1e-8)
         clipped_ratio = ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)
         policy_loss = torch.max(-advantage * ratio, -advantage * clipped_ratio).sum() / minibatch
@@ -459,15 +429,14 @@ def checkpoint_state(
     config: Config,
     action_generator: torch.Generator,
 ) -> dict:
-    """What checkpoint.pt holds: what --resume continues from (all but the games in progress: the generator of the
-    actions' draws, `Rollout.generator`, included), and the config for --eval."""
+    """What checkpoint.pt holds: what --resume goes on from (not the games in progress) and the config for --eval."""
     return {
         "algo": "ppo",
         "agent": agent.state_dict(),
         "optimizer": optimizer.state_dict(),
         "update": update,
         "frames": frames,
-        **torch_generators(next(agent.parameters()).device),
+        **training.torch_generators(next(agent.parameters()).device),
         "action_rng": action_generator.get_state(),
         "config": dataclasses.asdict(config),
     }
@@ -488,13 +457,13 @@ def agent_policy(agent: Agent, device: torch.device) -> Callable[[np.ndarray], i
 
 def build_agent(game: str, device: torch.device, full_action_space: bool = False) -> Agent:
     """A new `Agent` for `game`'s minimal action set (all 18 with `full_action_space`), on `device` (`on_device`)."""
-    return on_device(Agent(len(action_meanings(game, full_action_space))), device)
+    return training.on_device(Agent(len(action_meanings(game, full_action_space))), device)
 
 
 def load_agent(saved: dict, device: torch.device) -> tuple[Agent, Config]:
     """The agent of a checkpoint loaded by `training.load_checkpoint`, on `device`, and the config it trained with."""
     config = Config(**saved["config"])
-    agent = build_agent(config.game, device, full_action_space(config))
+    agent = build_agent(config.game, device, training.full_action_space(config))
     agent.load_state_dict(saved["agent"])
     agent.trunk.bf16 = config.precision == "bf16"  # as it was trained (before --precision: fp32)
     return agent, config
@@ -521,17 +490,17 @@ def batch_policy(saved: dict) -> tuple[Callable[[np.ndarray], np.ndarray], Confi
 def evaluate(config: Config) -> None:
     """Play and record one whole game with the agent of the checkpoint ``config.eval`` (eval.mp4 beside it), seeded
     with ``config.seed``, and print its unclipped score."""
-    device = pick_device(config.device)
-    agent, trained = load_agent(load_checkpoint(config.eval), device)
+    device = training.pick_device(config.device)
+    agent, trained = load_agent(training.load_checkpoint(config.eval), device)
     path = Path(config.eval).with_name("eval.mp4")
-    score = record_game(agent_policy(agent, device), dataclasses.replace(trained, seed=config.seed), path)
+    score = training.record_game(agent_policy(agent, device), dataclasses.replace(trained, seed=config.seed), path)
     print(f"{trained.game}: one game scored {score:g} (unclipped); video: {path}")
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """The command line (`python examples/ppo.py`, `atari-game train`): `evaluate` with ``--eval``, else `train`
     and print where the run's files are. `argv` defaults to ``sys.argv[1:]``, `prog` names the command."""
-    run_trainer(parse_config(argv, prog), "ppo", train, evaluate)
+    training.run_trainer(parse_config(argv, prog), "ppo", train, evaluate)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,7 @@
 """RayGamePool: the GamePool API with its games on Ray actors, on as many machines as the Ray cluster has.
 
-Each actor hosts a `GameBlock` or a whole local `GamePool` (`RayGamePool`'s `actors`); a step costs one Ray call per
-actor. Everything else (validation, autoreset modes, statistics, async, restarts) is `GamePool`'s code. It needs
-``pip install "atari_game[ray]"``, and on every node the same atari_game and ale-py as this process (or a Ray
-``runtime_env`` that installs them).
+Each actor hosts a `GameBlock` or a whole local `GamePool` (`RayGamePool`'s `actors`); everything else is `GamePool`'s
+code. It needs ``pip install "atari_game[ray]"``, and on every node this process's atari_game and ale-py (Ray guide).
 
     with RayGamePool(64, "Breakout", address="auto") as pool:   # an existing cluster; "local" starts one here
         obs, info = pool.reset(seed=0)
@@ -88,9 +86,8 @@ def check_address(address: str | None) -> None:
 
 @contextlib.contextmanager
 def single_machine_mode() -> Iterator[None]:
-    """Ray's single-machine mode, for the Ray processes started inside (and the drivers they start): a node given the
-    address 127.0.0.1 stays there, so every server it starts listens on 127.0.0.1 only (outside it, Ray turns 127.0.0.1
-    into the machine's own address). A driver connecting to such a cluster needs it too (the tests' local clusters)."""
+    """Ray's single-machine mode for the Ray processes started inside: a node given 127.0.0.1 keeps it (else Ray takes
+    the machine's address), its servers on 127.0.0.1 only. A driver of such a cluster needs it too (the tests')."""
     from ray._private import ray_constants
 
     # Read from the environment by every Ray process, and at import by this one (its constant).
@@ -112,8 +109,7 @@ def _start_local(ray: Any) -> None:
 
 
 def connect(address: str | None) -> Any:
-    """Ray, connected to `address` (see `RayGamePool`) unless it is already; a connection made here ends with the
-    last pool using it."""
+    """Ray, connected to `address` (see `RayGamePool`) unless it is already; one made here ends with its last pool."""
     ray = _ray()
     if ray.is_initialized():
         return ray
@@ -215,9 +211,8 @@ class GameActor:
 
 
 class NodeActor:
-    """A Ray actor hosting a local `GamePool` of its envs with `n_workers` worker processes: one Ray call per step for
-    all of them. It takes a `GameActor`'s arguments but the layout (its pool makes its own arrays), and answers a
-    `GameActor`'s calls by `GamePool.run_block` over its pool, whose env ``k`` is the parent's env ``env_ids[k]``."""
+    """A Ray actor hosting a local `GamePool` of its envs in `n_workers` worker processes, one Ray call a step for all:
+    it takes a `GameActor`'s arguments but the layout and answers its calls by `GamePool.run_block` over its pool."""
 
     def __init__(
         self, env_ids: list[int], seeds: list, next_step_autoreset: bool, options: list, wanted: dict, n_workers: int
@@ -314,24 +309,21 @@ class RayGamePool(GamePool):
             be a list naming each env's game); the same seed gives the same observations as a local `GamePool`.
         actors: what each actor hosts: ``"worker"``, one block of games in the actor's own process (a `GamePool`
             worker's loop); ``"node"``, a local `GamePool` of its block with a worker process per CPU of the actor
-            (``actor_options["num_cpus"]``, default: the CPUs of the cluster's smallest node, so that one actor fills
-            a node), so that the learner makes one Ray call a step per node instead of one per CPU. A dead worker
-            process of a node actor counts as the death of the actor: all its envs restart with `restart_workers`.
+            (``actor_options["num_cpus"]``, default: the CPUs of the cluster's smallest node), one Ray call a step per
+            node (the Ray guide says which to choose). A dead worker process of a node actor is the actor's death.
         n_workers: Ray actors, each a contiguous block of envs (default: as many as the cluster's free CPUs allow
             with `actor_options`, at most `n_envs`; with ``actors="node"``, one per node that has an actor's CPUs).
         address: the Ray cluster to connect to if this process has not called ``ray.init()``: ``"auto"`` (the cluster
             ``ray start`` started on this machine, or ``RAY_ADDRESS``), ``"HOST:PORT"`` (a node of it),
-            ``"ray://HOST:10001"`` (Ray Client), ``"local"`` (a new Ray on this machine, listening on 127.0.0.1 only,
-            without dashboard, token authentication on), or None (``RAY_ADDRESS`` if set, else a cluster running on
-            this machine, else ``"local"``). A cluster connected to keeps its own settings. The last pool using a
-            connection a pool made ends it (and the local Ray it started); one the caller made is left alone. An
-            address that does not answer within `CONNECT_TIMEOUT` seconds raises `ConnectionError`; too few free CPUs,
-            or a node whose atari_game or ale-py differs from this process's (or lacks it), `PoolError`.
+            ``"ray://HOST:10001"`` (Ray Client), ``"local"`` (a new Ray on this machine, listening on 127.0.0.1 only),
+            or None (``RAY_ADDRESS`` if set, else a cluster running on this machine, else ``"local"``). The last pool
+            using a connection a pool made ends it; one the caller made is left alone. An address that does not answer
+            within `CONNECT_TIMEOUT` seconds raises `ConnectionError`; too few free CPUs, or a node whose atari_game or
+            ale-py differs from this process's (or lacks it), `PoolError` (the Ray guide says more).
         actor_options: Ray's ``.options()`` for each actor, e.g. ``{"num_cpus": 2}`` or a custom resource; the
             default is ``{"num_cpus": 1, "scheduling_strategy": "SPREAD"}`` (spread over the nodes).
-        restart_workers: Ray restarts a dead actor (``max_restarts=-1``) or one lost with its node; the pool re-seeds
-            its games and reports its envs truncated with ``info["worker_restarted"]``. Without it, a dead actor
-            raises `WorkerDied` (a `PoolError`) naming it and its envs.
+        restart_workers: as for `GamePool`, Ray restarting a dead actor (``max_restarts=-1``) or one lost with its
+            node; without it, a dead actor raises `WorkerDied` (a `PoolError`) naming it and its envs.
     """
 
     def __init__(
@@ -358,9 +350,8 @@ class RayGamePool(GamePool):
 
 
 class RayTransport:
-    """`GamePool`'s `Transport` over Ray actors: one per block of envs, a `GameActor` or a `NodeActor` (`RayGamePool`
-    says what `actors`, `address` and `actor_options` take). A call carries a command and a step's actions, its answer
-    the results, which `next_answer` copies into the pool's arrays (plain ones: no memory is shared with an actor)."""
+    """`GamePool`'s `Transport` over Ray actors, a `GameActor` or `NodeActor` per block of envs (`RayGamePool` says what
+    its arguments take): `next_answer` copies each call's results into the pool's arrays (plain: none are shared)."""
 
     def __init__(self, actors: str, address: str | None, actor_options: dict[str, Any] | None) -> None:
         check_choice("actors", actors, ACTORS)

@@ -4,16 +4,8 @@
     buffer.add(obs, actions, rewards, next_obs, terminations, truncations)  # one pool step, arrays over the envs
     batch = buffer.sample(32)  # batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.dones, ...
 
-Consecutive observations of one env share ``stack - 1`` frames: each env keeps a ring of single frames, one new frame
-per transition (the newest of ``next_obs``), and an observation is the `stack` frames ending at its newest one (~7 KB
-a ``(4, 84, 84)`` transition instead of 28 KB). Nothing is assumed about the input: where ``obs`` does not continue
-the env's previous ``next_obs``, or ``next_obs`` is not ``obs`` shifted by one frame (an episode start, a restarted
-worker, arbitrary arrays), the observation's frames start a new *segment*, whose slots before its start hold its
-first frame, as a `Game` starts an episode. So every sampled ``obs`` and ``next_obs`` is bit-identical to the one
-added. Each env has 3 % more frame slots than transition slots (at least ``2 * stack`` more) for segment starts;
-where episodes are so short that the frames run out first, the env's oldest transitions are evicted early. With
-``compression="zstd"`` each frame is compressed on its own, with a dictionary trained on the first
-`DICTIONARY_FRAMES` frames: 110-290 bytes a frame instead of 7,056.
+Each env keeps a ring of single frames, one new frame per transition; where an observation does not continue the one
+before, its frames start a new *segment* (the Design page says how, the Replay guide what it costs).
 """
 
 from __future__ import annotations
@@ -34,8 +26,7 @@ from atari_game.validation import check_array, check_bool, check_choice, check_i
 
 # Extra frame slots per env, as a share of its transition slots: they hold the frames of segment starts.
 FRAME_MARGIN = 0.03
-# compression="zstd": frames held raw until this many are written (or all frame slots' worth), then a dictionary of
-# DICTIONARY_BYTES trained on them (~0.5 s, once; a Breakout frame then takes 109 bytes, 290 without), level ZSTD_LEVEL.
+# compression="zstd": frames held raw until DICTIONARY_FRAMES are written (or every slot), then a dictionary trained.
 COMPRESSIONS = (None, "zstd")
 DICTIONARY_FRAMES = 4096
 DICTIONARY_BYTES = 16384
@@ -93,6 +84,7 @@ class _Frames:
 
     def __init__(self, num_envs: int, frame_slots: int, frame_shape: tuple[int, ...], dtype: np.dtype) -> None:
         self.frames = np.zeros((num_envs, frame_slots, *frame_shape), dtype)
+        self.nbytes = self.frames.nbytes
 
     def write(self, envs: np.ndarray, positions: np.ndarray, frames: np.ndarray) -> None:
         """Store `frames` ``(n, *frame_shape)`` at ring `positions` of `envs` (both ``(n,)``)."""
@@ -102,10 +94,6 @@ class _Frames:
         """Gather the frames at flat positions ``env * frame_slots + position`` into `out` ``(n, *frame_shape)``."""
         # (The positions are in range: mode="wrap" only spares np.take a buffered bounds check.)
         np.take(self.frames.reshape(-1, *out.shape[1:]), flat, axis=0, out=out, mode="wrap")
-
-    @property
-    def nbytes(self) -> int:
-        return self.frames.nbytes
 
     def state(self) -> dict[str, np.ndarray]:
         """The arrays that `restore` takes back."""
@@ -155,8 +143,7 @@ class _CompressedFrames:
         self.held_bytes = sum(sys.getsizeof(blob) for blob in flat if blob is not None)
 
     def _compress(self, frame: Any) -> bytes:
-        """`frame` compressed, copied into a ``bytes`` of its own size: zstandard's worst-case-sized buffer, shrunk in
-        place and held, would keep its whole size resident (7.3 KB a transition, where nbytes says 366 B)."""
+        """`frame` compressed, in a ``bytes`` of its own size (zstandard's worst-case-sized buffer stays resident)."""
         return bytes(memoryview(self.compressor.compress(frame)))
 
     def _start_codec(self) -> None:
@@ -166,12 +153,10 @@ class _CompressedFrames:
         self.decompressor = zstd.ZstdDecompressor(dict_data=dictionary)
 
     def read(self, flat: np.ndarray, out: np.ndarray) -> None:
-        """Gather the frames at flat positions ``env * frame_slots + position`` into `out` ``(n, *frame_shape)``,
-        decompressing each distinct frame once (a batch's obs and next_obs share most of their frames)."""
+        """`_Frames.read`, decompressing each distinct frame once (a batch's obs and next_obs share most frames)."""
         decode = self.decompressor.decompress if self.compressor is not None else bytes
         unique, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
-        # Each distinct frame straight into `out`'s bytes where it first appears, then copied to its other places (an
-        # array of their own first would cost as much again as the decompression).
+        # Each distinct frame into `out` where it first appears, then copied on (no array between: it costs as much).
         view, size = out.reshape(-1).view(np.uint8).data, math.prod(out.shape[1:]) * out.itemsize
         for k, blob in zip(first.tolist(), self.blobs.reshape(-1)[unique].tolist(), strict=True):
             view[k * size : (k + 1) * size] = decode(blob)
@@ -247,7 +232,7 @@ class FrameReplay:
         priority_epsilon: added to every priority `update_priorities` sets, so that none becomes unsampleable.
         seed: seeds the sampling generator (None: fresh entropy); the same seed and adds give the same batches.
         compression: None (frames stored as they are) or ``"zstd"``: each frame compressed on its own when added
-            with a dictionary (see the module's docstring; needs ``zstandard``: ``pip install atari-game[zstd]``).
+            with a dictionary (see the Replay guide; needs ``zstandard``: ``pip install atari-game[zstd]``).
 
     `len(buffer)` is the number of transitions that can be sampled, `buffer.nbytes` the bytes it holds. Not
     thread-safe: do not `add` and `sample` from two threads at once.
@@ -320,43 +305,29 @@ class FrameReplay:
         small = np.min_scalar_type(self.stack)
         shape = (self.num_envs, self.slots)
 
-        # The frames (a store: `write` and `read` them), and per transition slot where its observations' frames
-        # are: `newest` is the frame position (counted from the env's first frame, never wrapping) of next_obs's
-        # newest frame, `gap` how far before it obs's newest frame is, and each observation's `depth` how many
-        # older frames of its segment it uses (at most stack - 1): its slot k holds frame
-        # ``newest - min(stack - 1 - k, depth)``.
+        # The frames (a store: `write` and `read` them), and per transition slot where its observations' frames are:
+        # `newest`, `gap` and the two depths (the Design page says how an observation is found from them).
         store = _Frames if compression is None else _CompressedFrames
         self._frames = store(self.num_envs, self.frame_slots, self.frame_shape, self.dtype)
         self._newest = np.zeros(shape, np.int64)
-        self._gap = np.zeros(shape, small)
-        self._obs_depth = np.zeros(shape, small)
-        self._next_depth = np.zeros(shape, small)
+        self._gap, self._obs_depth, self._next_depth = (np.zeros(shape, small) for _ in range(3))
         self._actions = np.zeros(shape, np.int32)
         self._rewards = np.zeros(shape, np.float32)
-        self._terminated = np.zeros(shape, np.bool_)
-        self._truncated = np.zeros(shape, np.bool_)
+        self._terminated, self._truncated = np.zeros(shape, np.bool_), np.zeros(shape, np.bool_)
         # Each env's previous next_obs, to check that the next obs continues it.
         self._last_next = np.zeros((self.num_envs, *self.observation_shape), self.dtype)
 
         # Per env, counted from its first add, never wrapping: transitions added, frames written, the oldest
         # transition still held, the first transition not yet sampleable (n-step) and the last episode end.
-        self._added = np.zeros(self.num_envs, np.int64)
-        self._written = np.zeros(self.num_envs, np.int64)
-        self._oldest = np.zeros(self.num_envs, np.int64)
-        self._ready = np.zeros(self.num_envs, np.int64)
+        self._added, self._written, self._oldest, self._ready = (np.zeros(self.num_envs, np.int64) for _ in range(4))
         self._last_end = np.full(self.num_envs, -1, np.int64)
 
-        # Prioritized replay: a sum tree and a max tree of reciprocals over every transition slot (leaf ``e * slots +
-        # t % slots``): sampling walks the sum tree; the other's root, 1 / the smallest priority, gives the largest
-        # importance weight. Unsampleable slots hold 0 in both (np.zeros: a min tree would start filled with +inf).
+        # Prioritized replay: a sum tree and a max tree of reciprocals (Design page), leaf ``e * slots + t % slots``.
         self._leaves = 1 << max(self.num_envs * self.slots - 1, 0).bit_length()
         if self.prioritized:
-            self._sum_tree = np.zeros(2 * self._leaves, np.float64)
-            self._inverse_tree = np.zeros(2 * self._leaves, np.float64)
+            self._sum_tree, self._inverse_tree = np.zeros(2 * self._leaves), np.zeros(2 * self._leaves)
         self._max_priority = 1.0
         self._rng = np.random.default_rng(seed)
-
-    # --- adding ------------------------------------------------------------------------------------------
 
     def add(
         self,
@@ -497,8 +468,6 @@ class FrameReplay:
             frames = np.moveaxis(frames, 1, -2)
         return frames.reshape(len(frames), *self.observation_shape)
 
-    # --- sampling ----------------------------------------------------------------------------------------
-
     def __len__(self) -> int:
         """How many transitions can be sampled now."""
         return int((self._ready - self._oldest).sum())
@@ -515,8 +484,7 @@ class FrameReplay:
 
     @property
     def nbytes(self) -> int:
-        """The bytes the buffer holds: its arrays (resident as they fill: allocated with np.zeros) and its frames
-        (with compression: the compressed frames held, each with its Python object header, and their pointers)."""
+        """The bytes the buffer holds: its arrays (resident as they fill) and its frames (compressed: with pointers)."""
         return sum(array.nbytes for array in self._arrays().values()) + self._frames.nbytes
 
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -590,8 +558,7 @@ class FrameReplay:
         rewards = (self._rewards[rows, later_slots] * self.gamma**steps * summed).sum(1, dtype=np.float64)
         first, final = transitions % self.slots, (transitions + last) % self.slots
 
-        # The frame positions of obs (from the first transition) and next_obs (from the k-th), each observation's
-        # slot k being frame ``newest - min(stack - 1 - k, depth)``.
+        # The frame positions of obs (from the first transition) and next_obs (from the k-th).
         back = np.arange(self.stack - 1, -1, -1)
         obs_newest = self._newest[envs, first] - self._gap[envs, first]
         obs_positions = obs_newest[:, None] - np.minimum(back, self._obs_depth[envs, first][:, None])
@@ -619,8 +586,6 @@ class FrameReplay:
             weights=weights.astype(np.float32),
             indices=transitions * self.num_envs + envs,
         )
-
-    # --- prioritized replay ------------------------------------------------------------------------------
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
         """Set the priorities of transitions `indices` (``ReplayBatch.indices``), e.g. to ``abs(td_errors)``.
@@ -674,8 +639,6 @@ class FrameReplay:
             targets = np.where(right, targets - left_sum, targets)
             nodes = left + right
         return nodes - self._leaves
-
-    # --- saving ----------------------------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
         """Write the whole memory into the file `path` (an ``.npz``): its frames, transitions, priorities and

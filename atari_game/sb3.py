@@ -1,14 +1,7 @@
 """GamePoolVecEnv: a `GamePool` as a Stable-Baselines3 `VecEnv`, so SB3's algorithms train on it directly;
 FrameReplayBuffer: `FrameReplay` as SB3's replay buffer, so SB3's DQN stores each frame once.
 
-    from stable_baselines3 import PPO
-    from atari_game.sb3 import GamePoolVecEnv
-
-    env = GamePoolVecEnv(8, "Breakout", seed=0, life_loss="terminal", noop_max=30, fire_reset=True, clip_rewards=True)
-    model = PPO("CnnPolicy", env).learn(100_000)  # uint8 (8, 4, 84, 84) channel-first: no VecTransposeImage
-    env.close()
-
-The pool does all the work; this file only translates its Gymnasium vector API into SB3's. Needs the ``sb3`` extra.
+Each only translates between the two APIs (the Stable-Baselines3 guide shows both in use). Needs the ``sb3`` extra.
 """
 
 from __future__ import annotations
@@ -33,8 +26,7 @@ try:
 except ImportError as error:  # SB3 missing, or torch (which SB3 imports) missing
     raise ImportError(
         "atari_game.sb3 needs Stable-Baselines3 and torch: install torch first, exactly as "
-        '`pip install torch==2.13.0`, then `pip install "atari_game[sb3]"`'
-        f" ({error})"
+        f'`pip install torch==2.13.0`, then `pip install "atari_game[sb3]"` ({error})'
     ) from error
 
 
@@ -52,36 +44,26 @@ class GamePoolVecEnv(VecEnv):
     The adapter owns its pool (``.pool``), which `close` stops (use it as a context manager; the pool's own
     finalizer still cleans up if you forget).
 
-    Spaces, the pool's (`atari_game.spaces`): ``observation_space`` is the single env's
-    ``Box(0, 255, (4, 84, 84), uint8)``, channel-first, an image for SB3's ``CnnPolicy`` as it is (``(84, 84, 4)``
-    with ``channels_last=True``, which SB3 wraps in ``VecTransposeImage`` itself); ``action_space`` is
-    ``Discrete(n_actions)``. ``obs_type="rgb"`` gives ``(12, 84, 84)``, still an image; ``scale_obs``, float32 in
-    [0, 1] (``CnnPolicy`` with ``policy_kwargs={"normalize_images": False}``); ``obs_type="ram"``, ``(4, 128)``
-    for ``MlpPolicy``; ``continuous``, an action ``Box`` of 3.
+    Spaces: the pool's (`atari_game.spaces`), by default ``Box(0, 255, (4, 84, 84), uint8)``, channel-first, an image
+    for SB3's ``CnnPolicy`` as it is, and ``Discrete(n_actions)`` (other options: the Stable-Baselines3 guide).
 
     ``step(actions) -> (obs, rewards, dones, infos)`` with integer ``actions`` of shape ``(n_envs,)``:
 
-    * ``obs``: ``uint8 (n_envs, 4, 84, 84)``, a fresh array; for a done env, the next episode's first
-      observation (SB3's autoreset convention).
+    * ``obs``: ``uint8 (n_envs, 4, 84, 84)``, a fresh array; for a done env, the next episode's first observation.
     * ``rewards``: ``float32 (n_envs,)``, the sign of the raw reward with ``clip_rewards=True``.
-    * ``dones``: ``bool (n_envs,)``, terminated or truncated (a life lost, as ``life_loss`` says; game over;
-      ``max_episode_frames`` reached).
-    * ``infos[i]``: ``"lives"`` (int), ``"game_name"`` (the env's game, its ROM id as in ``pool.games``) and
-      ``"TimeLimit.truncated"`` (truncated and not terminated: SB3 then bootstraps from the final observation)
-      on every step; on a done step ``"terminal_observation"``, the ended episode's last observation
-      (``uint8 (4, 84, 84)``). When a worker died and ``restart_workers`` replaced it, its envs are done and
-      truncated with ``"worker_restarted": True`` and no final observation.
+    * ``dones``: ``bool (n_envs,)``, terminated or truncated (a life lost as ``life_loss`` says, game over, truncation).
+    * ``infos[i]``: ``"lives"`` (int), ``"game_name"`` (the env's ROM id, as in ``pool.games``) and
+      ``"TimeLimit.truncated"`` (truncated and not terminated) on every step; on a done step
+      ``"terminal_observation"``, the ended episode's last observation. When a worker died and ``restart_workers``
+      replaced it, its envs are done and truncated with ``"worker_restarted": True`` and no final observation.
     * ``infos[i]["episode"] = {"r": float, "l": int, "t": float}``, SB3 `Monitor`'s layout, on the step that
-      ends a *whole game*: its unclipped return, its length in agent steps and the seconds since this
-      VecEnv was built. As in SB3's own Atari stack (``Monitor`` under ``EpisodicLifeEnv``), a game with
-      ``life_loss="terminal"`` is done at every lost life but reported once, at game over; with the default
-      ``"reset"`` every lost life restarts the game, so every done step reports one.
+      ends a whole game: its unclipped return, its length in agent steps and the seconds since this VecEnv was
+      built. With ``life_loss="terminal"`` a game is done at every lost life but reported once, at game over, as in
+      SB3's own Atari stack; with the default ``"reset"`` every done step reports one.
 
     Because the envs report what `Monitor` reports, ``env_is_wrapped(Monitor)`` is True: SB3's ``evaluate_policy``
-    then counts whole games and unclipped returns, and ``VecMonitor`` warns that it would overwrite them with
-    clipped ones. The games live in worker processes: `get_attr` reads the pool's attributes, which every env
-    shares (``action_meanings``, ``options``, ``render_mode``...); `set_attr`, `env_method` and `render` raise
-    ``NotImplementedError``.
+    then counts whole games and unclipped returns. `get_attr` reads the pool's attributes, which every env shares
+    (``action_meanings``, ``options``, ...); `set_attr`, `env_method` and `render` raise ``NotImplementedError``.
     """
 
     def __init__(
@@ -94,8 +76,7 @@ class GamePoolVecEnv(VecEnv):
                 "which SB3 needs): leave it out"
             )
         self.pool = GamePool(n_envs, game, seed, autoreset_mode=AutoresetMode.SAME_STEP, copy=True, **options)
-        # Whole games, as SB3's Atari Monitor counts them: with life_loss "reset" each of the pool's episodes is a
-        # whole game (a lost life restarts it); otherwise the pool reports whole games as "game".
+        # Whole games, as SB3's Monitor counts them: each episode with life_loss "reset", else the pool's "game".
         self._game_key = "episode" if self.pool.options.life_loss == "reset" else "game"
         self._start_time = time.time()  # Monitor's "t" counts from here
         self._actions: np.ndarray | None = None
@@ -202,27 +183,22 @@ class GamePoolVecEnv(VecEnv):
 class FrameReplayBuffer(ReplayBuffer):
     """`FrameReplay` behind SB3's `ReplayBuffer` API: ``DQN(..., replay_buffer_class=FrameReplayBuffer)``.
 
-    A 1M-transition buffer of ``(4, 84, 84)`` observations then takes ~7.3 GB instead of SB3's 28 GB (with
-    ``optimize_memory_usage``) or 56 GB, 0.2-0.4 GB with ``replay_buffer_kwargs={"compression": "zstd"}``, and
-    every sample is the one SB3's own buffer would give: the same draws from numpy's global generator (so SB3's
-    seeding reproduces runs), the same transitions, bit-identical observations and the same tensors.
-
-    SB3 builds it as ``cls(buffer_size, observation_space, action_space, device=..., n_envs=...,
-    optimize_memory_usage=..., handle_timeout_termination=..., **replay_buffer_kwargs)``; beyond SB3's arguments:
+    Each frame is stored once (the Stable-Baselines3 guide gives the memory saved; 0.2-0.4 GB for 1M transitions with
+    ``replay_buffer_kwargs={"compression": "zstd"}``), and every sample is the one SB3's own buffer would give: the
+    same draws from numpy's global generator (so SB3's seeding reproduces runs), the same transitions, bit-identical
+    observations and the same tensors. SB3 builds it with SB3's own arguments; beyond those:
 
     Args:
-        n_steps, gamma: n-step returns, as SB3's ``NStepReplayBuffer`` takes them
-            (``replay_buffer_kwargs={"n_steps": 3, "gamma": 0.99}``); samples then carry ``discounts``, which
-            SB3's DQN uses in its target. A transition whose n steps are not all stored yet is not drawn (SB3's
-            buffer would cut it short at the newest step instead).
+        n_steps, gamma: n-step returns, as SB3's ``NStepReplayBuffer`` takes them; samples then carry
+            ``discounts``, which SB3's DQN uses in its target. A transition whose n steps are not all stored yet is
+            not drawn (SB3's buffer would cut it short at the newest step instead).
         **options: more `FrameReplay` options (``stack``, ``channels_last``, ``compression``).
 
-    ``optimize_memory_usage`` is accepted and changes nothing (each frame is stored once either way);
-    ``handle_timeout_termination`` (default True) makes ``infos[i]["TimeLimit.truncated"]`` a truncation that
-    bootstraps, as in SB3. Observations must be a ``Box`` and actions ``Discrete``. The `FrameReplay` is
-    ``.replay`` (its ``nbytes``, ``len``). Not supported: SB3's ``reset`` semantics beyond emptying the buffer.
-    Where episodes are so short that `FrameReplay`'s frames run out before its slots, a draw that lands on an
-    evicted transition is replaced by a uniform draw among the stored ones.
+    ``optimize_memory_usage`` changes nothing; ``handle_timeout_termination`` (default True) makes
+    ``infos[i]["TimeLimit.truncated"]`` a truncation that bootstraps, as in SB3. Observations must be a ``Box`` and
+    actions ``Discrete``. The `FrameReplay` is ``.replay``. Not supported: SB3's ``reset`` semantics beyond emptying
+    the buffer. Where episodes are so short that frames run out before slots, a draw that lands on an evicted
+    transition is replaced by a uniform draw among the stored ones.
     """
 
     def __init__(

@@ -27,15 +27,12 @@ Layout = dict[str, tuple[tuple[int, ...], Any]]
 
 def layout(n_envs: int, options: GameOptions, same_step: bool) -> Layout:
     """The segment's arrays, by name: ``(shape, dtype)``, a row per env (``commands``: used by each worker's first)."""
-    obs = ((n_envs, *options.observation_shape), options.observation_dtype)
-    # Only same-step autoreset reports final observations apart (next-step returns them as obs): no rows otherwise.
-    final_obs = ((n_envs if same_step else 0, *options.observation_shape), options.observation_dtype)
-    # Continuous actions are (radius, angle, fire) rows, float32 as the Game computes with them.
-    actions = ((n_envs, 3), np.float32) if options.continuous else ((n_envs,), np.int64)
     return {
-        "obs": obs,
-        "final_obs": final_obs,
-        "actions": actions,
+        "obs": ((n_envs, *options.observation_shape), options.observation_dtype),
+        # Only same-step autoreset reports final observations apart (next-step returns them as obs): no rows otherwise.
+        "final_obs": ((n_envs if same_step else 0, *options.observation_shape), options.observation_dtype),
+        # Continuous actions are (radius, angle, fire) rows, float32 as the Game computes with them.
+        "actions": ((n_envs, 3), np.float32) if options.continuous else ((n_envs,), np.int64),
         "rewards": ((n_envs,), np.float64),
         "terminations": ((n_envs,), np.bool_),
         "truncations": ((n_envs,), np.bool_),
@@ -80,15 +77,12 @@ class Segment:
     def __init__(self, file: SegmentFile) -> None:
         self.file, self.size, self.name = file, file.size, file.name
         self.buf: mmap.mmap | None = mmap.mmap(file.fd, file.size)
-        self._closed = False
 
     def close(self) -> None:
         """Close the descriptor and unmap the memory (once); BufferError while views exist: the last one unmaps it."""
-        if not self._closed:
-            self._closed = True
+        if self.buf is not None:
             os.close(self.file.fd)  # (the mapping holds a descriptor of its own)
-        buf, self.buf = self.buf, None  # (ours dropped either way: the views alone keep the mapping)
-        if buf is not None:
+            buf, self.buf = self.buf, None  # (ours dropped either way: the views alone keep the mapping)
             buf.close()
 
 

@@ -1,10 +1,8 @@
-"""What the trainers (atari_game/ppo.py, atari_game/dqn.py) share: the Nature-DQN CNN, the settings every run has
-(`RunConfig`, which each trainer's ``Config`` extends) and the command line made from them, the run log, the device,
-checkpoints, the learning curve and the video of one game: each trainer keeps its algorithm to itself, and a run
-of either writes the same files (progress.csv, checkpoint.pt, learning_curve.png, agent.mp4) the same way.
+"""What the trainers (atari_game/ppo.py, atari_game/dqn.py) share; each keeps its algorithm to itself.
 
-The command line is our own argparse (`config_parser`, `parse_config`), not tyro (CleanRL's), which would need more
-glue to read ``1e6``, tell which flags were given (--resume) and give argparse's usage errors and parser.
+The Nature-DQN CNN, the settings every run has (`RunConfig`, which each trainer's ``Config`` extends) and the command
+line made from them (our own argparse: the Design page says why), the run log, the device, checkpoints, the learning
+curve and the video of one game: a run of either trainer writes the same files the same way.
 """
 
 from __future__ import annotations
@@ -48,14 +46,12 @@ from atari_game.worker import available_cores
 
 
 class NatureCNN(nn.Sequential):
-    """The Nature-DQN convolutional trunk (Mnih et al. 2015): ``uint8`` ``(batch, 4, 84, 84)`` in, ``(batch, 512)``
-    float features out.
+    """The Nature-DQN CNN trunk (Mnih et al. 2015): ``uint8`` ``(batch, 4, 84, 84)`` in, float ``(batch, 512)`` out.
 
     `init` is applied to each layer as it is built (PPO's orthogonal initialisation; the default keeps PyTorch's).
     The observations are scaled here, on the device, once reordered to channels-last while still ``uint8`` (4x less
     memory to move): the faster layout for CPU convolutions, which `on_device` gives the weights too. With ``bf16``
-    set (by `choose_precision`), the layers compute under bfloat16 autocast; weights and features stay ``float32``.
-    """
+    set (by `choose_precision`), the layers compute under bfloat16 autocast; weights and features stay ``float32``."""
 
     def __init__(self, init: Callable[[nn.Module], nn.Module] = lambda module: module) -> None:
         super().__init__(
@@ -132,9 +128,8 @@ def probe_ms(trunk: NatureCNN, device: torch.device, bf16: bool, batch: int = 32
 
 def choose_precision(name: str, trunk: NatureCNN, device: torch.device, resumed: bool = False) -> tuple[str, str]:
     """The precision a run computes in, ``"fp32"`` or ``"bf16"``, for the flag value `name` (one of `PRECISIONS`;
-    a `resumed` run's is its checkpoint's choice), and a line for the log saying why; sets ``trunk.bf16``. ``auto``
-    takes bf16 where `device` has it natively (`native_bf16`) and `probe_ms`, with the torch threads learning will
-    use, finds it at least 10 % faster than fp32 (CPUs that emulate bf16 are not probed)."""
+    a `resumed` run's is its checkpoint's), and a log line saying why; sets ``trunk.bf16``. ``auto`` takes bf16 where
+    `device` has it natively (`native_bf16`) and `probe_ms` finds it at least 10 % faster, with learning's threads."""
     if name == "auto":
         if native_bf16(device) is False:
             chosen, why = "fp32", f"auto: {device} has no native bfloat16"
@@ -156,10 +151,9 @@ def choose_precision(name: str, trunk: NatureCNN, device: torch.device, resumed:
 @dataclasses.dataclass
 class RunConfig:
     """The settings every run has, whichever trainer runs it: the game and how it is played, the envs, where the
-    run computes, writes and resumes. Each trainer's ``Config`` (`atari_game.ppo.Config`, `atari_game.dqn.Config`)
-    is a `RunConfig` with its algorithm's hyperparameters added. Each field is a flag of ``atari-game train``
-    (``n_envs``: ``--n-envs``; a boolean ``video``: ``--video`` / ``--no-video``), and the first paragraph of its
-    docstring is the flag's ``--help``."""
+    run computes, writes and resumes; each trainer's ``Config`` (`atari_game.ppo.Config`, `atari_game.dqn.Config`)
+    adds its algorithm's. Each field is a flag of ``atari-game train`` (``n_envs``: ``--n-envs``; a boolean
+    ``video``: ``--video`` / ``--no-video``) whose ``--help`` is the first paragraph of the field's docstring."""
 
     game: str = "Breakout"
     """The game, in any usual spelling (``atari-game games`` lists them)."""
@@ -234,8 +228,7 @@ FLAG_CHOICES = {"life_loss": LIFE_LOSS_MODES, "precision": PRECISIONS}
 
 def field_docs(config_class: type) -> dict[str, str]:
     """The docstring of each field of the dataclass `config_class` and of its dataclass bases (the string literal
-    right below the field, as tyro reads it), by field name; a subclass's replaces its base's. A trainer flag is
-    documented there once: its ``--help`` is the first paragraph, and the API reference shows the whole."""
+    right below the field, as tyro reads it), by field name; a subclass's replaces its base's."""
     docs: dict[str, str] = {}
     for cls in reversed([cls for cls in config_class.__mro__ if dataclasses.is_dataclass(cls)]):
         class_def = cast(ast.ClassDef, ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0])
@@ -261,8 +254,7 @@ def shown_default(value: Any) -> str:
 def config_parser(config_class: type, doc: str, prog: str | None = None) -> argparse.ArgumentParser:
     """The command line of the dataclass `config_class`: ``--field-name value`` for every field, ``--[no-]flag``
     for booleans, each helped by its field's docstring (`field_docs`), default and choices; `doc`'s first line
-    describes the command, `prog` names it (default: the script's name). The parser has no defaults
-    (``argparse.SUPPRESS``): it returns what was given, which --resume tells from the defaults."""
+    describes the command, `prog` names it. Without defaults (``argparse.SUPPRESS``): --resume sees what was given."""
     parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0], argument_default=argparse.SUPPRESS)
     docs = field_docs(config_class)
     for field in dataclasses.fields(config_class):
@@ -282,8 +274,7 @@ def config_parser(config_class: type, doc: str, prog: str | None = None) -> argp
 
 
 def usage_error(parser: argparse.ArgumentParser, problem: str) -> NoReturn:
-    """Exit as `parser.error` does (status 2, ``PROG: error: PROBLEM``) without its usage block: the command was
-    written right, a value in it is wrong, and the trainer's usage is 25 lines that would hide the one that says so."""
+    """Exit as `parser.error` does (status 2, ``PROG: error: PROBLEM``) without the 25 lines of usage that hide it."""
     parser.exit(2, f"{parser.prog}: error: {problem}\n")
 
 
@@ -294,10 +285,9 @@ def parse_config(
     check: Callable[[ConfigT], str],
     prog: str | None = None,
 ) -> ConfigT:
-    """An instance of the trainer's config class `config_class` from the command line `argv` (see `config_parser`);
-    with ``--resume``, the run's own config from its checkpoint (see `resumed_config`). What `check(config)` returns
-    ("" if nothing is wrong) is a usage error (exit status 2), as are values out of `RUN_RULES`, a bad env option, a
-    checkpoint that is missing or another trainer's, and a new run over an old one."""
+    """The config (a `config_class`) of the command line `argv`; with ``--resume``, the run's own (`resumed_config`).
+    What `check(config)` returns ("" if nothing is wrong) is a usage error (exit status 2), as are values out of
+    `RUN_RULES`, a bad env option, a checkpoint that is missing or another trainer's, and a new run over an old one."""
     parser = config_parser(config_class, doc, prog)
     given = vars(parser.parse_args(argv))
     config = config_class(**given)
@@ -316,18 +306,28 @@ def parse_config(
         config = dataclasses.replace(config, **fixed)
     algo = config_class.__module__.rsplit(".", 1)[-1]
     run_dir = run_directory(config, algo)
-    # The run's checkpoint, read once: --eval's and --resume's must be this trainer's; a new run must not overwrite one.
-    if config.eval:
-        _, problem = trainer_checkpoint(Path(config.eval), "--eval", algo)
-    elif config.resume:
-        saved, problem = trainer_checkpoint(run_dir / "checkpoint.pt", "--resume", algo)
-        if not problem:
+    checkpoint = Path(config.eval) if config.eval else run_dir / "checkpoint.pt"
+    # A new run never overwrites a checkpoint; --eval's and --resume's, read once, must be this trainer's.
+    if not config.eval and not config.resume and checkpoint.exists():
+        usage_error(
+            parser,
+            f"{run_dir} holds a run already ({checkpoint}): --resume continues it, "
+            "--run-dir DIR starts a new one elsewhere (or delete the directory)",
+        )
+    if config.eval or config.resume:
+        flag = "--eval" if config.eval else "--resume"
+        if not checkpoint.is_file():
+            usage_error(parser, f"{flag}: there is no checkpoint {checkpoint}")
+        try:
+            saved = load_checkpoint(checkpoint)
+        except ValueError as error:
+            usage_error(parser, str(error))
+        if saved["algo"] != algo:
+            fix = f"atari-game train --algo {saved['algo']} {flag} ..."
+            usage_error(parser, f"{flag} {checkpoint} is a {saved['algo']} checkpoint: {fix}")
+        if not config.eval:
             resumed, problem = resumed_config(config_class, given, saved["config"], run_dir)
-            config = resumed or config
-    else:
-        problem = overwrite_problem(run_dir)
-    if problem:
-        usage_error(parser, problem)
+            config = resumed or usage_error(parser, problem)
     problem = broken_rule(config, RUN_RULES) or device_problem(config.device) or ray_problem(config.ray)
     problem = problem or learners_problem(config.learners, config.ray, config.n_envs) or check(config)
     try:  # a misspelt game or a bad env option is a usage error too, found before the run directory is made
@@ -400,42 +400,8 @@ def run_directory(config: RunConfig, algo: str) -> Path:
     return Path(config.run_dir or f"runs/{config.game}-{config.seed}{'' if algo == 'ppo' else '-' + algo}")
 
 
-def overwrite_problem(run_dir: Path) -> str:
-    """What stops a new run in `run_dir` ("" if nothing): a checkpoint there, never overwritten unasked."""
-    checkpoint = run_dir / "checkpoint.pt"
-    if checkpoint.exists():
-        return (
-            f"{run_dir} holds a run already ({checkpoint}): --resume continues it, "
-            "--run-dir DIR starts a new one elsewhere (or delete the directory)"
-        )
-    return ""
-
-
-def trainer_checkpoint(checkpoint: Path, flag: str, algo: str) -> tuple[dict, str]:
-    """The checkpoint that `flag` (--eval, --resume) of the trainer `algo` uses, loaded on the CPU, and what keeps
-    it from using it ("" if nothing): a missing file, a file that is no checkpoint, or another trainer's."""
-    if not checkpoint.is_file():
-        return {}, f"{flag}: there is no checkpoint {checkpoint}"
-    try:
-        saved = load_checkpoint(checkpoint)
-    except ValueError as error:
-        return {}, str(error)
-    trained_by = saved["algo"]
-    if trained_by != algo:
-        fix = f"atari-game train --algo {trained_by} {flag} ..."
-        return saved, f"{flag} {checkpoint} is a {trained_by} checkpoint: {fix}"
-    return saved, ""
-
-
-def outputs(run_dir: Path, config: RunConfig) -> str:
-    """The line a finished run prints: the files it wrote."""
-    video = ", agent.mp4" if config.video else ""
-    return f"done: {run_dir}/progress.csv, learning_curve.png{video}, checkpoint.pt"
-
-
 def interrupted(config: RunConfig, algo: str, why: str = "Ctrl-C") -> str:
-    """What a run of the trainer `algo` stopped by Ctrl-C (or by what `why` says: a pool that cannot go on) says:
-    where its last checkpoint is, and how to go on."""
+    """What a run of `algo` stopped by Ctrl-C (or `why`: envs that cannot go on) says: its checkpoint, how to go on."""
     run_dir = run_directory(config, algo)
     checkpoint = run_dir / "checkpoint.pt"
     if not checkpoint.exists():
@@ -448,8 +414,7 @@ def run_trainer(
     config: ConfigT, algo: str, train: Callable[[ConfigT, Learners], Path], evaluate: Callable[[ConfigT], None]
 ) -> None:
     """What the command of the trainer `algo` does with its `config`: `evaluate` with ``--eval``, else `train` (one
-    learner here, or ``config.learners`` placed by Ray Train) and print where the run's files are. Ctrl-C, envs that
-    cannot go on, or learners that cannot, stop the run with what `interrupted` says."""
+    learner here, or ``config.learners`` placed by Ray Train) and print its files; if it stops, `interrupted`'s line."""
     if config.eval:
         evaluate(config)
         return
@@ -462,12 +427,12 @@ def run_trainer(
         raise SystemExit(interrupted(config, algo)) from None
     except (PoolError, LearnersFailed) as error:  # the envs or learners cannot go on (a node lost, no CPUs): the same
         raise SystemExit(interrupted(config, algo, str(error))) from None
-    print(outputs(run_dir, config))
+    video = ", agent.mp4" if config.video else ""
+    print(f"done: {run_dir}/progress.csv, learning_curve.png{video}, checkpoint.pt")
 
 
 def game_options(config: RunConfig) -> dict:
-    """The `Game` options of a trainer's config (its fields game, life_loss, clip_rewards, noop_max, fire_reset,
-    protocol, which fixes more: `full_action_space`)."""
+    """The `Game` options of a trainer's `config` (game, protocol, life_loss, clip_rewards, noop_max, fire_reset)."""
     # FIRE only for games that have it (Breakout waits for it; Freeway has no FIRE button).
     return {
         "game": config.game,
@@ -484,13 +449,11 @@ def full_action_space(config: RunConfig) -> bool:
     return bool(config.protocol) and bool(get_protocol(config.protocol).train.get("full_action_space"))
 
 
-def make_pools(config: RunConfig, n_pools: int = 1, learners: Learners | None = None) -> list[GamePool]:
+def make_pools(config: RunConfig, n_pools: int, learners: Learners) -> list[GamePool]:
     """The envs of a trainer's `config` that `learners` plays (all of them for one learner) in `n_pools` pools of
     equal size (env i: seed ``seed + i``, as in one pool), with same-step autoreset (a truncated episode's final
     observation is there to bootstrap from): `GamePool`s on this machine's cores (a Ray Train learner's: its CPUs)
-    or, with ``config.ray`` and one learner here, `RayGamePool`s on the cluster's free CPUs, whose actors Ray
-    restarts elsewhere when a node is lost (their envs reported truncated, ``info["worker_restarted"]``)."""
-    learners = learners or Learners(n_envs=config.n_envs)
+    or, with ``config.ray`` and one learner here, `RayGamePool`s on the cluster's free CPUs (``restart_workers``)."""
     size = config.n_envs // learners.count // n_pools
     options = {"autoreset_mode": AutoresetMode.SAME_STEP, **game_options(config)}
     make: Callable[..., GamePool] = GamePool
@@ -511,9 +474,8 @@ def make_pools(config: RunConfig, n_pools: int = 1, learners: Learners | None = 
 
 
 def env_placement(pools: Sequence[GamePool], learners: Learners | None = None) -> tuple[dict[str, int], str]:
-    """Where the envs of `pools` (of all `learners`, each with its own pools, where Ray Train placed them) run now:
-    progress.csv's columns ``env_nodes`` and ``env_workers`` (worker processes or Ray actors), and a line for the log
-    naming them."""
+    """Where the envs of `pools` (of all `learners` where Ray Train placed them) run now: progress.csv's columns
+    ``env_nodes`` and ``env_workers`` (worker processes or Ray actors), and a line for the log naming them."""
     n_envs = sum(pool.num_envs for pool in pools)
     if learners is not None and learners.on_ray_train:
         import ray
@@ -546,9 +508,8 @@ def progress_bar(total_frames: int, frames: int, shown: bool = True) -> tqdm:
 
 
 class RunLog:
-    """progress.csv (and TensorBoard when it is installed), plus the whole games finished so far. Its columns are
-    ``frames``, ``seconds``, ``game_return``, ``game_length`` and the trainer's `update_fields`: a game's row fills
-    frames, game_return and game_length, an update's the others."""
+    """progress.csv (and TensorBoard when installed), and the whole games so far. Its columns are `GAME_FIELDS` and
+    the trainer's `update_fields`: a game's row fills frames, game_return and game_length, an update's the others."""
 
     GAME_FIELDS = ("frames", "seconds", "game_return", "game_length")
 
@@ -616,8 +577,7 @@ class RunLog:
 
 
 def whole_games(info: dict, frames: int) -> list[tuple[int, float, int]]:
-    """The whole games (across lives, unclipped: the number papers report) a pool step's `info` ended, at `frames`
-    emulator frames: (frames, return, length in agent steps) of each."""
+    """(`frames`, return, length in agent steps) of each whole game (unclipped, all lives) a step's `info` ended."""
     if "game" not in info:
         return []
     return [(frames, float(info["game"]["r"][k]), int(info["game"]["l"][k])) for k in np.flatnonzero(info["_game"])]

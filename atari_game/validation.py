@@ -1,7 +1,6 @@
 """The checks of arguments and settings, each written once: a check names what it checks and says what is valid.
-The API's arguments (`Game`'s options, `GamePool`'s counts, `FrameReplay`'s settings and arrays) raise `TypeError`
-for a value of the wrong type, `ValueError` for one out of range; a trainer's config fields have rules, which its
-command line reports as usage errors (`broken_rule`).
+The API's arguments raise `TypeError` for a value of the wrong type, `ValueError` for one out of range; a trainer's
+config fields have rules, which its command line reports as usage errors (`broken_rule`).
 """
 
 from __future__ import annotations
@@ -10,8 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
-# --- the API's arguments: TypeError or ValueError -------------------------------------------------------
 
 
 def check_int(name: str, value: Any, low: int) -> int:
@@ -63,8 +60,6 @@ def check_array(name: str, value: Any, shape: tuple[int, ...], kinds: str, what:
         raise TypeError(f"{name} must be {what}, got dtype {array.dtype}")
     return array
 
-
-# --- a trainer's config: the rules of its fields, reported as usage errors ------------------------------
 
 #: A rule of a config field: (test, what the valid values are). NaN fails every test.
 Rule = tuple[Callable[[Any], bool], str]

@@ -1,17 +1,8 @@
 """The labml tutorial's one-process-per-game protocol, made safe to use.
 
-Code written for the tutorial runs unchanged::
-
-    worker = Worker(47)
-    worker.child.send(("step", action))
-    obs, reward, done, episode_info = worker.child.recv()
-    worker.child.send(("reset", None))
-    obs = worker.child.recv()
-    worker.child.send(("close", None))
-
-What it adds: a failed command is answered with a `WorkerError` carrying the worker's traceback (the convenience
-methods `Worker.step`, `Worker.reset` and `Worker.recv` raise it) and the worker goes on serving; a worker that dies
-shows up as an error at once instead of a hang; `Worker.close` leaves no process behind.
+Code written for the tutorial runs unchanged; a failed command is answered with a `WorkerError` (the worker goes on
+serving), a dead worker is an error at once instead of a hang, and `Worker.close` leaves no process behind (the
+Worker guide shows it all).
 """
 
 from __future__ import annotations
@@ -52,12 +43,10 @@ def available_cores() -> int:
 def start_context(
     start_method: str | None, target: Callable[..., Any] | None = None
 ) -> multiprocessing.context.BaseContext:
-    """The multiprocessing context for worker processes that run `target`; a forkserver imports atari_game once,
-    not in every child.
+    """The multiprocessing context for worker processes that run `target` (a fork server preloads atari_game).
 
-    `start_method` None is `DEFAULT_START_METHOD`, except for a `target` defined in a main module that new processes
-    do not load (a notebook's cells, ``python -c``, a package's ``__main__``): that one starts with "fork", the only
-    method whose new processes have it (a copy of the parent's memory), unsafe as it is once threads run.
+    `start_method` None is `DEFAULT_START_METHOD`, or "fork" for a `target` defined in a main module that new
+    processes do not load (a notebook's cells, ``python -c``, a package's ``__main__``; the Worker guide says why).
 
     Raises:
         ValueError: `start_method` is no start method of this platform.
@@ -89,15 +78,12 @@ def start_context(
 
 def check_main_guard(context: multiprocessing.context.BaseContext, starting: str) -> None:
     """Refuse, before any process starts, to start `starting` from the top level of a main script that every new
-    process will run again.
+    process will run again (under "spawn" and "forkserver"; the Worker guide says why).
 
-    Under "spawn" and "forkserver" a new process first runs the main module again as ``__mp_main__``, top-level code
-    outside ``if __name__ == "__main__":`` included; started there, `starting` would start a process of its own,
-    which multiprocessing refuses: the child dies and the parent sees a dead pipe. Notebooks, ``python -c``, a
-    package's ``__main__.py`` and "fork" re-run nothing, so they pass; a script read from a pipe cannot run again.
+    Notebooks, ``python -c``, a package's ``__main__.py`` and "fork" re-run nothing, so they pass.
 
     Raises:
-        RuntimeError: naming the script, the line and the fixes.
+        RuntimeError: naming the script, the line and the fixes; always for a script read from a pipe.
     """
     method, main = context.get_start_method(), sys.modules["__main__"]
     if method == "fork" or not _main_is_rerun(main):
@@ -131,8 +117,7 @@ def check_main_guard(context: multiprocessing.context.BaseContext, starting: str
 
 
 def _main_is_rerun(main: Any) -> bool:
-    """Whether a "spawn" or "forkserver" child runs the main module again, as ``multiprocessing.spawn`` decides
-    (``get_preparation_data``, ``_fixup_main_from_name``, ``_fixup_main_from_path``)."""
+    """Whether a "spawn" or "forkserver" child runs the main module again, as ``multiprocessing.spawn`` decides."""
     name = getattr(main.__spec__, "name", None)
     if name is not None:  # python -m name: re-run, unless it is a package's __main__
         return name != "__main__" and not name.endswith(".__main__")
@@ -175,8 +160,7 @@ def prepare_worker_process() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The workers already fill the cores: cv2's own threads would only fight them.
     cv2.setNumThreads(1)
-    # Workers are batch CPU work: under SCHED_BATCH a worker woken by a command does not preempt the parent,
-    # which would otherwise be held up before it can wake the next worker (Linux; any user may ask).
+    # Under SCHED_BATCH a worker woken by a command does not preempt the parent (Design page; Linux, any user may ask).
     if hasattr(os, "SCHED_BATCH"):
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 
@@ -185,11 +169,8 @@ def prepare_worker_process() -> None:
 def interrupts_deferred() -> Iterator[None]:
     """Hold Ctrl-C (SIGINT) until the block is done, then deliver it to the handler it would have reached.
 
-    A command and its reply, or a pool's books of what it sent and what was answered, are then never left half done
-    by an interrupt (for the next call to read an earlier command's reply, or wait for one already read). The block
-    waits for games that take milliseconds (a dead worker is reported in about a second), so Ctrl-C still stops a
-    loop at once; a second Ctrl-C within the block (a remote cluster that does not answer) raises `KeyboardInterrupt`
-    there and then. Signal handlers run in the main thread only: elsewhere the block runs as it is.
+    A command and its reply, or a pool's books of what it sent and what was answered, are then never left half done.
+    A second Ctrl-C within the block raises `KeyboardInterrupt` at once; outside the main thread it runs as it is.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -201,8 +182,7 @@ def interrupts_deferred() -> Iterator[None]:
         if len(held) > 1:  # Ctrl-C again: the user will not wait
             raise KeyboardInterrupt
 
-    # signal's C module: signal.signal would wrap each handler in an enum (failing to, through an exception), ~5 µs
-    # a call, and pools run this block on every step.
+    # signal's C module: signal.signal would try to wrap each handler in an enum, ~5 µs a call, on every pool step.
     previous = _signal.signal(signal.SIGINT, hold)
     try:
         yield
@@ -247,9 +227,8 @@ def pipe() -> tuple[ParentEnd, Connection]:
 def worker_process(remote: Connection, seed: int, **game_options: Any) -> None:
     """Run one `Game` in this process and serve commands from `remote` until ``("close", None)``.
 
-    ``("step", action)`` is answered with ``game.step(action)``, ``("reset", None)`` with ``game.reset()``.
-    A command that fails is answered with a `WorkerError` instead, and the worker keeps serving.
-    The worker also stops when the parent's end of the pipe closes.
+    ``("step", action)`` is answered with ``game.step(action)``, ``("reset", None)`` with ``game.reset()``, a command
+    that fails with a `WorkerError` (the worker keeps serving). The worker also stops when the parent's end closes.
     """
     prepare_worker_process()
     name = f"worker (seed={seed}, pid={os.getpid()})"
@@ -292,12 +271,10 @@ def _failure(name: str, message: Any, error: Exception) -> WorkerError:
 class Worker:
     """One `Game` in its own process, driven through a `multiprocessing` Pipe as in the labml tutorial.
 
-    ``Worker(seed, **game_options)`` validates the options here, in the parent, then starts `worker_process` in a
-    child process. ``.child`` is the parent's end of the pipe, ``.process`` the child. `start_method` is a
-    `multiprocessing` start method; the default is `DEFAULT_START_METHOD`, or "fork" where this class and
-    `worker_process` are copied into a notebook (see `start_context`). Under "forkserver" and "spawn" a script must
-    start it under ``if __name__ == "__main__":`` (`check_main_guard` says so at once). Use it as a context manager,
-    or call `close`.
+    ``Worker(seed, **game_options)`` validates the options in the parent, then starts `worker_process` in a child
+    process: ``.child`` is the parent's end of the pipe, ``.process`` the child. `start_method`: see `start_context`;
+    under "forkserver" and "spawn" a script must start it under ``if __name__ == "__main__":`` (`check_main_guard`
+    says so at once). Use it as a context manager, or call `close`.
     """
 
     def __init__(self, seed: int, *, start_method: str | None = None, **game_options: Any) -> None:
@@ -306,10 +283,9 @@ class Worker:
         check_main_guard(context, "a Worker")
         self.child, remote = pipe()
         kwargs = dataclasses.asdict(options)
-        args = (remote, kwargs.pop("seed"))
         # (Every start method's context has Process; typeshed declares it on each, not on BaseContext.)
         self.process = context.Process(  # type: ignore[attr-defined]
-            target=worker_process, args=args, kwargs=kwargs, daemon=True
+            target=worker_process, args=(remote, kwargs.pop("seed")), kwargs=kwargs, daemon=True
         )
         self.process.start()
         # Drop the parent's copy of the child's end: then a dead child reads as EOF, never as a hang.
