@@ -191,10 +191,11 @@ class GamePool(gymnasium.vector.VectorEnv):
     ``obs`` (``(n_envs, *GameOptions.observation_shape)`` of ``observation_dtype``: ``uint8 (n_envs, 4, 84, 84)`` by
     default), ``rewards`` (float64), ``terminations`` (a life or the game was lost, as `life_loss` says),
     ``truncations`` (`max_episode_frames` reached) and ``info``: ``lives`` for every env (its observation's game's: on
-    a next-step done step the ended episode's); for envs whose episode ended ``info["episode"]["r"|"l"]`` (unclipped
-    return and length) with the mask ``info["_episode"]``, as Gymnasium's vector ``RecordEpisodeStatistics``; when
-    `life_loss` is not "reset" and a whole game ended, also ``info["game"]``, ``info["_game"]``; ``info["game_name"]``
-    (object array, mask ``info["_game_name"]``), each env's ROM id: the same read-only arrays every whole `step`.
+    a next-step done step the ended episode's, on a same-step one the next episode's); for envs whose episode ended
+    ``info["episode"]["r"|"l"]`` (unclipped return and length) with the mask ``info["_episode"]``, as Gymnasium's
+    vector ``RecordEpisodeStatistics``; when `life_loss` is not "reset" and a whole game ended, also ``info["game"]``,
+    ``info["_game"]``; ``info["game_name"]`` (object array, mask ``info["_game_name"]``), each env's ROM id: the same
+    read-only arrays every whole `step`.
 
     Attributes: ``games``, the ROM id of each env's game (a tuple of `n_envs`, e.g. ``("breakout", "kaboom")``);
     ``options``, the `GameOptions` every env shares, with env 0's ``game``; ``action_meanings``, the envs' actions.
