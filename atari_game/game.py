@@ -236,7 +236,8 @@ class GameOptions:
         continuous_action_threshold: where a continuous action presses a direction or fire, in [0, 1]; only valid
             with ``continuous=True``.
         random_starts: after a game restart's NOOP start, 0 to random_starts (uniformly) uniformly random agent
-            actions of `frame_skip` frames each, not counted in the episode; a game that ends during them restarts.
+            actions of `frame_skip` frames each (from the Game's seeded generator; with ``continuous``, uniform over
+            the action bounds), not counted in the episode; a game that ends during them restarts.
         protocol: the name of a training protocol of `atari_game.protocols` (``"machado"``, ``"nature"``), or
             ``None``. `from_kwargs` fills in the options it fixes; one given with another value is refused with the
             paper's reason. Recorded here so that a pool, a run's config and a checkpoint say which it was.
@@ -524,10 +525,10 @@ class Game:
     ) -> tuple[float, bool, dict[str, Any] | None]:
         """`step` for a pool that checked a whole batch of actions at once, returning ``(reward, done, episode_info)``.
 
-        `action` must already be valid (not checked here). The observation is written into `out` (`observation_shape`,
-        of `observation_dtype`) if given. With ``start_next=False``, a step that ends the episode does not start the
-        next one: `out` gets the episode's last observation (also `final_observation`), and `start_next_episode` must
-        be called before the next `play`.
+        `action` must already be valid, as `step` checks it (not checked here). The observation is written into `out`
+        (`observation_shape`, of `observation_dtype`) if given. With ``start_next=False``, a step that ends the episode
+        does not start the next one: `out` gets the episode's last observation (also `final_observation`), and
+        `start_next_episode` must be called before the next `play`.
         """
         if not self._started or self._next_episode_due:
             what = "start_next_episode()" if self._started else "reset()"

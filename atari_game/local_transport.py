@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import os
 import select
 import socket
@@ -107,6 +106,8 @@ class LocalTransport:
         self.ticket_fds = take, put = os.pipe()
         os.set_blocking(take, False)
         if sys.platform.startswith("linux") and n_envs - 1 > select.PIPE_BUF:
+            import fcntl  # (POSIX: imported here, so that the package imports where it is missing)
+
             fcntl.fcntl(put, fcntl.F_SETPIPE_SZ, n_envs)
         self.tickets = (connection.Connection(take, writable=False), connection.Connection(put, readable=False))
         self.tickets_left, self.step_tag = False, 0  # (tickets_left: the pipe may hold tickets no worker took)

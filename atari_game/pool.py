@@ -43,7 +43,8 @@ class Transport(Protocol):
         self, n_envs: int, layout: Layout, arguments: Callable[[list[int]], tuple], restart_workers: bool
     ) -> dict[str, np.ndarray]:
         """Make what the workers need; return the arrays of `layout` (a row per env) for actions and results.
-        `arguments(env_ids)`: `GameBlock`'s arguments for a block but the arrays (its seeds change with restarts)."""
+        `arguments(env_ids)`: `GameBlock`'s arguments for a block but the arrays (its seeds change with restarts); with
+        `restart_workers`, dead workers are replaced."""
 
     def start(self, blocks: list[list[int]]) -> None:
         """Start a worker for each block of env ids; `workers` holds their handles."""
@@ -174,7 +175,7 @@ class GamePool(gymnasium.vector.VectorEnv):
             each env's game (length `n_envs`): a mixed pool, whose games take the same options and share one action
             space: ALE's full set (``full_action_space=True``), the `Box` of ``continuous``, or the same minimal set
             (the Pool guide says which games share one); other mixes raise a `ValueError` naming the sets and the fix.
-        n_workers: worker processes (default: one per available core, at most `n_envs`), each a block of envs.
+        n_workers: worker processes (default: one per available core, at most `n_envs`), each a contiguous block.
         autoreset_mode: Gymnasium's ``AutoresetMode.NEXT_STEP`` (the default) or ``SAME_STEP`` (the tutorial's), with
             the semantics Gymnasium documents (the Concepts page shows both); same-step reports the final observation
             of an ended episode in ``info["final_obs"]``.

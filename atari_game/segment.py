@@ -81,8 +81,8 @@ class Segment:
     def close(self) -> None:
         """Close the descriptor and unmap the memory (once); BufferError while views exist: the last one unmaps it."""
         if self.buf is not None:
-            os.close(self.file.fd)  # (the mapping holds a descriptor of its own)
             buf, self.buf = self.buf, None  # (ours dropped either way: the views alone keep the mapping)
+            os.close(self.file.fd)  # (the mapping holds a descriptor of its own)
             buf.close()
 
 
