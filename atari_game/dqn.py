@@ -257,11 +257,6 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         print(about)
     if config.protocol and learners.lead:
         print(get_protocol(config.protocol).describe())
-    # The envs: same-step autoreset, so the true final observation of an episode is there to store.
-    [pool] = training.make_pools(config, 1, learners)
-    placement, where = training.env_placement([pool], learners)
-    if learners.lead:
-        print(where)
     # Adam as CleanRL's, in its fused implementation: the same update in one kernel, in about a fifth less CPU time.
     optimizer = torch.optim.Adam(q_network.parameters(), lr=config.learning_rate, fused=True)
     steps = 0  # transitions played, over all envs
@@ -279,19 +274,26 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             rng.bit_generator.state = rng_states[learners.rank]
     replay_path = run_dir / learners.file_name("replay.npz")  # each learner's own memory
     buffer, learning_after = replay_memory(
-        config, pool.options.observation_shape, steps, saved if config.resume else None, replay_path, learners
+        config, training.observation_shape(config), steps, saved if config.resume else None, replay_path, learners
     )
-    # Only the first learner writes the run's files and shows the progress bar.
-    resumed_at = 4 * steps if config.resume else None
-    log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None
 
-    obs = pool.reset()[0]
-    games: list[tuple[int, float, int]] = []  # the whole games this learner's envs ended since the last row
-    losses: list[tuple[float, float]] = []  # (TD loss, mean Q) of each gradient step since the last row
-    seconds = dict.fromkeys(("act", "env", "store", "learn"), 0.0)
-    start, start_steps = time.perf_counter(), steps
+    # The envs, started once the run can begin (one that cannot resume starts no process), and closed by the finally
+    # whatever fails from here: same-step autoreset, so the true final observation of an episode is there to store.
+    [pool] = training.make_pools(config, 1, learners)
+    placement, where = training.env_placement([pool], learners)
+    if learners.lead:
+        print(where)
     progress = training.progress_bar(4 * config.total_transitions, 4 * steps, shown=learners.lead)
+    log: training.RunLog | None = None
     try:
+        # Only the first learner writes the run's files and shows the progress bar.
+        resumed_at = 4 * steps if config.resume else None
+        log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None
+        obs = pool.reset()[0]
+        games: list[tuple[int, float, int]] = []  # the whole games this learner's envs ended since the last row
+        losses: list[tuple[float, float]] = []  # (TD loss, mean Q) of each gradient step since the last row
+        seconds = dict.fromkeys(("act", "env", "store", "learn"), 0.0)
+        start, start_steps = time.perf_counter(), steps
         while steps < config.total_transitions:
             # Act on what the envs show, with the network as it is (CleanRL's order: act, step, then learn).
             clock = time.perf_counter()

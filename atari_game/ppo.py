@@ -187,17 +187,12 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     if config.protocol and learners.lead:
         print(get_protocol(config.protocol).describe())
 
-    # The envs: with async_envs, two pools of half the envs each, each with half the worker processes (or actors).
-    pools = training.make_pools(config, 2 if config.async_envs else 1, learners)
-    placement, where = training.env_placement(pools, learners)
-    if learners.lead:
-        print(where)
     # Adam in its fused implementation: the same update in one kernel, 6 % faster (benchmarks/learn_step.py).
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
     n_updates = config.total_frames // (4 * config.batch_size)
     first_update, frames = 0, 0
     checkpoint_path = run_dir / "checkpoint.pt"
-    rollout = Rollout(config, pools[0].options.observation_shape, learners)
+    rollout = Rollout(config, training.observation_shape(config), learners)
     if config.resume:  # from the run's checkpoint, or the one Ray Train restarts the learners from
         saved = torch.load(learners.restart or checkpoint_path, map_location=device)
         agent.load_state_dict(saved["agent"])
@@ -206,15 +201,22 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         training.restore_torch_generators(saved, device)
         if "action_rng" in saved:  # (the checkpoints from before it drew the actions from torch's generator)
             rollout.generator.set_state(saved["action_rng"])
-    # Only the first learner writes the run's files and shows the progress bar.
-    resumed_at = frames if config.resume else None
-    log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None
 
-    for k, pool in enumerate(pools):
-        rollout.next_obs[k * pool.num_envs : (k + 1) * pool.num_envs] = torch.from_numpy(pool.reset()[0])
-    start, start_frames = time.perf_counter(), frames
+    # The envs, started once the run can begin, and closed by the finally whatever fails from here: with async_envs,
+    # two pools of half the envs each, each with half the worker processes (or actors).
+    pools = training.make_pools(config, 2 if config.async_envs else 1, learners)
+    placement, where = training.env_placement(pools, learners)
+    if learners.lead:
+        print(where)
     progress = training.progress_bar(4 * config.batch_size * n_updates, frames, shown=learners.lead)  # (whole updates)
+    log: training.RunLog | None = None
     try:
+        # Only the first learner writes the run's files and shows the progress bar.
+        resumed_at = frames if config.resume else None
+        log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None
+        for k, pool in enumerate(pools):
+            rollout.next_obs[k * pool.num_envs : (k + 1) * pool.num_envs] = torch.from_numpy(pool.reset()[0])
+        start, start_frames = time.perf_counter(), frames
         for update in range(first_update, n_updates):
             # Anneal the learning rate linearly to zero over the whole run (a resumed run continues the schedule).
             if config.anneal_lr:

@@ -449,6 +449,11 @@ def full_action_space(config: RunConfig) -> bool:
     return bool(config.protocol) and bool(get_protocol(config.protocol).train.get("full_action_space"))
 
 
+def observation_shape(config: RunConfig) -> tuple[int, ...]:
+    """The shape of one observation of a trainer's envs (`GameOptions.observation_shape`), before any env starts."""
+    return GameOptions.from_kwargs(**game_options(config)).observation_shape
+
+
 def make_pools(config: RunConfig, n_pools: int, learners: Learners) -> list[GamePool]:
     """The envs of a trainer's `config` that `learners` plays (all of them for one learner) in `n_pools` pools of
     equal size (env i: seed ``seed + i``, as in one pool), with same-step autoreset (a truncated episode's final

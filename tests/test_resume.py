@@ -22,6 +22,7 @@ and its sampling generator there. Without the saved memory (``save_memory=False`
 import copy
 import csv
 import dataclasses
+import multiprocessing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -282,6 +283,7 @@ def test_dqn_refuses_to_resume_on_a_corrupt_or_another_checkpoints_memory(tmp_pa
     resume = ["--run-dir", str(stopped), "--resume"]
     with pytest.raises(SystemExit, match=f"--resume: {memory}: not a whole FrameReplay file .* Delete it"):
         dqn.train(dqn.parse_config(resume))
+    assert not multiprocessing.active_children()  # refused before any env worker started
     # A memory saved at another moment of the run (here: one more transition added, then saved).
     (tmp_path / "copy.npz").write_bytes(whole)
     buffer = replay.FrameReplay.load(tmp_path / "copy.npz")
@@ -290,3 +292,4 @@ def test_dqn_refuses_to_resume_on_a_corrupt_or_another_checkpoints_memory(tmp_pa
     buffer.save(memory)
     with pytest.raises(SystemExit, match=f"--resume: {memory} is not the memory of the checkpoint beside it: it has"):
         dqn.train(dqn.parse_config(resume))
+    assert not multiprocessing.active_children()
