@@ -239,8 +239,8 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     run_dir = training.run_directory(config, "dqn")
     run_dir.mkdir(parents=True, exist_ok=True)
     device = training.pick_device(config.device)
-    callers_threads = torch.get_num_threads()  # given back at the end: a notebook's torch as it was
-    torch.set_num_threads(config.torch_threads or learners.cores)
+    # torch's threads while it learns; the caller's, given back at the end (a notebook's torch as it was).
+    threads, callers_threads = config.torch_threads or learners.cores, torch.get_num_threads()
     torch.manual_seed(config.seed)
     # Exploration (which envs explore, and their random actions): each learner its own stream, the first the seed's.
     rng = np.random.default_rng(config.seed * learners.count + learners.rank)
@@ -249,7 +249,8 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     target_network = build_q_network(config.game, device, training.full_action_space(config))
     target_network.load_state_dict(q_network.state_dict())
     # Probed before the env workers start and take the cores; every learner takes the first one's choice.
-    precision, about = training.choose_precision(config.precision, q_network.trunk, device, resumed=config.resume)
+    with training.torch_threads(threads):
+        precision, about = training.choose_precision(config.precision, q_network.trunk, device, resumed=config.resume)
     precision = learners.first(precision)
     q_network.trunk.bf16 = target_network.trunk.bf16 = precision == "bf16"
     config = dataclasses.replace(config, precision=precision)
@@ -285,6 +286,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         print(where)
     progress = training.progress_bar(4 * config.total_transitions, 4 * steps, shown=learners.lead)
     log: training.RunLog | None = None
+    torch.set_num_threads(threads)
     try:
         # Only the first learner writes the run's files and shows the progress bar.
         resumed_at = 4 * steps if config.resume else None

@@ -32,6 +32,7 @@ import pytest
 import torch
 
 from atari_game import dqn, ppo, replay
+from atari_game.worker import available_cores
 
 
 class Stopped(Exception):
@@ -281,9 +282,15 @@ def test_dqn_refuses_to_resume_on_a_corrupt_or_another_checkpoints_memory(tmp_pa
     whole = memory.read_bytes()
     memory.write_bytes(whole[: len(whole) // 2])
     resume = ["--run-dir", str(stopped), "--resume"]
-    with pytest.raises(SystemExit, match=f"--resume: {memory}: not a whole FrameReplay file .* Delete it"):
-        dqn.train(dqn.parse_config(resume))
-    assert not multiprocessing.active_children()  # refused before any env worker started
+    # Refused before any env worker started, and with torch's threads as the caller had them (a notebook's).
+    callers, chosen = torch.get_num_threads(), available_cores() + 2  # (a count the run would not set)
+    torch.set_num_threads(chosen)
+    try:
+        with pytest.raises(SystemExit, match=f"--resume: {memory}: not a whole FrameReplay file .* Delete it"):
+            dqn.train(dqn.parse_config(resume))
+        assert not multiprocessing.active_children() and torch.get_num_threads() == chosen
+    finally:
+        torch.set_num_threads(callers)
     # A memory saved at another moment of the run (here: one more transition added, then saved).
     (tmp_path / "copy.npz").write_bytes(whole)
     buffer = replay.FrameReplay.load(tmp_path / "copy.npz")
