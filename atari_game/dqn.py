@@ -281,13 +281,15 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     # The envs, started once the run can begin (one that cannot resume starts no process), and closed by the finally
     # whatever fails from here: same-step autoreset, so the true final observation of an episode is there to store.
     [pool] = training.make_pools(config, 1, learners)
-    placement, where = training.env_placement([pool], learners)
-    if learners.lead:
-        print(where)
-    progress = training.progress_bar(4 * config.total_transitions, 4 * steps, shown=learners.lead)
+    progress = None  # (made once the envs' placement is printed, above it)
     log: training.RunLog | None = None
     torch.set_num_threads(threads)
     try:
+        # Where the envs run, for the log (asked of the cluster for Ray actors: it can fail), and the bar below it.
+        placement, where = training.env_placement([pool], learners)
+        if learners.lead:
+            print(where)
+        progress = training.progress_bar(4 * config.total_transitions, 4 * steps, shown=learners.lead)
         # Only the first learner writes the run's files and shows the progress bar.
         resumed_at = 4 * steps if config.resume else None
         log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None
@@ -374,7 +376,8 @@ def train(config: Config, learners: Learners | None = None) -> Path:
                     save_checkpoint(checkpoint_path, {**saved, "replay_added": buffer.added})
                 learners.report(checkpoint_path, frames)
     finally:
-        progress.close()
+        if progress is not None:
+            progress.close()
         pool.close()
         if log:
             log.close()

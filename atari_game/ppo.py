@@ -205,12 +205,14 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     # The envs, started once the run can begin, and closed by the finally whatever fails from here: with async_envs,
     # two pools of half the envs each, each with half the worker processes (or actors).
     pools = training.make_pools(config, 2 if config.async_envs else 1, learners)
-    placement, where = training.env_placement(pools, learners)
-    if learners.lead:
-        print(where)
-    progress = training.progress_bar(4 * config.batch_size * n_updates, frames, shown=learners.lead)  # (whole updates)
+    progress = None  # (made once the envs' placement is printed, above it)
     log: training.RunLog | None = None
     try:
+        # Where the envs run, for the log (asked of the cluster for Ray actors: it can fail), and the bar below it.
+        placement, where = training.env_placement(pools, learners)
+        if learners.lead:
+            print(where)
+        progress = training.progress_bar(4 * config.batch_size * n_updates, frames, shown=learners.lead)  # (updates)
         # Only the first learner writes the run's files and shows the progress bar.
         resumed_at = frames if config.resume else None
         log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None
@@ -254,7 +256,8 @@ def train(config: Config, learners: Learners | None = None) -> Path:
                     save_checkpoint(checkpoint_path, state)
                 learners.report(checkpoint_path, frames)
     finally:
-        progress.close()
+        if progress is not None:
+            progress.close()
         for pool in pools:
             pool.close()
         if log:

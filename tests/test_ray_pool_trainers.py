@@ -4,6 +4,7 @@ GamePool (losses and weights bit for bit), the log and progress.csv say where th
 usage errors."""
 
 import csv
+import multiprocessing
 import re
 import subprocess
 import sys
@@ -164,3 +165,16 @@ def test_env_placement_counts_worker_processes_or_actors_and_nodes(cluster, clos
     assert columns == {"env_nodes": 2, "env_workers": 2} and pool.n_workers == 2
     node = r"node \w{8} at [\d.]+: 2 envs"
     assert re.fullmatch(rf"envs: 4 in 2 Ray actors on 2 nodes \({node}; {node}\)", line), line
+
+
+@pytest.mark.parametrize("trainer, tiny", [(ppo, PPO_TINY), (dqn, DQN_TINY)], ids=["ppo", "dqn"])
+def test_a_run_failing_to_place_its_envs_stops_them(tmp_path, monkeypatch, trainer, tiny):
+    # Where the envs run is asked of the cluster (a Ray actor may be gone by then): the envs started just before are
+    # closed by the run's finally, not left to the garbage collector.
+    def lost(*args, **kwargs):
+        raise RuntimeError("the cluster is gone")
+
+    monkeypatch.setattr(training, "env_placement", lost)
+    with pytest.raises(RuntimeError, match="the cluster is gone"):
+        trainer.train(trainer.Config(**tiny, run_dir=str(tmp_path / "run")))
+    assert not multiprocessing.active_children()
