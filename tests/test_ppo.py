@@ -83,7 +83,9 @@ def test_a_trainer_run_where_the_test_stands_meets_a_users_earlier_run():
 
 def test_ctrl_c_stops_a_run_with_a_line_saying_how_to_go_on_and_no_traceback(tmp_path):
     run_dir = tmp_path / "run"
-    command = [sys.executable, str(PPO), "--total-frames", "1e6", "--run-dir", str(run_dir), "--no-video", *TINY]
+    # (-X faulthandler: a run that does not stop is made to show where every thread of it waits, by SIGABRT.)
+    command = [sys.executable, "-X", "faulthandler", str(PPO), "--total-frames", "1e6", "--run-dir", str(run_dir)]
+    command += ["--no-video", *TINY]
     child = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -91,7 +93,11 @@ def test_ctrl_c_stops_a_run_with_a_line_saying_how_to_go_on_and_no_traceback(tmp
             time.sleep(0.2)
         time.sleep(1.0)  # a few updates more: the run is between checkpoints
         child.send_signal(signal.SIGINT)
-        _, stderr = child.communicate(timeout=60)
+        try:
+            _, stderr = child.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGABRT)
+            raise AssertionError(f"still running 60 s after Ctrl-C:\n{child.communicate()[1][-6000:]}") from None
     finally:
         child.kill()
     frames = torch.load(run_dir / "checkpoint.pt")["frames"]
