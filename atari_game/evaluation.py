@@ -24,6 +24,7 @@ from atari_game.game import GameOptions, display_name, resolve_game
 from atari_game.pool import GamePool
 from atari_game.protocols import PROTOCOLS, apply_protocol, get_protocol, protocol_conflict
 from atari_game.scores import ATARI_57, human_normalized
+from atari_game.validation import check_count
 
 #: The ``format`` and ``version`` of the JSON an `Evaluation` is saved as (``atari-game report`` checks both).
 FORMAT, VERSION = "atari_game.evaluation", 1
@@ -139,8 +140,8 @@ def evaluate(
         episodes: how many games; env ``i`` plays games ``i, i + n_envs, ...`` of the count (an even split), so
             that which games are scored does not depend on which end first.
         seed: env ``i`` is seeded ``seed + i``, the epsilon draws with `seed`: the same seed gives the same games.
-        n_envs: games played at once (default: ``min(episodes, 8)``), in the pool's default number of workers
-            (one per core).
+        n_envs: games played at once, 1 to `episodes` (default: ``min(episodes, 8)``), in the pool's default number
+            of workers (one per core).
         options: more `GameOptions` (e.g. ``fire_reset=True``); one that contradicts the protocol is refused.
     """
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
@@ -150,7 +151,8 @@ def evaluate(
         options = apply_protocol(protocol, options, "evaluate")
         epsilon = get_protocol(protocol).eval_epsilon
     options.setdefault("life_loss", "ignore")
-    n_envs = min(episodes, 8) if n_envs is None else n_envs
+    # More envs than games would play games that are never counted.
+    n_envs = min(episodes, 8) if n_envs is None else check_count("n_envs", n_envs, 1, episodes)
     # Env i's share of the games: the first episodes % n_envs envs play one more.
     quota = np.full(n_envs, episodes // n_envs) + (np.arange(n_envs) < episodes % n_envs)
     scores: list[list[tuple[float, int]]] = [[] for _ in range(n_envs)]

@@ -97,17 +97,25 @@ def list_games() -> list[str]:
     return sorted(display_name(rom) for rom in _roms_by_key().values())
 
 
+# Papers' names whose letters are not the ROM id's: "Montezuma's Revenge", "Pitfall II".
+_PAPER_NAMES = {"montezumasrevenge": "montezumarevenge", "pitfallii": "pitfall2"}
+
+
 def resolve_game(name: str) -> str:
     """The ale-py ROM id of a game, from any usual spelling of its name.
 
     ``"Breakout"``, ``"breakout"``, ``"BreakoutNoFrameskip-v4"`` and ``"ALE/Breakout-v5"`` all give ``"breakout"``;
-    ``"MsPacman"`` and ``"ms_pacman"`` give ``"ms_pacman"``. An unknown name raises `ValueError` naming the closest.
+    ``"MsPacman"``, ``"ms_pacman"`` and a paper's ``"Ms. Pac-Man"`` give ``"ms_pacman"`` (``"Q*bert"``,
+    ``"Montezuma's Revenge"``, ``"Up'n Down"``, ``"H.E.R.O."`` too). An unknown name raises `ValueError` naming the
+    closest.
     """
     if not isinstance(name, str):
         raise TypeError(f"game must be a string such as 'Breakout', got {type(name).__name__} {name!r}")
-    # Strip the Gymnasium id around the name, then compare without case or underscores.
+    # Strip the Gymnasium id around the name, then compare letters and digits only: papers' tables write
+    # "Battle Zone", "Q*bert" and "H.E.R.O."; two of their names are not the ROM's in any spelling.
     bare = re.sub(r"^ALE/|(NoFrameskip|Deterministic)?-v\d+$", "", name.strip())
-    key = bare.replace("_", "").lower()
+    key = re.sub(r"[^0-9a-z]", "", bare.lower())
+    key = _PAPER_NAMES.get(key, key)
     by_key = _roms_by_key()
     if key in by_key:
         return by_key[key]

@@ -192,14 +192,16 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
     for path in map(Path, paths):
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or run directory")
-        # A run directory stands for its evaluations; a directory of runs (runs/) for theirs.
+        # A run directory stands for its evaluations, a directory of runs (runs/) for theirs, and so does the folder
+        # of `atari-game evaluate --out DIR` (its files named RUN-evaluation-PROTOCOL.json).
         files = [path]
         if path.is_dir():
-            files = sorted(path.glob("evaluation*.json")) or sorted(path.glob("*/evaluation*.json"))
+            files = sorted(path.glob("*evaluation*.json")) or sorted(path.glob("*/*evaluation*.json"))
         if not files:
             raise ValueError(
-                f"{path} has no evaluation*.json, nor do its run directories: run `atari-game evaluate "
-                f"{path}/checkpoint.pt` first"
+                f"{path} has no *evaluation*.json, nor do its run directories: run `atari-game evaluate "
+                f"RUN/checkpoint.pt` first (it writes RUN/evaluation-PROTOCOL.json; with --out {path}, "
+                f"{path}/RUN-evaluation-PROTOCOL.json)"
             )
         for file in files:
             if file.suffix == ".csv":

@@ -8,11 +8,13 @@ Sources:
 
 * The random and human scores (no-op starts: each episode begins with 1 to 30 no-op actions, and is cut at 108,000
   frames) are the table of DeepMind's DQN Zoo, ``dqn_zoo/atari_data.py`` in github.com/google-deepmind/dqn_zoo
-  (the same table at commits 402ba5c8 and 359945dc), written here as our own table. The numbers come from Mnih et al.
-  2015, "Human-level control through deep reinforcement learning" (Nature; Extended Data Table 2) for 49 games, and
-  from van Hasselt et al. 2016 ("Deep RL with Double Q-learning") and Wang et al. 2016 ("Dueling Network
-  Architectures") for the rest, as collected in Badia et al. 2020 ("Agent57", ICML). Its random scores agree with
-  google-research/reincarnating_rl ``reincarnating_rl/atari_scores.py`` for 56 of the 57 games (not Video Pinball).
+  (the same table at commits 402ba5c8 and 359945dc), written here as our own table. Its random scores are those of
+  Mnih et al. 2015, "Human-level control through deep reinforcement learning" (Nature; Extended Data Table 2) for
+  49 games, and of van Hasselt et al. 2016 ("Deep RL with Double Q-learning") for the rest. Its human scores are
+  the later papers' column, Wang et al. 2016 ("Dueling Network Architectures") and van Hasselt et al. 2016, as
+  collected in Badia et al. 2020 ("Agent57", ICML), not Nature's, which differ in places (Nature: Breakout 31.8,
+  Pong 9.3; here 30.5 and 14.6), as most papers since do. Its random scores agree with google-research/
+  reincarnating_rl ``reincarnating_rl/atari_scores.py`` for 56 of the 57 games (not Video Pinball).
 * The Atari-5 estimate is the regression of Aitchison, Sweetser & Hutter 2023, "Atari-5: Distilling the Arcade
   Learning Environment down to Five Games" (ICML 2023; arXiv 2210.02019). The model is fitted by ``atari5.py`` in
   github.com/maitchison/Atari-5 (commit 118cad5; its ``transform`` and ``fit_model``); the fitted coefficients and
@@ -27,8 +29,9 @@ Traps, checked against the sources:
   spell them otherwise: "James Bond" / ``JamesBond`` (``jamesbond``), "Montezuma's Revenge" (``montezuma_revenge``),
   "Up'n Down" / ``UpNDown`` / ``upndown`` (``up_n_down``), "Q*bert" / ``QBert`` (``qbert``), "River Raid" /
   ``RiverRaid`` (``riverraid``), "H.E.R.O." (``hero``), "Pitfall!" (``pitfall``, not ``pitfall2``), and the Atari-5
-  repository drops every space and underscore (``battlezone``, ``namethisgame``). `human_normalized` and
-  `atari5_median` take any spelling ``resolve_game`` takes.
+  repository drops every space and underscore (``battlezone``, ``namethisgame``). `human_normalized`,
+  `atari5_median` and ``atari-game report`` take any spelling ``resolve_game`` takes: all of these, so a paper's
+  table can be read as it is written.
 * Video Pinball: DQN Zoo's random score is 16,256.9 against a human 17,667.9, a span of 1,411 points, so its HNS is
   ill-conditioned: Rainbow's 533,936.5 is an HNS of 367 here. Other tables take its random score as 0.0
   (reincarnating_rl's ``atari_scores.py``; the ``Random`` column of ``Atari-Human.csv`` in the Atari-5 repository,

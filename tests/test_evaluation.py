@@ -58,6 +58,9 @@ def test_evaluate_plays_the_games_local_games_play_with_the_same_seeds_and_epsil
 def test_evaluate_refuses_bad_input_by_name():
     with pytest.raises(ValueError, match="episodes must be an integer >= 1, got 0"):
         evaluate(scripted, "Breakout", episodes=0)
+    for n_envs in (0, 3):
+        with pytest.raises(ValueError, match=rf"n_envs must be an integer in \[1, 2\], got {n_envs}"):
+            evaluate(scripted, "Breakout", episodes=2, n_envs=n_envs)
     with pytest.raises(ValueError, match="life_loss='terminal' conflicts with protocol 'nature', which sets"):
         evaluate(scripted, "Breakout", life_loss="terminal")
     with pytest.raises(ValueError, match=r"unknown game 'Breakot' \(closest: Breakout"):
@@ -128,7 +131,7 @@ def test_scoring_training_and_recording_leave_torchs_thread_count_as_they_found_
         torch.set_num_threads(callers)
 
 
-def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs):
+def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs, tmp_path):
     checkpoint = runs / "default" / "checkpoint.pt"
     first = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--seed", "5", timeout=300)
     assert first.returncode == 0, first.stderr
@@ -143,6 +146,11 @@ def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs
     )
     again = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--seed", "5", timeout=300)
     assert json.loads((runs / "default" / "evaluation-nature.json").read_text()) == data, again.stderr
+    # --out DIR gathers the evaluations of many runs in one folder, which the report reads as it is.
+    out = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--seed", "5", "--out", str(tmp_path / "evals"))
+    assert json.loads((tmp_path / "evals" / "default-evaluation-nature.json").read_text()) == data, out.stderr
+    report = atari_game("report", str(tmp_path / "evals"), "--out", str(tmp_path / "report"), "--resamples", "10")
+    assert report.returncode == 0 and "Breakout" in (tmp_path / "report" / "report.md").read_text(), report.stderr
 
 
 def test_a_checkpoint_under_a_protocol_it_cannot_play_or_with_none_is_refused_naming_why(runs):

@@ -341,6 +341,24 @@ def test_ms_pacman_spellings(name):
     assert Game(name).name == "MsPacman"
 
 
+@pytest.mark.parametrize(
+    ("name", "rom"),
+    [
+        ("Battle Zone", "battle_zone"), ("Q*bert", "qbert"), ("Montezuma's Revenge", "montezuma_revenge"),
+        ("Up'n Down", "up_n_down"), ("H.E.R.O.", "hero"), ("Pitfall!", "pitfall"), ("Pitfall II", "pitfall2"),
+        ("Ms. Pac-Man", "ms_pacman"), ("Kung-Fu Master", "kung_fu_master"), ("Yars' Revenge", "yars_revenge"),
+    ],
+)  # fmt: skip
+def test_a_papers_spelling_names_its_rom(name, rom):
+    # Published score tables (Nature's, Rainbow's, Machado's) write names so; atari-game report reads them.
+    assert resolve_game(name) == rom
+
+
+def test_an_unknown_name_is_refused_with_the_closest_names():
+    with pytest.raises(ValueError, match=r"unknown game 'Battle Zon3' \(closest: BattleZone"):
+        resolve_game("Battle Zon3")
+
+
 def test_the_tutorials_game_seed_is_breakout_with_that_seed():
     tutorial, named = Game(47), Game("Breakout", seed=47)
     assert tutorial.name == "Breakout" and tutorial.options == named.options

@@ -209,6 +209,10 @@ def test_rainbow_median_is_the_median_of_its_per_game_hns(tmp_path):
     )
     report = write_report([RAINBOW], tmp_path / "out", resamples=10)
     assert report["algorithms"]["Rainbow"]["median"] == {"point": pytest.approx(expected), "interval": None}
+    # The report's Atari-5 estimate from the same table lies within the authors' stated error of that median.
+    atari5 = report["algorithms"]["Rainbow"]["atari5"]
+    assert atari5["missing"] == [] and atari5["stated_error"] == 0.104
+    assert abs(atari5["estimate"]["point"] - expected) <= 0.104 * expected
 
 
 def test_missing_matplotlib_is_named(tmp_path, monkeypatch):
@@ -286,8 +290,9 @@ def test_bad_inputs(tmp_path):
     (tmp_path / "run").mkdir()
     with pytest.raises(
         ValueError,
-        match=r"run has no evaluation\*\.json, nor do its run directories: "
-        r"run `atari-game evaluate .*run/checkpoint\.pt`",
+        match=r"run has no \*evaluation\*\.json, nor do its run directories: "
+        r"run `atari-game evaluate RUN/checkpoint\.pt` first \(it writes RUN/evaluation-PROTOCOL\.json; with --out "
+        r".*run, .*run/RUN-evaluation-PROTOCOL\.json\)",
     ):
         load_scores([tmp_path / "run"])
     with pytest.raises(FileNotFoundError, match=r"nowhere: no such file or run directory"):
