@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 import pkgutil
 import re
@@ -23,6 +24,7 @@ from markdown_it import MarkdownIt
 from test_readme import QUICK_START, TEST_COMMAND
 
 import atari_game
+import atari_game.report
 
 ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
@@ -175,6 +177,18 @@ def test_python_block_runs_as_a_saved_script(where: str, code: str, tmp_path: Pa
 CODE_LINE_LENGTH = 88
 # The README's two commands stay one line each, to copy as they are (CI runs the second exactly).
 ONE_LINE_COMMANDS = {QUICK_START, TEST_COMMAND}
+
+
+@pytest.mark.parametrize("path", sorted((DOCS / "results").glob("*evaluation*.json")), ids=lambda path: path.name)
+def test_the_results_page_shows_each_committed_evaluation_as_its_file_has_it(path: Path) -> None:
+    # docs/results/ holds the evaluations behind the Results page: a file replaced there must change the page too.
+    result = atari_game.report.load_scores([path])[0]
+    data = json.loads(path.read_text())
+    decimals = 0 if abs(data["mean"]) >= 100 else 1
+    shown = f"**{data['mean']:,.{decimals}f}** ± {data['sem']:,.{decimals}f}"
+    page = (DOCS / "results.md").read_text()
+    assert shown in page and f"{data['hns']:.2f}" in page, f"{result.game}: {shown}, HNS {data['hns']:.2f}"
+    assert path.name in page
 
 
 def test_every_code_line_fits_the_page() -> None:
