@@ -86,16 +86,20 @@ MACHINE = f"{_cpu_model()}, {CORES} cores"
 # --- the systems: each builder returns (step(actions), close()) for N envs of `game` -------------------
 
 
-def build_ours(n: int, game: str, on_ray: bool = False) -> tuple[Callable, Callable]:
+def build_ours(n: int, game: str, on_ray: bool = False, n_workers: int | None = None) -> tuple[Callable, Callable]:
     # On Ray: a new local Ray instance with one actor per core, the same games through Ray.
-    pool = RayGamePool(n, address="local", **our_game(game)) if on_ray else GamePool(n, **our_game(game))
+    pool: GamePool | RayGamePool
+    if on_ray:
+        pool = RayGamePool(n, address="local", n_workers=n_workers, **our_game(game))
+    else:
+        pool = GamePool(n, n_workers=n_workers, **our_game(game))
     pool.reset(seed=0)
     return (lambda actions: pool.step(actions)), pool.close
 
 
-def build_ours_async(n: int, game: str) -> tuple[Callable, Callable]:
+def build_ours_async(n: int, game: str, n_workers: int | None = None) -> tuple[Callable, Callable]:
     batch = max(n // 2, 1)
-    pool = GamePool(n, batch_size=batch, **our_game(game))
+    pool = GamePool(n, n_workers=n_workers, batch_size=batch, **our_game(game))
     pool.reset(seed=0)
     pool.send(np.zeros(n, np.int64))
 
@@ -224,7 +228,7 @@ def build_tutorial(n: int, game: str) -> tuple[Callable, Callable]:
     return step, close
 
 
-SYSTEMS: dict[str, Callable[[int, str], tuple[Callable, Callable]]] = {
+SYSTEMS: dict[str, Callable[..., tuple[Callable, Callable]]] = {
     "atari_game GamePool": build_ours,
     "ale-py AtariVectorEnv": build_ale_vector,
     "EnvPool (sync)": build_envpool,
@@ -238,6 +242,8 @@ SYSTEMS: dict[str, Callable[[int, str], tuple[Callable, Callable]]] = {
 DEFAULT_SYSTEMS = [name for name in SYSTEMS if name != "atari_game RayGamePool"]
 # The two async systems, compared with each other.
 ASYNC = ("atari_game GamePool async", "EnvPool async")
+# The systems that are atari_game's pools (--pool-workers sets their worker processes).
+OURS = ("atari_game GamePool", "atari_game GamePool async", "atari_game RayGamePool")
 # The extra that installs each system's package, for the message when it is missing.
 EXTRAS = {"atari_game RayGamePool": "ray"}
 
@@ -419,6 +425,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="numbers of worker processes W, for --parent-grid (default: 2 8 16 32 64)",
     )
     add(
+        "--pool-workers",
+        type=count,
+        help="worker processes of atari_game's pools, for the comparison (default: one per core)",
+    )
+    add(
         "--steps",
         type=count,
         default=100,
@@ -456,7 +467,7 @@ def main(argv: list[str] | None = None) -> None:
             args.game, args.workers, args.envs or [64, 128, 256], args.steps, args.json.with_name("parent.json")
         )
     rng = np.random.default_rng(0)
-    results: dict[str, Any] = {"machine": MACHINE, "game": args.game, "runs": {}}
+    results: dict[str, Any] = {"machine": MACHINE, "game": args.game, "pool_workers": args.pool_workers, "runs": {}}
     # The processes that measure the `emulation_limit`, one per core, started now (not during a measurement).
     with concurrent.futures.ProcessPoolExecutor(CORES, mp_context=multiprocessing.get_context("spawn")) as executor:
         list(executor.map(time.sleep, [0.5] * CORES))  # each busy while the next is asked for: CORES processes
@@ -474,7 +485,8 @@ def compare(
     game, built, skipped = args.game, {}, {}
     for name in args.systems:
         try:
-            built[name] = SYSTEMS[name](n, game)
+            workers = {"n_workers": min(args.pool_workers, n)} if args.pool_workers and name in OURS else {}
+            built[name] = SYSTEMS[name](n, game, **workers)
         except ImportError as error:
             skipped[name] = f"not installed ({error}): pip install -e '.[{EXTRAS.get(name, 'bench')}]'"
     limits: list[float] = []

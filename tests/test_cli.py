@@ -108,6 +108,29 @@ def test_bench_prints_its_table_and_writes_every_measurement(tmp_path):
     assert limit > 0 and round(100 * rounds[0]["steps_per_s"] / limit) == share
 
 
+def test_bench_pool_workers_sets_the_workers_of_our_pools_only(monkeypatch, tmp_path):
+    from atari_game import benchmark
+
+    built = {}
+
+    def builder(name):
+        def build(n, game, **options):
+            built[name] = options
+            return (lambda actions: None), (lambda: None)
+
+        return build
+
+    for name in ("atari_game GamePool", "atari_game GamePool async", "EnvPool async"):
+        monkeypatch.setitem(benchmark.SYSTEMS, name, builder(name))
+    monkeypatch.setattr(benchmark, "emulation_limit", lambda *args: 1.0)
+    args = ["--envs", "4", "--rounds", "1", "--seconds", "0.05", "--pool-workers", "8", "--json", str(tmp_path / "b")]
+    benchmark.main([*args, "--systems", "atari_game GamePool", "atari_game GamePool async", "EnvPool async"])
+    # At most a worker per env (as GamePool allows); the C++ pools keep their thread per core.
+    expected = {"atari_game GamePool": {"n_workers": 4}, "atari_game GamePool async": {"n_workers": 4}}
+    assert built == {**expected, "EnvPool async": {}}
+    assert json.loads((tmp_path / "b").read_text())["pool_workers"] == 8
+
+
 def test_a_random_agent_plays_a_whole_game_with_all_its_lives():
     from atari_game import Game
     from atari_game.play import play_game
