@@ -112,7 +112,7 @@ class Evaluation:
         path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
         with path.with_suffix(".csv").open("w", newline="") as file:
             writer = csv.writer(file)
-            writer.writerow(("game", "return", "length"))
+            writer.writerow(("episode", "return", "length"))  # as the JSON's "episodes"
             writer.writerows(zip(range(len(self.returns)), self.returns.tolist(), self.lengths.tolist(), strict=True))
         return path
 

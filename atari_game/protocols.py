@@ -66,13 +66,18 @@ MACHADO = Protocol(
     evaluate=_MACHADO_GAME,
     eval_epsilon=0.0,
     sources=_frozen(
-        sticky_actions="sticky actions with probability 0.25 are the stochasticity it recommends (section 5)",
+        sticky_actions="sticky actions with probability 0.25 are the stochasticity it recommends (section 5.2)",
         full_action_space="all 18 actions: the agent is not told which actions a game uses (section 6)",
         life_loss="an episode ends at game over only: no life-loss signal (section 3.1, episode termination)",
         noop_max="no no-op starts: sticky actions make the games stochastic instead (section 5)",
         fire_reset="no game-specific help such as pressing FIRE for the agent (section 3)",
-        max_episode_frames="episodes capped at 108,000 frames (30 minutes of play)",
-        eval_epsilon="the agent as it is: sticky actions are the stochasticity, not an epsilon",
+        max_episode_frames=(
+            "episodes capped at 108,000 frames, 30 minutes of play: the cap of ale-py's v5 games, which follow the"
+            " paper, and of the protocol as Hafner et al. 2021 (DreamerV2, experimental setup) state it"
+        ),
+        eval_epsilon=(
+            "the agent as it plays, no evaluation epsilon: the paper scores performance during training (section 4.2)"
+        ),
     ),
 )
 

@@ -83,7 +83,7 @@ def test_an_evaluation_saves_the_json_report_reads_and_a_csv_of_its_games(tmp_pa
         "mean": -20.0,
     }
     assert data["episodes"] == [{"return": -21.0, "length": 800}, {"return": -19.0, "length": 900}]
-    assert path.with_suffix(".csv").read_text().splitlines() == ["game,return,length", "0,-21.0,800", "1,-19.0,900"]
+    assert path.with_suffix(".csv").read_text().splitlines() == ["episode,return,length", "0,-21.0,800", "1,-19.0,900"]
     assert "Pong: ppo (run seed 3), 2 games under nature: mean -20.0 +- 1.0 (standard error), HNS" in result.summary()
 
 
