@@ -482,7 +482,8 @@ def format_summary(report: Mapping[str, Any]) -> str:
     probabilities of improvement."""
     lines = []
     for algorithm, entry in report["algorithms"].items():
-        lines.append(f"{algorithm} ({', '.join(entry['protocols'])}): {entry['games']} games, {entry['runs']} runs")
+        games, runs = (f"{entry[key]} {key[:-1] if entry[key] == 1 else key}" for key in ("games", "runs"))
+        lines.append(f"{algorithm} ({', '.join(entry['protocols'])}): {games}, {runs}")
         if entry["games"]:
             lines.append("  " + ", ".join(f"{label} {_cell(entry[name])}" for name, label in LABELS.items()))
         lines.append(f"  Atari-5 median estimate: {_atari5_cell(entry['atari5'])}")

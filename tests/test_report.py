@@ -200,6 +200,8 @@ def test_one_run_per_game_prints_no_interval(tmp_path):
     assert "missing BattleZone, DoubleDunk, NameThisGame, Phoenix" in markdown
     assert "One algorithm: nothing to compare." in markdown
     assert NO_INTERVAL in format_summary(report)
+    one = write_report([write_csv(tmp_path / "single.csv", rows[:1])], tmp_path / "single", resamples=100)
+    assert format_summary(one).startswith("agent (as published): 1 game, 1 run\n")
 
 
 def test_rainbow_median_is_the_median_of_its_per_game_hns(tmp_path):
