@@ -8,6 +8,18 @@ has no James Bond, River Raid or Up'n Down (jamesbond, riverraid, up_n_down). Th
 against the "Original Reported Scores" column of examples/atari/reproduction/rainbow/README.md in github.com/pfnet/pfrl
 (commit 5e67f4a), a transcription made independently of the first. (Atari-5's RAINBOW.csv also has an Up'n Down of
 103,600 and its "fixed" copy a River Raid of 22,500: numbers not in the paper's table, so left out here.)
+
+tests/data/reference_scores_atari5.csv holds, for all 57 games, the "Random" and "Human" columns of Atari-Human.csv in
+github.com/maitchison/Atari-5 (commit 118cad5), the table that repository normalizes scores with: numbers as written
+there, games renamed to ROM ids by resolve_game ("James bond" is jamesbond, "up n down" up_n_down), its "DQN_Random" and
+"Human_Top" columns left out. It is a transcription other than DQN Zoo's, and not a copy of it: 27 of its random scores
+have two decimals (Alien 227.75, where DQN Zoo has 227.8), as has its Surround human score (6.53, for 6.5). So a number
+written there with two decimals is checked to round to ours (to within 0.05, inclusive: it has Krull 1598.05 and Name
+This Game 2292.35 for our 1598.0 and 2292.3, so its two decimals are themselves rounded), and any other number is
+checked equal. Two of its random scores differ from ours by more, and are listed in ATARI5_DIFFERENCES: Video Pinball (0
+there, DQN Zoo's 16,256.9 here: see atari_game/scores.py) and Space Invaders (148.3 there; 148.0 in both DQN Zoo's
+dqn_zoo/atari_data.py, commit 359945d, and google-research/reincarnating_rl's atari_scores.py, commit 095f135). The
+other 112 of its 114 numbers agree with ours.
 """
 
 import csv
@@ -109,6 +121,33 @@ def test_random_scores_match_an_independent_table(game):
 @pytest.mark.parametrize("game", sorted(INDEPENDENT_HUMAN))
 def test_human_scores_match_an_independent_table(game):
     assert HUMAN_SCORES[game] == INDEPENDENT_HUMAN[game]
+
+
+ATARI5_CSV = Path(__file__).parent / "data" / "reference_scores_atari5.csv"
+# (game, column): (ours, Atari-5's), where Atari-5's Atari-Human.csv differs from DQN Zoo's table by more than rounding.
+ATARI5_DIFFERENCES = {
+    ("space_invaders", "random"): (148.0, 148.3),
+    ("video_pinball", "random"): (16256.9, 0.0),
+}
+
+
+def test_every_random_and_human_score_equals_an_independent_transcription():
+    with ATARI5_CSV.open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert rows and list(rows[0]) == ["game", "random", "human"]
+    games = [row["game"] for row in rows]
+    assert len(games) == len(set(games)) and sorted(games) == list(ATARI_57), "not the 57 games, once each"
+    differences, compared = {}, 0
+    for row in rows:
+        for column, ours in (("random", RANDOM_SCORES), ("human", HUMAN_SCORES)):
+            written = row[column]
+            # Two decimals there, one here: Atari-5's number must round to ours. Otherwise they must be equal.
+            tolerance = 0.05 + 1e-9 if len(written.partition(".")[2]) == 2 else 0.0
+            if not math.isclose(ours[row["game"]], float(written), rel_tol=0.0, abs_tol=tolerance):
+                differences[row["game"], column] = (ours[row["game"]], float(written))
+            compared += 1
+    assert compared == 114
+    assert differences == ATARI5_DIFFERENCES
 
 
 def test_video_pinball_random_score_is_dqn_zoos_not_zero():
