@@ -191,6 +191,12 @@ def test_the_results_page_shows_each_committed_evaluation_as_its_file_has_it(pat
     assert path.name in page
 
 
+def test_the_results_page_shows_the_report_over_the_committed_evaluations(tmp_path: Path) -> None:
+    # What `atari-game report docs/results` prints (its defaults: 10,000 resamples, seed 0), as the page shows it.
+    report = atari_game.report.write_report([DOCS / "results"], tmp_path)
+    assert atari_game.report.format_summary(report) in (DOCS / "results.md").read_text()
+
+
 def test_every_code_line_fits_the_page() -> None:
     # Every code block: ```python, ```{code-block} python, ```bash, ```text, a bare ```; not a directive's body.
     too_long = [
