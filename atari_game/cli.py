@@ -98,6 +98,8 @@ def evaluate(args: argparse.Namespace) -> None:
         if note:
             print(f"note: {note}")
         name = f"evaluation-{result.protocol}.json"
+        if checkpoint.stem != "checkpoint":  # two checkpoints of one run keep an evaluation each
+            name = f"{checkpoint.stem}-{name}"
         path = result.save(args.out / f"{checkpoint.parent.name}-{name}" if args.out else checkpoint.parent / name)
         print(f"{result.summary()}; written to {path} and {path.with_suffix('.csv')}", flush=True)
 
@@ -188,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         type=Path,
         default=None,
-        help="where the JSON and CSV go (default: beside each checkpoint, evaluation-PROTOCOL.json)",
+        help="where the JSON and CSV go (default: beside each checkpoint, evaluation-PROTOCOL.json; for a checkpoint"
+        " named other than checkpoint.pt, NAME-evaluation-PROTOCOL.json)",
     )
     report_parser = command(
         "report", "aggregate scores across games: IQM, median, mean of HNS with confidence intervals, Atari-5"

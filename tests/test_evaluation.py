@@ -4,6 +4,7 @@ protocol (or another, with a note), refuses what cannot be compared, and writes 
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 
@@ -151,6 +152,16 @@ def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs
     assert json.loads((tmp_path / "evals" / "default-evaluation-nature.json").read_text()) == data, out.stderr
     report = atari_game("report", str(tmp_path / "evals"), "--out", str(tmp_path / "report"), "--resamples", "10")
     assert report.returncode == 0 and "Breakout" in (tmp_path / "report" / "report.md").read_text(), report.stderr
+    # Another checkpoint of the same run keeps an evaluation of its own, named after it.
+    shutil.copy(checkpoint, runs / "default" / "best.pt")
+    both = atari_game("evaluate", str(checkpoint), str(runs / "default" / "best.pt"), "--episodes", "2", "--seed", "5")
+    best = json.loads((runs / "default" / "best-evaluation-nature.json").read_text())
+    assert best["episodes"] == data["episodes"], both.stderr
+    assert (runs / "default" / "best-evaluation-nature.csv").exists()
+    assert json.loads((runs / "default" / "evaluation-nature.json").read_text()) == data
+    (runs / "default" / "best.pt").unlink()
+    for written in (runs / "default").glob("best-evaluation-nature.*"):
+        written.unlink()  # the fixture's run folder is shared with other tests
 
 
 def test_a_checkpoint_under_a_protocol_it_cannot_play_or_with_none_is_refused_naming_why(runs):
