@@ -327,6 +327,20 @@ def test_throughput_benchmark_plays_the_game_asked_for_with_all_its_actions(tmp_
     assert "unknown game 'Pongg' (closest: Pong" in capsys.readouterr().err
 
 
+def test_the_benchmark_takes_any_choice_of_systems_its_ratios_over_ours_where_one_was_measured(tmp_path, capsys):
+    from atari_game.benchmark import main
+
+    common = ["--envs", "2", "--rounds", "1", "--seconds", "0.2", "--json", str(tmp_path / "t.json")]
+    main([*common, "--systems", "ale-py AtariVectorEnv", "atari_game GamePool async"])
+    out = capsys.readouterr().out
+    assert "(ours: atari_game GamePool async)" in out
+    assert re.search(r"atari_game GamePool async .* 1\.00x  1\.00x \(1\.00-1\.00, 1/1\)", out)
+    main([*common, "--systems", "ale-py AtariVectorEnv"])
+    out = capsys.readouterr().out
+    assert "(ours: none measured)" in out
+    assert re.search(r"ale-py AtariVectorEnv .*%\s+-\s+-$", out, re.MULTILINE)
+
+
 def test_ratios_are_paired_round_by_round_and_summarised_with_their_spread():
     from atari_game.benchmark import describe_ratios, paired_ratios
 
