@@ -83,6 +83,10 @@ def scoring_protocol(name: str) -> str:
 
 def checkpoint_file(text: str) -> Path:
     """An argparse type: a file that exists (a checkpoint.pt)."""
+    if Path(text).is_dir():  # a run's folder: its checkpoint is inside
+        inside = Path(text) / "checkpoint.pt"
+        hint = f"; its checkpoint is {inside}" if inside.is_file() else ", not a checkpoint file"
+        raise argparse.ArgumentTypeError(f"{text} is a folder{hint}")
     if not Path(text).is_file():
         raise argparse.ArgumentTypeError(f"no such checkpoint file: {text}")
     return Path(text)

@@ -109,7 +109,7 @@ def report(args: argparse.Namespace) -> None:
         summary = write_report(args.inputs, args.out, resamples=args.resamples, seed=args.seed)
     except ImportError as error:
         missing_extra("report", error, 'pip install "atari_game[report]"')
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, OSError) as error:  # bad inputs; a folder that cannot be read or written
         args.command_parser.error(str(error))
     print(format_summary(summary))
     print(f"written to {args.out}: report.md, report.json, performance_profiles.png")
@@ -184,14 +184,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="env i is seeded seed + i; the same seed, the same games (default: %(default)s)",
     )
     evaluate_parser.add_argument(
-        "--envs", type=count, default=None, help="games played at once (default: the smaller of --episodes and 8)"
+        "--envs",
+        type=count,
+        default=None,
+        help="games played at once, at most --episodes (default: the smaller of --episodes and 8)",
     )
     evaluate_parser.add_argument(
         "--out",
         type=Path,
         default=None,
-        help="where the JSON and CSV go (default: beside each checkpoint, evaluation-PROTOCOL.json; for a checkpoint"
-        " named other than checkpoint.pt, NAME-evaluation-PROTOCOL.json)",
+        help="a folder for the JSON and CSV, as OUT/RUN-evaluation-PROTOCOL.json, RUN the checkpoint's folder (default:"
+        " beside each checkpoint, evaluation-PROTOCOL.json; for a checkpoint named other than checkpoint.pt,"
+        " NAME-evaluation-PROTOCOL.json)",
     )
     report_parser = command(
         "report", "aggregate scores across games: IQM, median, mean of HNS with confidence intervals, Atari-5"
@@ -201,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         type=Path,
         metavar="INPUT",
-        help="run directories, evaluation JSONs of `atari-game evaluate`, or CSVs of algorithm,game,seed,score rows",
+        help="run directories (or a folder of them, or an `atari-game evaluate --out` folder), evaluation JSONs of"
+        " `atari-game evaluate`, or CSVs of algorithm,game,seed,score rows",
     )
     report_parser.add_argument(
         "--out",

@@ -79,9 +79,11 @@ class Evaluation:
         """One line: the game, who played, the mean return with its standard error, and the HNS."""
         hns = f", HNS {self.hns:.3f}" if self.hns is not None else " (no human-normalized score for this game)"
         protocol = self.protocol or "no protocol"
+        n = len(self.returns)
+        spread = f"+- {self.sem:.1f} (standard error)" if n > 1 else "(one game: no standard error)"
         return (
-            f"{display_name(self.game)}: {self.algorithm} (run seed {self.run_seed}), {len(self.returns)} games under "
-            f"{protocol}: mean {self.mean:.1f} +- {self.sem:.1f} (standard error){hns}"
+            f"{display_name(self.game)}: {self.algorithm} (run seed {self.run_seed}), {n} game{'s' * (n != 1)} under "
+            f"{protocol}: mean {self.mean:.1f} {spread}{hns}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -124,6 +126,9 @@ def evaluate(
     episodes: int = 30,
     seed: int = 0,
     n_envs: int | None = None,
+    *,
+    algorithm: str = "agent",
+    run_seed: int = 0,
     **options: Any,
 ) -> Evaluation:
     """Play `episodes` whole games of `game` with `policy` under `protocol`, and return their scores.
@@ -142,6 +147,8 @@ def evaluate(
         seed: env ``i`` is seeded ``seed + i``, the epsilon draws with `seed`: the same seed gives the same games.
         n_envs: games played at once, 1 to `episodes` (default: ``min(episodes, 8)``), in the pool's default number
             of workers (one per core).
+        algorithm, run_seed: who played, as the result records them (`Evaluation`): ``atari-game report`` groups
+            runs by `algorithm` and counts them by `run_seed`, so give each agent's runs their own.
         options: more `GameOptions` (e.g. ``fire_reset=True``); one that contradicts the protocol is refused.
     """
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
@@ -152,7 +159,7 @@ def evaluate(
         epsilon = get_protocol(protocol).eval_epsilon
     options.setdefault("life_loss", "ignore")
     # More envs than games would play games that are never counted.
-    n_envs = min(episodes, 8) if n_envs is None else check_count("n_envs", n_envs, 1, episodes)
+    n_envs = min(episodes, 8) if n_envs is None else check_count("n_envs (at most episodes)", n_envs, 1, episodes)
     # Env i's share of the games: the first episodes % n_envs envs play one more.
     quota = np.full(n_envs, episodes // n_envs) + (np.arange(n_envs) < episodes % n_envs)
     scores: list[list[tuple[float, int]]] = [[] for _ in range(n_envs)]
@@ -161,12 +168,13 @@ def evaluate(
         n_actions = len(pool.action_meanings)
         obs, _ = pool.reset()
         while any(len(done) < want for done, want in zip(scores, quota, strict=True)):
-            actions = np.asarray(policy(obs))
-            if actions.size != n_envs:  # a scalar, say: name what the policy must return
-                raise ValueError(
-                    f"policy must return one action per observation ({n_envs} here), got shape {actions.shape}"
-                )
-            actions = actions.reshape(n_envs)
+            returned = policy(obs)
+            actions = np.asarray(returned)
+            if actions.shape != (n_envs,):  # a scalar, None, logits: name what the policy must return
+                got = "None" if returned is None else f"shape {actions.shape}"
+                if actions.shape == (n_envs, n_actions):
+                    got += " (a score per action? return the chosen actions, e.g. their argmax)"
+                raise ValueError(f"policy must return one action per observation, shape ({n_envs},); got {got}")
             # The protocol's epsilon: a random action instead of the agent's, drawn the same whatever the agent does.
             explore = rng.random(n_envs) < epsilon
             actions = np.where(explore, rng.integers(n_actions, size=n_envs), actions)
@@ -182,6 +190,8 @@ def evaluate(
         seed=seed,
         returns=np.array([r for r, _ in played], dtype=np.float64),
         lengths=np.array([n for _, n in played], dtype=np.int64),
+        algorithm=algorithm,
+        run_seed=run_seed,
     )
 
 
@@ -232,14 +242,18 @@ def evaluate_checkpoint(
         learned = GameOptions.from_kwargs(**game_options(config)).n_actions
         scored = GameOptions.from_kwargs(game=config.game, **get_protocol(protocol).evaluate).n_actions
         if learned != scored:
-            raise ValueError(f"{note}: its agent chooses among {learned} actions, {protocol}'s games take {scored}")
+            raise ValueError(
+                f"{note}: its agent chooses among {learned} actions, {protocol}'s games take {scored}; score it under "
+                f"{trained or 'the protocol its actions fit'}, or map its actions onto {protocol}'s in your own policy "
+                "with atari_game.evaluate (docs/guides/evaluate.md)"
+            )
     fixed = get_protocol(protocol).evaluate
     free = {name: value for name, value in game_options(config).items() if name not in (*fixed, "protocol", "game")}
     torch.manual_seed(seed)
     with torch_threads(1):  # inference beside the pool's workers, as in training
-        result = evaluate(policy, config.game, protocol, episodes, seed, n_envs, **free)
+        result = evaluate(
+            policy, config.game, protocol, episodes, seed, n_envs, algorithm=saved["algo"], run_seed=config.seed, **free
+        )
     frames = int(saved.get("frames", 0)) or None
-    result = dataclasses.replace(
-        result, algorithm=saved["algo"], run_seed=config.seed, checkpoint=str(checkpoint), frames_trained=frames
-    )
+    result = dataclasses.replace(result, checkpoint=str(checkpoint), frames_trained=frames)
     return result, note

@@ -148,8 +148,11 @@ def _read_csv(path: Path) -> list[Score]:
         reader = csv.DictReader(file)
         missing = [column for column in CSV_COLUMNS if column not in (reader.fieldnames or ())]
         if missing:
+            # The per-game CSV beside an evaluation's JSON has episodes, not runs: the JSON is what reports read.
+            per_game = "episode" in (reader.fieldnames or ())
+            hint = f"; {path.with_suffix('.json')} is the evaluation to give" if per_game else ""
             raise ValueError(
-                f"{path}, line 1: the header must contain {','.join(CSV_COLUMNS)} (missing {', '.join(missing)})"
+                f"{path}, line 1: the header must contain {','.join(CSV_COLUMNS)} (missing {', '.join(missing)}){hint}"
             )
         scores = []
         for row in reader:
@@ -201,7 +204,7 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
             raise ValueError(
                 f"{path} has no *evaluation*.json, nor do its run directories: run `atari-game evaluate "
                 f"RUN/checkpoint.pt` first (it writes RUN/evaluation-PROTOCOL.json; with --out {path}, "
-                f"{path}/RUN-evaluation-PROTOCOL.json)"
+                f"{path}/RUN-evaluation-PROTOCOL.json), or give the files `Evaluation.save` wrote by name"
             )
         for file in files:
             if file.suffix == ".csv":
@@ -312,6 +315,8 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
     """
     if resamples < 1:
         raise ValueError(f"resamples must be an integer >= 1, got {resamples}")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise ValueError(f"{out} is a file: the report needs a folder to write report.md, report.json and the PNG in")
     scores, protocols = _read_inputs(inputs)
     if not scores:
         raise ValueError(f"no scores in {', '.join(map(str, inputs)) or 'no inputs'}")

@@ -198,9 +198,13 @@ def test_a_run_never_overwrites_a_run_and_resume_or_eval_need_a_real_checkpoint(
 
 def test_play_refuses_a_negative_seed_a_missing_or_foreign_checkpoint_and_a_video_that_is_no_mp4(tmp_path):
     (tmp_path / "notes.pt").write_text("not a checkpoint")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "checkpoint.pt").write_text("a run's checkpoint")
     for args, expected, status in [
         (["--seed", "-1"], "argument --seed: the seed must be an integer >= 0, got '-1'", 2),
         (["--checkpoint", "missing.pt"], "argument --checkpoint: no such checkpoint file: missing.pt", 2),
+        (["--checkpoint", "run"], "argument --checkpoint: run is a folder; its checkpoint is run/checkpoint.pt", 2),
+        (["--checkpoint", "."], "argument --checkpoint: . is a folder, not a checkpoint file", 2),
         (["--record", "b.gif"], "argument --record: the video must be an .mp4 file, got 'b.gif'", 2),
         (["--checkpoint", "notes.pt"], "notes.pt is not a checkpoint.pt of atari-game train", 1),
     ]:

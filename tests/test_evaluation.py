@@ -60,14 +60,25 @@ def test_evaluate_refuses_bad_input_by_name():
     with pytest.raises(ValueError, match="episodes must be an integer >= 1, got 0"):
         evaluate(scripted, "Breakout", episodes=0)
     for n_envs in (0, 3):
-        with pytest.raises(ValueError, match=rf"n_envs must be an integer in \[1, 2\], got {n_envs}"):
+        with pytest.raises(
+            ValueError, match=rf"n_envs \(at most episodes\) must be an integer in \[1, 2\], got {n_envs}"
+        ):
             evaluate(scripted, "Breakout", episodes=2, n_envs=n_envs)
     with pytest.raises(ValueError, match="life_loss='terminal' conflicts with protocol 'nature', which sets"):
         evaluate(scripted, "Breakout", life_loss="terminal")
     with pytest.raises(ValueError, match=r"unknown game 'Breakot' \(closest: Breakout"):
         evaluate(scripted, "Breakot")
-    with pytest.raises(ValueError, match=r"policy must return one action per observation \(2 here\), got shape \(\)"):
-        evaluate(lambda obs: 0, "Breakout", episodes=2)
+    # Not one action per observation: a scalar (even for one env), None, a column, a score per action.
+    expected = r"policy must return one action per observation, shape \({n},\); got {got}"
+    for returned, n, got in [
+        (lambda obs: 0, 2, r"shape \(\)"),
+        (lambda obs: 0, 1, r"shape \(\)"),
+        (lambda obs: None, 1, "None"),
+        (lambda obs: np.zeros((len(obs), 1), int), 2, r"shape \(2, 1\)$"),
+        (lambda obs: np.zeros((len(obs), 4)), 2, r"shape \(2, 4\) \(a score per action\? return the chosen actions"),
+    ]:
+        with pytest.raises(ValueError, match=expected.format(n=n, got=got)):
+            evaluate(returned, "Breakout", episodes=2, n_envs=n)
 
 
 def test_an_evaluation_saves_the_json_report_reads_and_a_csv_of_its_games(tmp_path):
@@ -86,6 +97,16 @@ def test_an_evaluation_saves_the_json_report_reads_and_a_csv_of_its_games(tmp_pa
     assert data["episodes"] == [{"return": -21.0, "length": 800}, {"return": -19.0, "length": 900}]
     assert path.with_suffix(".csv").read_text().splitlines() == ["episode,return,length", "0,-21.0,800", "1,-19.0,900"]
     assert "Pong: ppo (run seed 3), 2 games under nature: mean -20.0 +- 1.0 (standard error), HNS" in result.summary()
+    one = Evaluation("pong", "nature", 0, np.array([-21.0]), np.array([800]))
+    assert (
+        "Pong: agent (run seed 0), 1 game under nature: mean -21.0 (one game: no standard error), HNS" in one.summary()
+    )
+
+
+def test_evaluate_labels_the_agent_and_its_run_as_given():
+    result = evaluate(scripted, "Breakout", episodes=1, algorithm="mine", run_seed=4)
+    assert (result.algorithm, result.run_seed, result.seed) == ("mine", 4, 0)
+    assert result.summary().startswith("Breakout: mine (run seed 4), 1 game under nature")
 
 
 # --- atari-game evaluate -------------------------------------------------------------------------------------

@@ -294,11 +294,18 @@ def test_bad_inputs(tmp_path):
         ValueError,
         match=r"run has no \*evaluation\*\.json, nor do its run directories: "
         r"run `atari-game evaluate RUN/checkpoint\.pt` first \(it writes RUN/evaluation-PROTOCOL\.json; with --out "
-        r".*run, .*run/RUN-evaluation-PROTOCOL\.json\)",
+        r".*run, .*run/RUN-evaluation-PROTOCOL\.json\), or give the files `Evaluation\.save` wrote by name",
     ):
         load_scores([tmp_path / "run"])
     with pytest.raises(FileNotFoundError, match=r"nowhere: no such file or run directory"):
         load_scores([tmp_path / "nowhere"])
+    # The per-game CSV beside an evaluation, given instead of its JSON.
+    per_game = write_csv(tmp_path / "evaluation-nature.csv", [(0, -21.0, 800)], header=("episode", "return", "length"))
+    with pytest.raises(ValueError, match=r"\(missing algorithm, game, seed, score\); .*nature\.json is the "):
+        load_scores([per_game])
+    # A report written over a file.
+    with pytest.raises(ValueError, match=r"s\.csv is a file: the report needs a folder to write report\.md"):
+        write_report([csv_path], csv_path, resamples=10)
     # Another kind of file.
     (tmp_path / "scores.txt").write_text("")
     with pytest.raises(ValueError, match=r"scores\.txt: expected a \.csv of scores, an evaluation \.json or a run"):
