@@ -83,7 +83,7 @@ def scoring_protocol(name: str) -> str:
 
 def checkpoint_file(text: str) -> Path:
     """An argparse type: a file that exists (a checkpoint.pt)."""
-    if Path(text).is_dir():  # a run's folder: its checkpoint is inside
+    if Path(text).is_dir():  # a folder: name the checkpoint inside, if there is one
         inside = Path(text) / "checkpoint.pt"
         hint = f"; its checkpoint is {inside}" if inside.is_file() else ", not a checkpoint file"
         raise argparse.ArgumentTypeError(f"{text} is a folder{hint}")

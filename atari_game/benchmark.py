@@ -489,6 +489,10 @@ def compare(
             built[name] = SYSTEMS[name](n, game, **workers)
         except ImportError as error:
             skipped[name] = f"not installed ({error}): pip install -e '.[{EXTRAS.get(name, 'bench')}]'"
+    if not built:  # every system asked for is missing: say why, measure nothing
+        for name, reason in skipped.items():
+            print(f"{name}: skipped: {reason}")
+        return {"limit_steps_per_s": [], "systems": {}, "skipped": skipped}
     limits: list[float] = []
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in built}
     n_actions = len(action_meanings(game))
@@ -539,7 +543,7 @@ def print_table(game: str, n: int, limits: list[float], runs: dict[str, list[dic
         cpu = np.mean([run["cpu_us_per_step"] for run in measurements])
         share = 100 * np.median(rates / np.array(limits))  # each round against its own limit
         mean, sd = rates.mean(), rates.std()
-        ratio, per_round = f"{'-':>9} ", "-"
+        ratio, per_round = f"{'-':>9} ", "-"  # no system of ours to compare with
         if reference:
             ratio = f"{mean_rate(runs[reference]) / mean:9.2f}x"
             per_round = describe_ratios(paired_ratios(runs[reference], measurements))

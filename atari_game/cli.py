@@ -88,6 +88,11 @@ def train(arguments: list[str]) -> None:
 
 
 def evaluate(args: argparse.Namespace) -> None:
+    # Refused before any checkpoint loads or game is played.
+    if args.envs is not None and args.envs > args.episodes:
+        args.command_parser.error(f"argument --envs: at most --episodes ({args.episodes}), got {args.envs}")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        args.command_parser.error(f"argument --out: {args.out} is a file; name a folder for the evaluations")
     for checkpoint in args.checkpoints:
         try:
             result, note = evaluate_checkpoint(checkpoint, args.protocol, args.episodes, args.seed, args.envs)
@@ -194,8 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="a folder for the JSON and CSV, as OUT/RUN-evaluation-PROTOCOL.json, RUN the checkpoint's folder (default:"
-        " beside each checkpoint, evaluation-PROTOCOL.json; for a checkpoint named other than checkpoint.pt,"
-        " NAME-evaluation-PROTOCOL.json)",
+        " beside each checkpoint, evaluation-PROTOCOL.json); a checkpoint named NAME.pt, not checkpoint.pt, adds"
+        " NAME- before evaluation",
     )
     report_parser = command(
         "report", "aggregate scores across games: IQM, median, mean of HNS with confidence intervals, Atari-5"

@@ -1,4 +1,4 @@
-"""Scoring an agent as papers do: whole games under a named protocol, played on a `GamePool` over every core.
+"""Scoring an agent as papers do: whole games under a named protocol, played on a `GamePool` over the cores.
 
 ``evaluate(policy, game, protocol="nature", episodes=30)`` takes any agent: `policy` maps a batch of observations to
 a batch of actions. ``evaluate_checkpoint(path)`` scores a checkpoint of ``atari-game train`` (``atari-game
@@ -24,7 +24,7 @@ from atari_game.game import GameOptions, display_name, resolve_game
 from atari_game.pool import GamePool
 from atari_game.protocols import PROTOCOLS, apply_protocol, get_protocol, protocol_conflict
 from atari_game.scores import ATARI_57, human_normalized
-from atari_game.validation import check_count
+from atari_game.validation import check_count, check_int
 
 #: The ``format`` and ``version`` of the JSON an `Evaluation` is saved as (``atari-game report`` checks both).
 FORMAT, VERSION = "atari_game.evaluation", 1
@@ -80,7 +80,7 @@ class Evaluation:
         hns = f", HNS {self.hns:.3f}" if self.hns is not None else " (no human-normalized score for this game)"
         protocol = self.protocol or "no protocol"
         n = len(self.returns)
-        spread = f"+- {self.sem:.1f} (standard error)" if n > 1 else "(one game: no standard error)"
+        spread = f"+- {self.sem:.1f} (standard error)" if n > 1 else "(no standard error with fewer than two games)"
         return (
             f"{display_name(self.game)}: {self.algorithm} (run seed {self.run_seed}), {n} game{'s' * (n != 1)} under "
             f"{protocol}: mean {self.mean:.1f} {spread}{hns}"
@@ -146,13 +146,17 @@ def evaluate(
             that which games are scored does not depend on which end first.
         seed: env ``i`` is seeded ``seed + i``, the epsilon draws with `seed`: the same seed gives the same games.
         n_envs: games played at once, 1 to `episodes` (default: ``min(episodes, 8)``), in the pool's default number
-            of workers (one per core).
+            of workers (one per env, up to one per core).
         algorithm, run_seed: who played, as the result records them (`Evaluation`): ``atari-game report`` groups
             runs by `algorithm` and counts them by `run_seed`, so give each agent's runs their own.
         options: more `GameOptions` (e.g. ``fire_reset=True``); one that contradicts the protocol is refused.
     """
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise ValueError(f"episodes must be an integer >= 1, got {episodes!r}")
+    # The labels go into the JSON the report reads: plain ints and a name.
+    seed, run_seed = check_int("seed", seed, 0), check_int("run_seed", run_seed, 0)
+    if not isinstance(algorithm, str) or not algorithm.strip():
+        raise ValueError(f"algorithm must be a non-empty name (str), got {algorithm!r}")
     epsilon = 0.0
     if protocol is not None:
         options = apply_protocol(protocol, options, "evaluate")
@@ -172,9 +176,11 @@ def evaluate(
             actions = np.asarray(returned)
             if actions.shape != (n_envs,):  # a scalar, None, logits: name what the policy must return
                 got = "None" if returned is None else f"shape {actions.shape}"
-                if actions.shape == (n_envs, n_actions):
+                if actions.shape in ((n_envs, n_actions), (n_actions,)):
                     got += " (a score per action? return the chosen actions, e.g. their argmax)"
                 raise ValueError(f"policy must return one action per observation, shape ({n_envs},); got {got}")
+            if actions.dtype.kind not in "iu":  # floats, bools: not actions, though numpy would cast them
+                raise TypeError(f"policy must return integer actions in [0, {n_actions}), got dtype {actions.dtype}")
             # The protocol's epsilon: a random action instead of the agent's, drawn the same whatever the agent does.
             explore = rng.random(n_envs) < epsilon
             actions = np.where(explore, rng.integers(n_actions, size=n_envs), actions)
@@ -242,10 +248,16 @@ def evaluate_checkpoint(
         learned = GameOptions.from_kwargs(**game_options(config)).n_actions
         scored = GameOptions.from_kwargs(game=config.game, **get_protocol(protocol).evaluate).n_actions
         if learned != scored:
+            # Say which protocols the agent's actions fit: the way out.
+            fits = [
+                name
+                for name in PROTOCOLS
+                if GameOptions.from_kwargs(game=config.game, **get_protocol(name).evaluate).n_actions == learned
+            ]
             raise ValueError(
                 f"{note}: its agent chooses among {learned} actions, {protocol}'s games take {scored}; score it under "
-                f"{trained or 'the protocol its actions fit'}, or map its actions onto {protocol}'s in your own policy "
-                "with atari_game.evaluate (docs/guides/evaluate.md)"
+                f"{' or '.join(fits) or 'none of ours'}, or map its actions onto "
+                f"{protocol}'s in your own policy with atari_game.evaluate (docs/guides/evaluate.md)"
             )
     fixed = get_protocol(protocol).evaluate
     free = {name: value for name, value in game_options(config).items() if name not in (*fixed, "protocol", "game")}

@@ -149,8 +149,10 @@ def _read_csv(path: Path) -> list[Score]:
         missing = [column for column in CSV_COLUMNS if column not in (reader.fieldnames or ())]
         if missing:
             # The per-game CSV beside an evaluation's JSON has episodes, not runs: the JSON is what reports read.
-            per_game = "episode" in (reader.fieldnames or ())
-            hint = f"; {path.with_suffix('.json')} is the evaluation to give" if per_game else ""
+            hint = ""
+            if "episode" in (reader.fieldnames or ()):
+                beside = path.with_suffix(".json")
+                hint = f"; give {beside}, the evaluation" if beside.is_file() else "; give the evaluation's .json"
             raise ValueError(
                 f"{path}, line 1: the header must contain {','.join(CSV_COLUMNS)} (missing {', '.join(missing)}){hint}"
             )
@@ -315,7 +317,7 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
     """
     if resamples < 1:
         raise ValueError(f"resamples must be an integer >= 1, got {resamples}")
-    if Path(out).exists() and not Path(out).is_dir():
+    if Path(out).exists() and not Path(out).is_dir():  # before the work, not after it
         raise ValueError(f"{out} is a file: the report needs a folder to write report.md, report.json and the PNG in")
     scores, protocols = _read_inputs(inputs)
     if not scores:

@@ -327,7 +327,10 @@ def test_throughput_benchmark_plays_the_game_asked_for_with_all_its_actions(tmp_
     assert "unknown game 'Pongg' (closest: Pong" in capsys.readouterr().err
 
 
-def test_the_benchmark_takes_any_choice_of_systems_its_ratios_over_ours_where_one_was_measured(tmp_path, capsys):
+def test_the_benchmark_takes_any_choice_of_systems_its_ratios_over_ours_where_one_was_measured(
+    tmp_path, capsys, monkeypatch
+):
+    from atari_game import benchmark
     from atari_game.benchmark import main
 
     common = ["--envs", "2", "--rounds", "1", "--seconds", "0.2", "--json", str(tmp_path / "t.json")]
@@ -339,6 +342,14 @@ def test_the_benchmark_takes_any_choice_of_systems_its_ratios_over_ours_where_on
     out = capsys.readouterr().out
     assert "(ours: none measured)" in out
     assert re.search(r"ale-py AtariVectorEnv .*%\s+-\s+-$", out, re.MULTILINE)
+
+    # Every system asked for missing: why, and nothing measured.
+    def missing(*args, **kwargs):
+        raise ImportError("No module named 'envpool'")
+
+    monkeypatch.setitem(benchmark.SYSTEMS, "EnvPool async", missing)
+    main([*common, "--systems", "EnvPool async"])
+    assert "EnvPool async: skipped: not installed (No module named 'envpool')" in capsys.readouterr().out
 
 
 def test_ratios_are_paired_round_by_round_and_summarised_with_their_spread():

@@ -232,6 +232,25 @@ def test_unknown_game_is_a_usage_error_naming_the_closest():
     assert "Traceback" not in result.stderr
 
 
+def test_evaluate_and_report_refuse_what_they_cannot_do_before_doing_any_of_it(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "checkpoint.pt").write_text("a run's checkpoint")
+    (tmp_path / "s.csv").write_text("algorithm,game,seed,score\nppo,pong,1,20\n")
+    for args, expected in [
+        (["evaluate", "run"], "argument CHECKPOINT: run is a folder; its checkpoint is run/checkpoint.pt"),
+        (
+            ["evaluate", "run/checkpoint.pt", "--episodes", "2", "--envs", "3"],
+            "argument --envs: at most --episodes (2)",
+        ),
+        (["evaluate", "run/checkpoint.pt", "--out", "s.csv"], "argument --out: s.csv is a file; name a folder"),
+        (["report", "s.csv", "--out", "s.csv/sub"], "s.csv/sub"),
+        (["report", "s.csv", "--out", "s.csv"], "s.csv is a file: the report needs a folder"),
+    ]:
+        result = atari_game(*args, cwd=tmp_path, timeout=120)
+        assert result.returncode == 2 and expected in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+
+
 def test_evaluate_scores_under_a_named_protocol_only(capsys):
     # "none" would read as "no protocol", which evaluate does not do: left out, the run's own protocol is used.
     for name, expected in (

@@ -76,9 +76,21 @@ def test_evaluate_refuses_bad_input_by_name():
         (lambda obs: None, 1, "None"),
         (lambda obs: np.zeros((len(obs), 1), int), 2, r"shape \(2, 1\)$"),
         (lambda obs: np.zeros((len(obs), 4)), 2, r"shape \(2, 4\) \(a score per action\? return the chosen actions"),
+        (lambda obs: np.zeros(4), 1, r"shape \(4,\) \(a score per action\?"),
     ]:
         with pytest.raises(ValueError, match=expected.format(n=n, got=got)):
             evaluate(returned, "Breakout", episodes=2, n_envs=n)
+    # Floats or bools of the right shape are not actions, though numpy would cast them.
+    for dtype in (np.float32, bool):
+        with pytest.raises(
+            TypeError, match=rf"policy must return integer actions in \[0, 4\), got dtype {np.dtype(dtype)}"
+        ):
+            evaluate(lambda obs, dtype=dtype: np.zeros(len(obs), dtype), "Breakout", episodes=2)
+    # The labels the report reads.
+    with pytest.raises(ValueError, match="algorithm must be a non-empty name"):
+        evaluate(scripted, "Breakout", episodes=1, algorithm=" ")
+    with pytest.raises(ValueError, match="run_seed must be an integer >= 0, got -1"):
+        evaluate(scripted, "Breakout", episodes=1, run_seed=-1)
 
 
 def test_an_evaluation_saves_the_json_report_reads_and_a_csv_of_its_games(tmp_path):
@@ -99,14 +111,17 @@ def test_an_evaluation_saves_the_json_report_reads_and_a_csv_of_its_games(tmp_pa
     assert "Pong: ppo (run seed 3), 2 games under nature: mean -20.0 +- 1.0 (standard error), HNS" in result.summary()
     one = Evaluation("pong", "nature", 0, np.array([-21.0]), np.array([800]))
     assert (
-        "Pong: agent (run seed 0), 1 game under nature: mean -21.0 (one game: no standard error), HNS" in one.summary()
+        "Pong: agent (run seed 0), 1 game under nature: mean -21.0 (no standard error with fewer than two games)"
+        in one.summary()
     )
 
 
-def test_evaluate_labels_the_agent_and_its_run_as_given():
-    result = evaluate(scripted, "Breakout", episodes=1, algorithm="mine", run_seed=4)
-    assert (result.algorithm, result.run_seed, result.seed) == ("mine", 4, 0)
+def test_evaluate_labels_the_agent_and_its_run_as_given(tmp_path):
+    result = evaluate(scripted, "Breakout", episodes=1, seed=np.int64(2), algorithm="mine", run_seed=np.int64(4))
+    assert (result.algorithm, result.run_seed, result.seed) == ("mine", 4, 2)
     assert result.summary().startswith("Breakout: mine (run seed 4), 1 game under nature")
+    saved = json.loads(result.save(tmp_path / "mine-evaluation-nature.json").read_text())  # numpy seeds saved as ints
+    assert (saved["algorithm"], saved["seed"], saved["evaluation_seed"]) == ("mine", 4, 2)
 
 
 # --- atari-game evaluate -------------------------------------------------------------------------------------
@@ -188,9 +203,10 @@ def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs
 def test_a_checkpoint_under_a_protocol_it_cannot_play_or_with_none_is_refused_naming_why(runs):
     refused = atari_game("evaluate", str(runs / "default" / "checkpoint.pt"), "--protocol", "machado")
     assert refused.returncode == 2
-    assert "trained under nature, scored under machado: its agent chooses among 4 actions, machado's games take 18" in (
-        refused.stderr
-    )
+    assert (
+        "trained under nature, scored under machado: its agent chooses among 4 actions, machado's games take 18; score"
+        " it under nature, or map its actions onto machado's in your own policy with atari_game.evaluate"
+    ) in refused.stderr
     unnamed = atari_game("evaluate", str(runs / "reset" / "checkpoint.pt"))
     assert unnamed.returncode == 2
     assert "trained under no protocol and matches none: name one to score it under (machado, nature)" in unnamed.stderr

@@ -301,8 +301,12 @@ def test_bad_inputs(tmp_path):
         load_scores([tmp_path / "nowhere"])
     # The per-game CSV beside an evaluation, given instead of its JSON.
     per_game = write_csv(tmp_path / "evaluation-nature.csv", [(0, -21.0, 800)], header=("episode", "return", "length"))
-    with pytest.raises(ValueError, match=r"\(missing algorithm, game, seed, score\); .*nature\.json is the "):
+    with pytest.raises(ValueError, match=r"\(missing algorithm, game, seed, score\); give the evaluation's \.json$"):
         load_scores([per_game])
+    beside = evaluation(tmp_path / "evaluation-nature.json")
+    with pytest.raises(ValueError, match=rf"\(missing algorithm, game, seed, score\); give {beside}, the evaluation$"):
+        load_scores([per_game])
+    beside.unlink()
     # A report written over a file.
     with pytest.raises(ValueError, match=r"s\.csv is a file: the report needs a folder to write report\.md"):
         write_report([csv_path], csv_path, resamples=10)
