@@ -246,14 +246,14 @@ def evaluate_checkpoint(
     if protocol != trained:
         note = f"{checkpoint} trained under {trained or 'no protocol'}, scored under {protocol}"
         learned = GameOptions.from_kwargs(**game_options(config)).n_actions
-        scored = GameOptions.from_kwargs(game=config.game, **get_protocol(protocol).evaluate).n_actions
+        # Each protocol's action count for this game: the one scored under, and those the agent fits (the way out).
+        takes = {
+            name: GameOptions.from_kwargs(game=config.game, **get_protocol(name).evaluate).n_actions
+            for name in PROTOCOLS
+        }
+        scored = takes[protocol]
         if learned != scored:
-            # Say which protocols the agent's actions fit: the way out.
-            fits = [
-                name
-                for name in PROTOCOLS
-                if GameOptions.from_kwargs(game=config.game, **get_protocol(name).evaluate).n_actions == learned
-            ]
+            fits = [name for name, n_actions in takes.items() if n_actions == learned]
             raise ValueError(
                 f"{note}: its agent chooses among {learned} actions, {protocol}'s games take {scored}; score it under "
                 f"{' or '.join(fits) or 'none of ours'}, or map its actions onto "
