@@ -174,7 +174,7 @@ class RunConfig:
     noop_max: int = 30
     """Each game starts with 1..noop_max NOOP frames, drawn at random (0: none)."""
     fire_reset: bool = True
-    """Press FIRE to start each game and each life, in the games that have FIRE."""
+    """Press FIRE to start each game (and each life, with --life-loss terminal), in the games that have FIRE."""
     protocol: str = ""
     """A named protocol that fixes how the games are played, as papers train: machado (sticky actions, all 18
     actions, no life-loss signal) or nature (DQN's: 30 no-ops, a lost life terminal); none: the flags as given. Its

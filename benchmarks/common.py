@@ -141,7 +141,8 @@ def parser(doc: str) -> argparse.ArgumentParser:
     """A script's command line, described by its docstring's first paragraph, with ``--out`` and ``--compare``."""
     made = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
     add = made.add_argument
-    add("--out", type=Path, help="the figures' file (default: benchmarks/results/<script>-<cpu>-<date>-<time>.json)")
+    default = "benchmarks/results/<script>-<cpu>-<cores>c-<date>-<time>.json"
+    add("--out", type=Path, help=f"the figures' file (default: {default})")
     add("--compare", type=Path, help="an earlier results file: print each figure's ratio to it (default: none)")
     return made
 
