@@ -20,7 +20,9 @@ import inspect
 import itertools
 import pickle
 import re
+import signal
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -401,13 +403,38 @@ def run_directory(config: RunConfig, algo: str) -> Path:
 
 
 def interrupted(config: RunConfig, algo: str, why: str = "Ctrl-C") -> str:
-    """What a run of `algo` stopped by Ctrl-C (or `why`: envs that cannot go on) says: its checkpoint, how to go on."""
+    """What a run of `algo` stopped by Ctrl-C (or `why`: SIGTERM, envs that cannot go on) says: its checkpoint, how to
+    go on."""
     run_dir = run_directory(config, algo)
     checkpoint = run_dir / "checkpoint.pt"
     if not checkpoint.exists():
         return f"stopped ({why}) before the run's first checkpoint: {run_dir} holds nothing to resume"
     frames = torch.load(checkpoint, map_location="cpu")["frames"]
     return f"stopped ({why}): {checkpoint} holds the run at {frames:,} frames; --resume --run-dir {run_dir} goes on"
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c(received: list[int]) -> Iterator[None]:
+    """Within the block, SIGTERM (a scheduler preempting the job, `kill`) stops a run as Ctrl-C does: held while a pool
+    step's books are open, then `KeyboardInterrupt`, even where SIGINT is ignored (a background job); `received` then
+    holds SIGTERM. Outside the main thread the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        received[:] = [signum]  # (a held SIGTERM comes here twice: when sent, and when its pool step ends)
+        ctrl_c = signal.getsignal(signal.SIGINT)
+        if callable(ctrl_c) and ctrl_c is not signal.default_int_handler:
+            ctrl_c(signum, frame)  # a pool step's hold (`interrupts_deferred`): it delivers SIGTERM again at its end
+        else:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_trainer(
@@ -418,13 +445,15 @@ def run_trainer(
     if config.eval:
         evaluate(config)
         return
+    sigterms: list[int] = []
     try:
-        if config.learners:
-            run_dir = train_on_learners(config, train, run_directory(config, algo), config.learners, config.ray)
-        else:
-            run_dir = train(config, Learners(n_envs=config.n_envs))
-    except KeyboardInterrupt:  # Ctrl-C stops the run at once; its last checkpoint stays for --resume
-        raise SystemExit(interrupted(config, algo)) from None
+        with sigterm_as_ctrl_c(sigterms):
+            if config.learners:
+                run_dir = train_on_learners(config, train, run_directory(config, algo), config.learners, config.ray)
+            else:
+                run_dir = train(config, Learners(n_envs=config.n_envs))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM stops the run at once; its last checkpoint stays for --resume
+        raise SystemExit(interrupted(config, algo, "SIGTERM" if sigterms else "Ctrl-C")) from None
     except (PoolError, LearnersFailed) as error:  # the envs or learners cannot go on (a node lost, no CPUs): the same
         raise SystemExit(interrupted(config, algo, str(error))) from None
     video = ", agent.mp4" if config.video else ""

@@ -158,6 +158,8 @@ def prepare_worker_process() -> None:
     """What every worker process does first."""
     # Ctrl-C reaches the whole process group; the parent decides when its workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM ends a worker as it ends any process, whatever handler a forked worker's parent had for it (a trainer's).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # The workers already fill the cores: cv2's own threads would only fight them.
     cv2.setNumThreads(1)
     # Under SCHED_BATCH a worker woken by a command does not preempt the parent (Design page; Linux, any user may ask).
@@ -171,6 +173,8 @@ def interrupts_deferred() -> Iterator[None]:
 
     A command and its reply, or a pool's books of what it sent and what was answered, are then never left half done.
     A second Ctrl-C within the block raises `KeyboardInterrupt` at once; outside the main thread it runs as it is.
+    A handler of another signal that passes it to SIGINT's handler (a trainer's SIGTERM) is held the same way, and
+    that signal is the one delivered after the block.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -189,7 +193,7 @@ def interrupts_deferred() -> Iterator[None]:
     finally:
         _signal.signal(signal.SIGINT, previous)
         if len(held) == 1:
-            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(held[0])
 
 
 class WorkerError(RuntimeError):

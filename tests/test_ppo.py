@@ -2,6 +2,7 @@
 
 import csv
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -9,7 +10,10 @@ import time
 from pathlib import Path
 
 import cv2
+import pytest
 import torch
+from test_pool import all_gone
+from test_pool_lifetime import children
 
 from atari_game.ppo import UPDATE_FIELDS
 
@@ -81,35 +85,66 @@ def test_a_trainer_run_where_the_test_stands_meets_a_users_earlier_run():
     assert "runs/Breakout-1 holds a run already (runs/Breakout-1/checkpoint.pt)" in refused.stderr
 
 
-def test_ctrl_c_stops_a_run_with_a_line_saying_how_to_go_on_and_no_traceback(tmp_path):
+def ignore_sigint() -> None:
+    """In the child before it runs: SIGINT ignored, as a shell's background job (``cmd &`` in a script) has it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM"])
+def test_ctrl_c_or_sigterm_stops_a_run_with_a_line_saying_how_to_go_on_and_no_traceback(tmp_path, how):
     run_dir = tmp_path / "run"
     # (-X faulthandler: a run that does not stop is made to show where every thread of it waits, by SIGABRT.)
     command = [sys.executable, "-X", "faulthandler", str(PPO), "--total-frames", "1e6", "--run-dir", str(run_dir)]
     command += ["--no-video", *TINY]
-    child = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGTERM (a scheduler's, or `kill`'s) stops a run as Ctrl-C does, even a background job's that ignores Ctrl-C.
+    started = ignore_sigint if how == "SIGTERM" else None
+    child = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=started
+    )
     try:
         deadline = time.monotonic() + 120
         while not (run_dir / "checkpoint.pt").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(1.0)  # a few updates more: the run is between checkpoints
-        child.send_signal(signal.SIGINT)
+        pids = children(child.pid)
+        child.send_signal(signal.SIGINT if how == "Ctrl-C" else signal.SIGTERM)
         try:
             _, stderr = child.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             child.send_signal(signal.SIGABRT)
-            raise AssertionError(f"still running 60 s after Ctrl-C:\n{child.communicate()[1][-6000:]}") from None
+            raise AssertionError(f"still running 60 s after {how}:\n{child.communicate()[1][-6000:]}") from None
     finally:
         child.kill()
     frames = torch.load(run_dir / "checkpoint.pt")["frames"]
     assert child.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
     assert stderr.splitlines()[-1] == (
-        f"stopped (Ctrl-C): {run_dir}/checkpoint.pt holds the run at {frames:,} frames; "
+        f"stopped ({how}): {run_dir}/checkpoint.pt holds the run at {frames:,} frames; "
         f"--resume --run-dir {run_dir} goes on"
     )
+    assert pids and all_gone(pids, within=10)  # the run's workers (and the fork server) went with it
     # And goes on from there: the log keeps what the checkpoint holds, and the resumed run adds its next update.
     run(tmp_path, "--total-frames", str(frames + 256), "--run-dir", str(run_dir), "--resume")
     logged = [int(row["frames"]) for row in update_rows(run_dir)]
     assert logged == list(range(256, frames + 257, 256))
+
+
+def test_sigterm_in_a_pool_step_waits_for_the_step_and_stops_the_run_where_ctrl_c_is_ignored():
+    from atari_game.training import sigterm_as_ctrl_c
+    from atari_game.worker import interrupts_deferred
+
+    received, done = [], []
+    ctrl_c = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a background job
+    try:
+        with pytest.raises(KeyboardInterrupt), sigterm_as_ctrl_c(received):
+            with interrupts_deferred():  # what a pool step holds its books in
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # the signal waits for the block
+                done.append("step")
+            done.append("never")  # delivered when the block ended
+    finally:
+        signal.signal(signal.SIGINT, ctrl_c)
+    assert done == ["step"] and received == [signal.SIGTERM]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the run's handler goes with it
 
 
 def test_ctrl_c_before_the_first_checkpoint_says_there_is_nothing_to_resume(tmp_path):
