@@ -15,7 +15,9 @@ import dataclasses
 import functools
 import os
 import re
+import signal
 import socket
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -114,6 +116,19 @@ def connect(address: str | None) -> Any:
     if ray.is_initialized():
         return ray
     check_address(address)
+    # `ray.init` sets a SIGTERM handler of its own (one that exits at once): a caller's (a trainer's) is put back.
+    sigterm = signal.getsignal(signal.SIGTERM)
+    try:
+        _init(ray, address)
+    finally:
+        if callable(sigterm) and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, sigterm)
+    _connection["job"] = ray.get_runtime_context().get_job_id()  # ours: the last pool using it ends it
+    return ray
+
+
+def _init(ray: Any, address: str | None) -> None:
+    """`ray.init` for `connect`'s `address`, with the errors a user can act on."""
     if address is None and not os.environ.get("RAY_ADDRESS"):
         try:  # a cluster `ray start` runs on this machine, else a new local Ray
             ray.init(address="auto")
@@ -151,8 +166,6 @@ def connect(address: str | None) -> Any:
                 "cluster's: run this process with the cluster's Ray and Python (pip install ray==<its Ray>, in a "
                 "virtual environment of its Python), or start the cluster with this machine's (docs/guides/ray.md)"
             ) from None
-    _connection["job"] = ray.get_runtime_context().get_job_id()  # ours: the last pool using it ends it
-    return ray
 
 
 def free_cpus(address: str | None = None) -> float:

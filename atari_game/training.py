@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 import inspect
 import itertools
+import os
 import pickle
 import re
 import signal
@@ -42,7 +43,7 @@ from atari_game.pool import GamePool, PoolError
 from atari_game.protocols import get_protocol
 from atari_game.ray_pool import RayGamePool, check_address, free_cpus
 from atari_game.validation import at_least, broken_rule
-from atari_game.worker import available_cores
+from atari_game.worker import InterruptHold, available_cores
 
 # --- the network ----------------------------------------------------------------------------------------
 
@@ -417,24 +418,30 @@ def interrupted(config: RunConfig, algo: str, why: str = "Ctrl-C") -> str:
 def sigterm_as_ctrl_c(received: list[int]) -> Iterator[None]:
     """Within the block, SIGTERM (a scheduler preempting the job, `kill`) stops a run as Ctrl-C does: held while a pool
     step's books are open, then `KeyboardInterrupt`, even where SIGINT is ignored (a background job); `received` then
-    holds SIGTERM. Outside the main thread the block runs as it is."""
+    holds SIGTERM. A second SIGTERM (or Ctrl-C) within a held step stops at once. Outside the main thread the block
+    runs as it is."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    run = os.getpid()
 
     def stop(signum: int, frame: Any) -> None:
+        if os.getpid() != run:  # a worker forked from the run has this handler too: there SIGTERM ends it, as anywhere
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         received[:] = [signum]  # (a held SIGTERM comes here twice: when sent, and when its pool step ends)
-        ctrl_c = signal.getsignal(signal.SIGINT)
-        if callable(ctrl_c) and ctrl_c is not signal.default_int_handler:
-            ctrl_c(signum, frame)  # a pool step's hold (`interrupts_deferred`): it delivers SIGTERM again at its end
+        hold = signal.getsignal(signal.SIGINT)
+        if isinstance(hold, InterruptHold):  # in a pool step: it delivers SIGTERM again when the step is done
+            hold(signum, frame)
         else:
             raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    finally:  # (None: a handler set outside Python, which Python cannot put back)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def run_trainer(

@@ -158,13 +158,24 @@ def prepare_worker_process() -> None:
     """What every worker process does first."""
     # Ctrl-C reaches the whole process group; the parent decides when its workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # SIGTERM ends a worker as it ends any process, whatever handler a forked worker's parent had for it (a trainer's).
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # The workers already fill the cores: cv2's own threads would only fight them.
     cv2.setNumThreads(1)
     # Under SCHED_BATCH a worker woken by a command does not preempt the parent (Design page; Linux, any user may ask).
     if hasattr(os, "SCHED_BATCH"):
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+
+
+class InterruptHold:
+    """SIGINT's handler within `interrupts_deferred`: it takes a Ctrl-C in (`held`), and stops at once on a second.
+    Another signal's handler may pass its signal here to be held the same way (a trainer's SIGTERM)."""
+
+    def __init__(self) -> None:
+        self.held: list[int] = []
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.held.append(signum)
+        if len(self.held) > 1:  # Ctrl-C again: the user will not wait
+            raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
@@ -173,27 +184,21 @@ def interrupts_deferred() -> Iterator[None]:
 
     A command and its reply, or a pool's books of what it sent and what was answered, are then never left half done.
     A second Ctrl-C within the block raises `KeyboardInterrupt` at once; outside the main thread it runs as it is.
-    A handler of another signal that passes it to SIGINT's handler (a trainer's SIGTERM) is held the same way, and
-    that signal is the one delivered after the block.
+    A signal passed to the `InterruptHold` by its own handler (a trainer's SIGTERM) is held the same way, and is the
+    one delivered after the block.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held: list[int] = []
-
-    def hold(signum: int, frame: Any) -> None:
-        held.append(signum)
-        if len(held) > 1:  # Ctrl-C again: the user will not wait
-            raise KeyboardInterrupt
-
+    hold = InterruptHold()
     # signal's C module: signal.signal would try to wrap each handler in an enum, ~5 µs a call, on every pool step.
     previous = _signal.signal(signal.SIGINT, hold)
     try:
         yield
     finally:
         _signal.signal(signal.SIGINT, previous)
-        if len(held) == 1:
-            signal.raise_signal(held[0])
+        if len(hold.held) == 1:
+            signal.raise_signal(hold.held[0])
 
 
 class WorkerError(RuntimeError):

@@ -85,22 +85,21 @@ def test_a_trainer_run_where_the_test_stands_meets_a_users_earlier_run():
     assert "runs/Breakout-1 holds a run already (runs/Breakout-1/checkpoint.pt)" in refused.stderr
 
 
-def ignore_sigint() -> None:
-    """In the child before it runs: SIGINT ignored, as a shell's background job (``cmd &`` in a script) has it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 @pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM"])
 def test_ctrl_c_or_sigterm_stops_a_run_with_a_line_saying_how_to_go_on_and_no_traceback(tmp_path, how):
     run_dir = tmp_path / "run"
     # (-X faulthandler: a run that does not stop is made to show where every thread of it waits, by SIGABRT.)
     command = [sys.executable, "-X", "faulthandler", str(PPO), "--total-frames", "1e6", "--run-dir", str(run_dir)]
     command += ["--no-video", *TINY]
-    # SIGTERM (a scheduler's, or `kill`'s) stops a run as Ctrl-C does, even a background job's that ignores Ctrl-C.
-    started = ignore_sigint if how == "SIGTERM" else None
-    child = subprocess.Popen(
-        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=started
-    )
+    # SIGTERM (a scheduler's, or `kill`'s) stops a run as Ctrl-C does, even a background job's, which ignores Ctrl-C
+    # (the child keeps SIGINT ignored across exec).
+    ctrl_c = signal.getsignal(signal.SIGINT)
+    if how == "SIGTERM":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        child = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, ctrl_c)
     try:
         deadline = time.monotonic() + 120
         while not (run_dir / "checkpoint.pt").exists() and time.monotonic() < deadline:
@@ -112,7 +111,8 @@ def test_ctrl_c_or_sigterm_stops_a_run_with_a_line_saying_how_to_go_on_and_no_tr
             _, stderr = child.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             child.send_signal(signal.SIGABRT)
-            raise AssertionError(f"still running 60 s after {how}:\n{child.communicate()[1][-6000:]}") from None
+            where = child.communicate(timeout=30)[1][-6000:]
+            raise AssertionError(f"still running 60 s after {how}:\n{where}") from None
     finally:
         child.kill()
     frames = torch.load(run_dir / "checkpoint.pt")["frames"]
@@ -133,6 +133,7 @@ def test_sigterm_in_a_pool_step_waits_for_the_step_and_stops_the_run_where_ctrl_
     from atari_game.worker import interrupts_deferred
 
     received, done = [], []
+    sigterm = signal.getsignal(signal.SIGTERM)
     ctrl_c = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a background job
     try:
         with pytest.raises(KeyboardInterrupt), sigterm_as_ctrl_c(received):
@@ -144,7 +145,19 @@ def test_sigterm_in_a_pool_step_waits_for_the_step_and_stops_the_run_where_ctrl_
     finally:
         signal.signal(signal.SIGINT, ctrl_c)
     assert done == ["step"] and received == [signal.SIGTERM]
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the run's handler goes with it
+    assert signal.getsignal(signal.SIGTERM) == sigterm  # the run's handler goes with it
+
+
+def test_a_worker_forked_within_a_run_still_ends_on_sigterm():
+    from atari_game import Worker
+    from atari_game.training import sigterm_as_ctrl_c
+
+    # A forked worker has the run's SIGTERM handler too; there it ends the worker, as SIGTERM ends any process.
+    with sigterm_as_ctrl_c([]), Worker(0, game="Pong", start_method="fork") as worker:
+        worker.reset()
+        worker.process.terminate()
+        worker.process.join(timeout=10)
+        assert worker.process.exitcode == -signal.SIGTERM
 
 
 def test_ctrl_c_before_the_first_checkpoint_says_there_is_nothing_to_resume(tmp_path):

@@ -252,15 +252,19 @@ def children():
 CONNECT = (
     CHILDREN
     + """
-import os, sys
+import os, signal, sys
 import ray
 from atari_game.ray_pool import RayGamePool
+def mine(signum, frame):
+    pass
+signal.signal(signal.SIGTERM, mine)
 pool = RayGamePool(2, n_workers=1, address=sys.argv[1])
+kept = signal.getsignal(signal.SIGTERM) is mine
 pool.reset()
 pool.step([0, 1])
 node = pool._workers[0].where[1]
 pool.close()
-print(node, ray.is_initialized(), len(children()))
+print(node, ray.is_initialized(), len(children()), kept)
 """
 )
 
@@ -306,8 +310,9 @@ def test_a_local_ray_listens_on_loopback_only_without_dashboard_and_with_token_a
 def test_it_connects_to_a_cluster_or_starts_a_local_ray_that_close_stops(cluster, where):
     address = cluster.address if where == "cluster" else "local"
     run = subprocess.run([sys.executable, "-c", CONNECT, address], capture_output=True, text=True, timeout=120)
-    node, connected, children = run.stdout.split()
+    node, connected, children, kept = run.stdout.split()
     assert connected == "False" and children == "0"  # disconnected, and nothing of a local Ray is left running
+    assert kept == "True"  # the caller's SIGTERM handler (a trainer's), which ray.init replaces, is put back
     cluster_nodes = {node["NodeID"] for node in ray.nodes()}
     assert (node in cluster_nodes) == (where == "cluster")
 
