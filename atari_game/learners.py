@@ -257,6 +257,8 @@ def train_on_learners(
             trainer.fit()
         except ray.train.TrainingFailedError as error:
             raise LearnersFailed(f"the learners failed: {error}".strip()) from None
+        except SystemExit:  # Ray Train's Ctrl-C handler aborted the run, and Ray's wait ends so: stopped by Ctrl-C
+            raise KeyboardInterrupt from None
         finally:
             # Ray Train leaves its own Ctrl-C handler (one that aborts its run) installed after the run: the caller's
             # back, for a notebook's or a script's next Ctrl-C.

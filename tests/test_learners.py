@@ -224,3 +224,28 @@ def test_dqn_learners_each_with_its_memory_survive_a_learner_killed_mid_run(clus
     while ray_train_workers() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not ray_train_workers()
+
+
+def test_ctrl_c_stops_the_learners_with_the_line_saying_how_to_go_on(cluster, tmp_path):
+    # Ray Train aborts its run on Ctrl-C (its own handler), and Ray's wait then ends with SystemExit: the run stops as
+    # a single learner's does. (SIGTERM takes the single learner's way: test_ppo, and test_ray_pool for ray.init.)
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "atari_game", "train", "--ray", cluster.address, "--learners", "2"]
+    command += [f"--{name.replace('_', '-')}={value}" for name, value in PPO_TINY.items() if name != "video"]
+    command += ["--no-video", "--total-frames", "1000000", "--checkpoint-every", "2", "--run-dir", str(run_dir)]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 200
+        while not (run_dir / "checkpoint.pt").exists() and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.2)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    frames = torch.load(run_dir / "checkpoint.pt")["frames"]
+    line = f"stopped (Ctrl-C): {run_dir}/checkpoint.pt holds the run at {frames:,} frames; --resume --run-dir {run_dir}"
+    assert run.returncode == 1 and f"{line} goes on" in stderr.splitlines(), stderr[-3000:]
+    deadline = time.monotonic() + 30
+    while ray_train_workers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not ray_train_workers()
