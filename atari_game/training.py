@@ -18,12 +18,9 @@ import importlib
 import importlib.util
 import inspect
 import itertools
-import os
 import pickle
 import re
-import signal
 import textwrap
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -43,7 +40,7 @@ from atari_game.pool import GamePool, PoolError
 from atari_game.protocols import get_protocol
 from atari_game.ray_pool import RayGamePool, check_address, free_cpus
 from atari_game.validation import at_least, broken_rule
-from atari_game.worker import InterruptHold, available_cores
+from atari_game.worker import available_cores, sigterm_as_ctrl_c
 
 # --- the network ----------------------------------------------------------------------------------------
 
@@ -412,36 +409,6 @@ def interrupted(config: RunConfig, algo: str, why: str = "Ctrl-C") -> str:
         return f"stopped ({why}) before the run's first checkpoint: {run_dir} holds nothing to resume"
     frames = torch.load(checkpoint, map_location="cpu")["frames"]
     return f"stopped ({why}): {checkpoint} holds the run at {frames:,} frames; --resume --run-dir {run_dir} goes on"
-
-
-@contextlib.contextmanager
-def sigterm_as_ctrl_c(received: list[int]) -> Iterator[None]:
-    """Within the block, SIGTERM (a scheduler preempting the job, `kill`) stops a run as Ctrl-C does: held while a pool
-    step's books are open, then `KeyboardInterrupt`, even where SIGINT is ignored (a background job); `received` then
-    holds SIGTERM. A second SIGTERM (or Ctrl-C) within a held step stops at once. Outside the main thread the block
-    runs as it is."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    run = os.getpid()
-
-    def stop(signum: int, frame: Any) -> None:
-        if os.getpid() != run:  # a worker forked from the run has this handler too: there SIGTERM ends it, as anywhere
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
-        received[:] = [signum]  # (a held SIGTERM comes here twice: when sent, and when its pool step ends)
-        hold = signal.getsignal(signal.SIGINT)
-        if isinstance(hold, InterruptHold):  # in a pool step: it delivers SIGTERM again when the step is done
-            hold(signum, frame)
-        else:
-            raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:  # (None: a handler set outside Python, which Python cannot put back)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def run_trainer(

@@ -201,6 +201,36 @@ def interrupts_deferred() -> Iterator[None]:
             signal.raise_signal(hold.held[0])
 
 
+@contextlib.contextmanager
+def sigterm_as_ctrl_c(received: list[int]) -> Iterator[None]:
+    """Within the block, SIGTERM (a scheduler preempting the job, `kill`) stops a run as Ctrl-C does: held while a pool
+    step's books are open, then `KeyboardInterrupt`, even where SIGINT is ignored (a background job); `received` then
+    holds SIGTERM. A second SIGTERM (or Ctrl-C) within a held step stops at once. Outside the main thread the block
+    runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    run = os.getpid()
+
+    def stop(signum: int, frame: Any) -> None:
+        if os.getpid() != run:  # a worker forked from the run has this handler too: there SIGTERM ends it, as anywhere
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        received[:] = [signum]  # (a held SIGTERM comes here twice: when sent, and when its pool step ends)
+        hold = signal.getsignal(signal.SIGINT)
+        if isinstance(hold, InterruptHold):  # in a pool step: it delivers SIGTERM again when the step is done
+            hold(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:  # (None: a handler set outside Python, which Python cannot put back)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
 class WorkerError(RuntimeError):
     """A worker failed a command or died; the message names the worker and holds its traceback."""
 

@@ -129,8 +129,7 @@ def test_ctrl_c_or_sigterm_stops_a_run_with_a_line_saying_how_to_go_on_and_no_tr
 
 
 def test_sigterm_in_a_pool_step_waits_for_the_step_and_stops_the_run_where_ctrl_c_is_ignored():
-    from atari_game.training import sigterm_as_ctrl_c
-    from atari_game.worker import interrupts_deferred
+    from atari_game.worker import interrupts_deferred, sigterm_as_ctrl_c
 
     received, done = [], []
     sigterm = signal.getsignal(signal.SIGTERM)
@@ -150,7 +149,7 @@ def test_sigterm_in_a_pool_step_waits_for_the_step_and_stops_the_run_where_ctrl_
 
 def test_a_worker_forked_within_a_run_still_ends_on_sigterm():
     from atari_game import Worker
-    from atari_game.training import sigterm_as_ctrl_c
+    from atari_game.worker import sigterm_as_ctrl_c
 
     # A forked worker has the run's SIGTERM handler too; there it ends the worker, as SIGTERM ends any process.
     with sigterm_as_ctrl_c([]), Worker(0, game="Pong", start_method="fork") as worker:
