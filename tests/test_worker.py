@@ -114,8 +114,9 @@ def test_bad_options_fail_in_the_parent_before_any_process_starts():
     assert len(multiprocessing.active_children()) == before
 
 
-def test_no_worker_outlives_its_parent():
-    # A parent that dies without closing its workers (SIGKILL: no cleanup runs at all).
+def test_no_worker_outlives_its_parent(tmp_path):
+    # A parent that dies without closing its workers (SIGKILL: no cleanup runs at all). (TMPDIR: its fork server's
+    # socket folder, pymp-*, which multiprocessing removes at exit, stays after the kill: in pytest's folder.)
     script = textwrap.dedent(
         """
         import os, signal
@@ -127,7 +128,8 @@ def test_no_worker_outlives_its_parent():
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    environment = {**os.environ, "TMPDIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=environment)
     pids = [int(pid) for pid in result.stdout.split()]
     assert len(pids) == 2
     assert all_gone(pids, within=10)
