@@ -224,9 +224,12 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
     for score in scores:
         key = score[:3]
         if key in seen:
+            # Two evaluation files of one run: a run directory stands for all of them (a second protocol, checkpoint).
+            both_evaluations = seen[key].endswith(".json") and score.source.endswith(".json")
+            hint = "; give the evaluation to report by its file name" if both_evaluations else ""
             raise ValueError(
                 f"algorithm {score.algorithm!r}, game {score.game!r}, seed {score.seed} appears twice: in "
-                f"{seen[key]} and in {score.source}"
+                f"{seen[key]} and in {score.source}{hint}"
             )
         seen[key] = score.source
     # Scores played under different settings measure different things.

@@ -320,6 +320,14 @@ def test_bad_inputs(tmp_path):
         ValueError, match=rf"'ppo', game 'pong', seed 1 appears twice: in {csv_path}, line 2 and in {again}"
     ):
         load_scores([csv_path, again])
+    # A run directory holding the run's evaluations under two protocols: which one is for the user to name.
+    run = tmp_path / "ppo-Pong-3"
+    run.mkdir()
+    nature = evaluation(run / "evaluation-nature.json", seed=3)
+    evaluation(run / "evaluation-machado.json", seed=3, protocol="machado")
+    with pytest.raises(ValueError, match=r"seed 3 appears twice: .*; give the evaluation to report by its file name$"):
+        load_scores([run])
+    assert [score.source for score in load_scores([nature])] == [str(nature)]
     # One algorithm under two protocols.
     machado = evaluation(tmp_path / "machado.json", seed=2, protocol="machado")
     conflict = (
