@@ -33,7 +33,7 @@ from torch import nn
 from tqdm import tqdm
 
 from atari_game.arguments import game_name, integer, protocol_name
-from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, resolve_game
+from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, display_name, resolve_game
 from atari_game.learners import Learners, LearnersFailed, learners_problem, train_on_learners
 from atari_game.play import play_game
 from atari_game.pool import GamePool, PoolError
@@ -203,7 +203,8 @@ class RunConfig:
     name fp32 where runs must repeat on any. The checkpoint records the choice, and --resume keeps it."""
     # Where the run writes, and what it does instead of starting anew.
     run_dir: str = ""
-    """The directory the run writes into; none: runs/<game>-<seed> (PPO) or runs/<game>-<seed>-dqn (DQN)."""
+    """The directory the run writes into; none: runs/<Game>-<seed> (PPO) or runs/<Game>-<seed>-dqn (DQN),
+    the game named as `atari-game games` lists it."""
     resume: bool = False
     """Continue the run in --run-dir from its checkpoint: its networks, optimizer, schedules, random generators and
     frame count, and DQN's replay memory (replay.npz; without it, the memory refills for --learning-starts
@@ -339,7 +340,8 @@ def parse_config(
     return config
 
 
-# What a resumed run's flags may change: how long, where and on what it runs, and what it shows, never what it learns.
+# What a resumed run's flags may change: how long, where and on what it runs, and what it shows and saves; of what it
+# learns only the total, which the schedules (PPO's learning rate, DQN's epsilon and beta) then follow.
 RUN_FIELDS = (
     "total_frames", "run_dir", "resume", "eval", "video", "device", "checkpoint_every", "log_every", "torch_threads",
     "eval_epsilon", "ray", "learners", "save_memory",
@@ -396,8 +398,10 @@ def ray_problem(address: str) -> str:
 
 
 def run_directory(config: RunConfig, algo: str) -> Path:
-    """Where a run writes: ``--run-dir``, else ``runs/<game>-<seed>`` (PPO) or ``runs/<game>-<seed>-dqn``."""
-    return Path(config.run_dir or f"runs/{config.game}-{config.seed}{'' if algo == 'ppo' else '-' + algo}")
+    """Where a run writes: ``--run-dir``, else ``runs/<Game>-<seed>`` (PPO) or ``runs/<Game>-<seed>-dqn``, the game
+    named as `list_games` names it, however it was spelt ("ALE/Pong-v5", "pong": ``runs/Pong-1``)."""
+    game = display_name(resolve_game(config.game))
+    return Path(config.run_dir or f"runs/{game}-{config.seed}{'' if algo == 'ppo' else '-' + algo}")
 
 
 def interrupted(config: RunConfig, algo: str, why: str = "Ctrl-C") -> str:

@@ -183,6 +183,8 @@ def test_a_run_never_overwrites_a_run_and_resume_or_eval_need_a_real_checkpoint(
     torch.save({"algo": "dqn", "config": {}}, tmp_path / "dqn.pt")
     for args, expected in [
         (["--game", "Pong"], "runs/Pong-1 holds a run already (runs/Pong-1/checkpoint.pt): --resume continues it"),
+        # The game's name in the run directory is list_games' spelling, whatever the flag's.
+        (["--game", "ALE/Pong-v5"], "runs/Pong-1 holds a run already (runs/Pong-1/checkpoint.pt)"),
         (["--game", "Pong", "--resume", "--seed", "2"], "--resume: there is no checkpoint runs/Pong-2/checkpoint.pt"),
         (["--eval", "missing.pt"], "--eval: there is no checkpoint missing.pt"),
         (["--eval", "dqn.pt"], "--eval dqn.pt is a dqn checkpoint: atari-game train --algo dqn --eval"),
