@@ -124,7 +124,8 @@ class AtariGameEnv(gymnasium.Env[np.ndarray, np.int64 | np.ndarray]):
         return obs, reward, not truncated, truncated, info
 
     def render(self) -> np.ndarray | None:
-        """The emulator's colour screen, ``uint8 (210, 160, 3)``, with ``render_mode="rgb_array"``; else None."""
+        """The emulator's colour screen, ``uint8 (height, 160, 3)`` (210 rows in most games, 250 in a few such as
+        KingKong), with ``render_mode="rgb_array"``; else None."""
         return self.game.screen_rgb() if self.render_mode == "rgb_array" else None
 
     def close(self) -> None:

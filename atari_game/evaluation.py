@@ -149,10 +149,19 @@ def evaluate(
             of workers (one per env, up to one per core).
         algorithm, run_seed: who played, as the result records them (`Evaluation`): ``atari-game report`` groups
             runs by `algorithm` and counts them by `run_seed`, so give each agent's runs their own.
-        options: more `GameOptions` (e.g. ``fire_reset=True``); one that contradicts the protocol is refused.
+        options: more `GameOptions` (e.g. ``fire_reset=True``); one that contradicts the protocol is refused, and
+            so is ``continuous=True``.
+
+    Returns:
+        The `Evaluation`: the games' returns and lengths (in agent steps) in the order of the count above, with who
+        played, the protocol and the seed.
+
+    Raises:
+        TypeError: `episodes`, `seed`, `n_envs` or `run_seed` not an integer; an unknown game option.
+        ValueError: one of them out of range, an unknown game or protocol, an option against the protocol, or a
+            policy whose actions are not ``n_envs`` integers in ``[0, n_actions)`` (named as it returned them).
     """
-    if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
-        raise ValueError(f"episodes must be an integer >= 1, got {episodes!r}")
+    episodes = check_int("episodes", episodes, 1)
     # The labels go into the JSON the report reads: plain ints and a name.
     seed, run_seed = check_int("seed", seed, 0), check_int("run_seed", run_seed, 0)
     if not isinstance(algorithm, str) or not algorithm.strip():
@@ -162,6 +171,10 @@ def evaluate(
         options = apply_protocol(protocol, options, "evaluate")
         epsilon = get_protocol(protocol).eval_epsilon
     options.setdefault("life_loss", "ignore")
+    if options.get("continuous"):  # the actions are the action set's indices, one per env
+        raise ValueError(
+            "evaluate scores agents that choose among the action set's actions: continuous=True is not supported"
+        )
     # More envs than games would play games that are never counted.
     n_envs = min(episodes, 8) if n_envs is None else check_count("n_envs (at most episodes)", n_envs, 1, episodes)
     # Env i's share of the games: the first episodes % n_envs envs play one more.

@@ -523,7 +523,11 @@ class Game:
 
     def step(self, action: Any, start_next: bool = True) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
         """Play one agent step; see the class docstring for what is returned. With ``start_next=False`` a done step
-        returns the ended episode's last observation and leaves the next episode to `start_next_episode`."""
+        returns the ended episode's last observation and leaves the next episode to `start_next_episode`.
+
+        Raises TypeError for an action that is not an integer (a bool, a float; continuous: not 3 numbers),
+        ValueError for one out of the action set's range, and RuntimeError before `reset` or while a next episode
+        left by ``start_next=False`` is due."""
         checked = check_continuous_actions(action, (3,)) if self.options.continuous else self._check_action(action)
         reward, done, episode_info = self.play(checked, start_next=start_next)
         return self._observation(), reward, done, episode_info
@@ -609,10 +613,30 @@ class Game:
         )
 
     def set_state(self, state: GameState) -> None:
-        """Continue from `state`, a `get_state` of a Game with the same options."""
+        """Continue from `state`, a `get_state` of a Game of the same game and options.
+
+        Raises TypeError for anything but a `GameState`, and ValueError for the state of another game or of other
+        frame options (its frames another shape or dtype), leaving this Game as it was."""
+        if not isinstance(state, GameState):
+            raise TypeError(f"state must be a GameState from Game.get_state(), got {type(state).__name__}")
+        # What the state's frames are, before anything changes: a Game of other options cannot take them.
+        ours, theirs = (self._stack, self._screens[0]), (state.stack, state.screen)
+        if any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(ours, theirs, strict=True)):
+            raise ValueError(
+                f"state is of a Game with other options: its frames are {state.stack.dtype} {state.stack.shape}, "
+                f"this Game's {self._stack.dtype} {self._stack.shape}"
+            )
         ale_state = ale_py.ALEState.__new__(ale_py.ALEState)  # ALE builds a state only from its pickled bytes
         ale_state.__setstate__(state.ale)  # type: ignore[arg-type]  # the bytes __getstate__ gave (the stub: tuple)
-        self.ale.restoreState(ale_state)
+        # ALE refuses another ROM's state with an untranslated SystemError, after it has begun restoring: keep ours.
+        before = self.ale.cloneState(include_rng=True)
+        try:
+            self.ale.restoreState(ale_state)
+        except SystemError:
+            self.ale.restoreState(before)
+            raise ValueError(
+                f"state is not a state of {display_name(self.options.game)}: it comes from another game"
+            ) from None
         self._stack[...] = state.stack
         self._screens[0] = state.screen
         self.lives, self._next_episode_due, self._started = state.lives, state.next_episode_due, True

@@ -272,7 +272,11 @@ class GamePool(gymnasium.vector.VectorEnv):
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Restart every game; `seed` (an int: env ``i`` gets ``seed + i``, or one per env) re-seeds them."""
+        """Restart every game; `seed` (an int: env ``i`` gets ``seed + i``, or one per env) re-seeds them; without
+        one, the games' generators go on (a second reset does not replay the first). Voids whatever `send` started.
+
+        Raises ValueError for a bad seed or any `options` (before any env is reset), `PoolError` on a closed pool,
+        and the worker's failure as `step` does."""
         with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
             self._check_usable(stepping=False)
             if options:
@@ -291,7 +295,12 @@ class GamePool(gymnasium.vector.VectorEnv):
             return obs, info
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Play one step of every env (see the class docstring)."""
+        """Play one step of every env (see the class docstring).
+
+        Raises TypeError or ValueError for actions of the wrong dtype, shape or range (nothing is sent, the pool stays
+        usable); `PoolError` before `reset`, while `send` results are pending, on a closed pool, or when a worker's
+        command raised (with its traceback; the pool stays usable); `WorkerDied` (a `PoolError`) when a worker died
+        and `restart_workers` is off, then on every later call."""
         with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
             self._check_usable()
             if self._books.pending.any():
@@ -302,7 +311,10 @@ class GamePool(gymnasium.vector.VectorEnv):
             return self._results(self._all_ids, whole=True)
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
-        """Start a step of the envs `env_ids` (default: all) with `actions`; collect the results with `recv`."""
+        """Start a step of the envs `env_ids` (default: all) with `actions`; collect the results with `recv`.
+
+        Raises ValueError for `env_ids` that are not distinct integers in range or already sent and not received, and
+        for bad actions as `step` does; `PoolError` before `reset` or on a closed pool."""
         with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
             self._check_usable()
             ids = self._all_ids if env_ids is None else np.asarray(env_ids)
@@ -319,7 +331,10 @@ class GamePool(gymnasium.vector.VectorEnv):
             self._send_steps(listed)
 
     def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Wait for `batch_size` envs to finish and return them, first finished first, with ``info["env_id"]``."""
+        """Wait for `batch_size` envs to finish and return them, first finished first, with ``info["env_id"]``; the
+        arrays are copies (rows picked by env), whatever `copy`.
+
+        Raises `PoolError` when fewer than `batch_size` envs were sent, and a worker's failure as `step` does."""
         with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
             self._check_usable()
             sent = int(np.count_nonzero(self._books.pending))

@@ -17,6 +17,11 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
+from atari_game.validation import check_choice
+
+#: What a protocol fixes settings for: training, or scoring.
+PHASES = ("train", "evaluate")
+
 
 @dataclasses.dataclass(frozen=True)
 class Protocol:
@@ -40,8 +45,8 @@ class Protocol:
     sources: Mapping[str, str]
 
     def fixed(self, phase: str) -> Mapping[str, Any]:
-        """The options it fixes for `phase`: "train" (`train`) or "evaluate" (`evaluate`)."""
-        return self.train if phase == "train" else self.evaluate
+        """The options it fixes for `phase`: "train" (`train`) or "evaluate" (`evaluate`); a ValueError otherwise."""
+        return self.train if check_choice("phase", phase, PHASES) == "train" else self.evaluate
 
     def describe(self) -> str:
         """One line for a run's log: the name, the paper, and the options it fixes for training."""

@@ -495,7 +495,8 @@ class FrameReplay:
         """`batch_size` transitions drawn with replacement: uniformly, or by priority with `prioritized`.
 
         `beta` overrides the constructor's importance-sampling exponent for this batch (prioritized only).
-        Raises ValueError when `batch_size` is not in ``[1, len(self)]`` (an empty buffer cannot be sampled).
+        Raises TypeError for a `batch_size` that is not an integer, and ValueError when it is not in
+        ``[1, len(self)]`` (an empty buffer cannot be sampled) or `beta` is not in ``[0, 1]``.
         """
         batch_size = check_int("batch_size", batch_size, 1)
         if batch_size > len(self):

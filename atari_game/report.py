@@ -250,7 +250,7 @@ def load_scores(paths: Sequence[str | Path]) -> list[Score]:
     """All scores of `paths`, in input order. A path is a CSV with the columns `CSV_COLUMNS` (published tables:
     seed 0), an evaluation JSON of ``atari-game evaluate``, or a run directory (its ``evaluation*.json``). Raises
     `ValueError` naming the file (and line) of a bad input, a run given twice, or an algorithm evaluated under
-    different protocols."""
+    different protocols, and `FileNotFoundError` for a path that does not exist."""
     return _read_inputs(paths)[0]
 
 
@@ -317,6 +317,10 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
     appear in the per-game table only); intervals come from `resamples` stratified bootstrap resamples drawn from
     ``numpy.random.default_rng(seed)``, so a report is the same for the same inputs and seed. Each statistic is a
     ``{"point": value, "interval": [low, high] or None}``.
+
+    Raises `FileNotFoundError` for an input that does not exist, `ValueError` for a bad input (see `load_scores`),
+    no scores, `out` a file or `resamples` below 1, and `ImportError` without matplotlib (the ``report`` extra), all
+    before anything is written.
     """
     if resamples < 1:
         raise ValueError(f"resamples must be an integer >= 1, got {resamples}")

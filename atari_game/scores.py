@@ -184,14 +184,14 @@ def atari5_median(hns: Mapping[str, float]) -> float:
     Args:
         hns: the human-normalized score (as `human_normalized` gives it: 1.0 is human) of each of the five games,
             keyed by name in any spelling `atari_game.game.resolve_game` takes; other games are ignored, so the HNS
-            of all 57 games will do.
+            of all 57 games will do (each game once: one given twice, under two spellings, is refused).
 
     Returns:
         The estimated 57-game median HNS (1.0 is human), never below 0.
 
     Raises:
-        ValueError: a game of `ATARI_5` is missing (the message names it), given twice under two spellings, or has
-            a score that is not finite; or a key is not a game ale-py knows.
+        ValueError: a game of `ATARI_5` is missing (the message names it) or has a score that is not finite; any
+            game is given twice under two spellings; or a key is not a game ale-py knows.
     """
     # Key the scores by ROM id, so that "BattleZone" and "battle_zone" both count.
     scores: dict[str, float] = {}

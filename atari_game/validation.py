@@ -21,8 +21,10 @@ def check_int(name: str, value: Any, low: int) -> int:
 
 
 def check_count(name: str, value: Any, low: int, high: int) -> int:
-    """`value` as an int: an integer (not a bool) in [`low`, `high`]; a `ValueError` for any other value of any type."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+    """`value` as an int: an integer (Python's or numpy's, not a bool) in [`low`, `high`]."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer in [{low}, {high}], got {type(value).__name__} {value!r}")
+    if not low <= value <= high:
         raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
     return int(value)
 

@@ -263,7 +263,7 @@ def pipe() -> tuple[ParentEnd, Connection]:
     return ParentEnd(parent_socket.detach()), Connection(child_socket.detach())
 
 
-def worker_process(remote: Connection, seed: int, **game_options: Any) -> None:
+def worker_process(remote: Connection, seed: int | None, **game_options: Any) -> None:
     """Run one `Game` in this process and serve commands from `remote` until ``("close", None)``.
 
     ``("step", action)`` is answered with ``game.step(action)``, ``("reset", None)`` with ``game.reset()``, a command
@@ -316,7 +316,7 @@ class Worker:
     says so at once). Use it as a context manager, or call `close`.
     """
 
-    def __init__(self, seed: int, *, start_method: str | None = None, **game_options: Any) -> None:
+    def __init__(self, seed: int | None, *, start_method: str | None = None, **game_options: Any) -> None:
         options = GameOptions.from_kwargs(seed=seed, **game_options)
         context = start_context(start_method, worker_process)  # (this module's, or its copy in a notebook)
         check_main_guard(context, "a Worker")
@@ -332,7 +332,7 @@ class Worker:
         self.name = f"worker (seed={seed}, pid={self.process.pid})"
         self.closed = False
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, dict[str, Any] | None]:
         """``game.step(action)`` in the worker; raises `WorkerError` if it failed or the worker died."""
         with interrupts_deferred():  # Ctrl-C after the reply is in: never a reply left for the next command
             self.send("step", action)

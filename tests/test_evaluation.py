@@ -59,6 +59,10 @@ def test_evaluate_plays_the_games_local_games_play_with_the_same_seeds_and_epsil
 def test_evaluate_refuses_bad_input_by_name():
     with pytest.raises(ValueError, match="episodes must be an integer >= 1, got 0"):
         evaluate(scripted, "Breakout", episodes=0)
+    with pytest.raises(TypeError, match=r"episodes must be an integer >= 1, got float 2\.5"):
+        evaluate(scripted, "Breakout", episodes=2.5)
+    with pytest.raises(ValueError, match="continuous=True is not supported"):
+        evaluate(scripted, "Breakout", episodes=2, continuous=True)
     for n_envs in (0, 3):
         with pytest.raises(
             ValueError, match=rf"n_envs \(at most episodes\) must be an integer in \[1, 2\], got {n_envs}"

@@ -861,6 +861,25 @@ def test_get_state_before_reset_is_refused():
         Game().get_state()
 
 
+def test_set_state_refuses_another_games_or_options_state_and_leaves_the_game_as_it_was():
+    game, twin = Game("Breakout", seed=3), Game("Breakout", seed=3)
+    game.reset(), twin.reset()
+    pong, small = Game("Pong", seed=0), Game("Breakout", seed=0, size=(42, 42))
+    pong.reset(), small.reset()
+    with pytest.raises(ValueError, match=r"state is not a state of Breakout: it comes from another game"):
+        game.set_state(pong.get_state())
+    with pytest.raises(
+        ValueError, match=r"other options: its frames are uint8 \(4, 42, 42\), this Game's uint8 \(4, 84, 84\)"
+    ):
+        game.set_state(small.get_state())
+    with pytest.raises(TypeError, match=r"state must be a GameState from Game.get_state\(\), got dict"):
+        game.set_state({})
+    # Refused, the game plays on as its twin, which was never asked.
+    for action in [1, 2, 3, 0] * 10:
+        played, expected = game.step(action), twin.step(action)
+        assert np.array_equal(played[0], expected[0]) and played[1:3] == expected[1:3]
+
+
 @pytest.fixture
 def unchecked_release(monkeypatch):
     """ale-py reporting a release that `FIXED_RESTART_GAMES` was not checked on, its warning not given yet."""

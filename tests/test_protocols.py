@@ -78,6 +78,9 @@ def test_apply_protocol_fills_in_the_phase_asked_for():
     assert apply_protocol("nature", {"fire_reset": True})["life_loss"] == "terminal"
     with pytest.raises(ValueError, match="noop_max=0 conflicts with protocol 'nature'"):
         apply_protocol("nature", {"noop_max": 0}, "evaluate")
+    # A phase misspelt is refused, not taken for "evaluate".
+    with pytest.raises(ValueError, match=r"phase must be one of \('train', 'evaluate'\), got 'evalute'"):
+        apply_protocol("nature", {}, "evalute")
 
 
 def test_the_trainers_take_a_protocol_and_its_network_chooses_among_its_actions(tmp_path):
