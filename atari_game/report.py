@@ -202,6 +202,11 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
         files = [path]
         if path.is_dir():
             files = sorted(path.glob("*evaluation*.json")) or sorted(path.glob("*/*evaluation*.json"))
+        if not files and (path / "checkpoint.pt").is_file():  # a run not evaluated yet: the command that does it
+            raise ValueError(
+                f"{path} holds a run but no evaluation: run `atari-game evaluate {path / 'checkpoint.pt'}` first "
+                "(it writes evaluation-PROTOCOL.json there)"
+            )
         if not files:
             raise ValueError(
                 f"{path} has no *evaluation*.json, nor do its run directories: run `atari-game evaluate "

@@ -13,6 +13,7 @@ import contextlib
 import copy
 import csv
 import dataclasses
+import difflib
 import functools
 import importlib
 import importlib.util
@@ -290,7 +291,15 @@ def parse_config(
     What `check(config)` returns ("" if nothing is wrong) is a usage error (exit status 2), as are values out of
     `RUN_RULES`, a bad env option, a checkpoint that is missing or another trainer's, and a new run over an old one."""
     parser = config_parser(config_class, doc, prog)
-    given = vars(parser.parse_args(argv))
+    namespace, unknown = parser.parse_known_args(argv)
+    if unknown:  # a misspelt flag, or another trainer's: the closest of this one's
+        flags = [f"--{prefix}{field.name.replace('_', '-')}" for field in dataclasses.fields(config_class)
+                 for prefix in ("", "no-") if not prefix or str(field.type) == "bool"]  # fmt: skip
+        first = unknown[0].split("=")[0]
+        closest = difflib.get_close_matches(first, flags, n=3, cutoff=0.6) if first.startswith("--") else []
+        hint = f" (closest: {', '.join(closest)})" if closest else ""
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")  # (the usage above it, as argparse's)
+    given = vars(namespace)
     config = config_class(**given)
     # A protocol's settings replace the defaults of the flags it fixes; a flag given with another value is refused.
     if config.protocol:
@@ -412,7 +421,9 @@ def interrupted(config: RunConfig, algo: str, why: str = "Ctrl-C") -> str:
     if not checkpoint.exists():
         return f"stopped ({why}) before the run's first checkpoint: {run_dir} holds nothing to resume"
     frames = torch.load(checkpoint, map_location="cpu")["frames"]
-    return f"stopped ({why}): {checkpoint} holds the run at {frames:,} frames; --resume --run-dir {run_dir} goes on"
+    # (`atari-game train` takes PPO's flags unless told: a DQN run resumes there with --algo dqn.)
+    how = "--resume" if algo == "ppo" else f"--resume (atari-game train --algo {algo})"
+    return f"stopped ({why}): {checkpoint} holds the run at {frames:,} frames; {how} --run-dir {run_dir} goes on"
 
 
 def run_trainer(
@@ -665,6 +676,11 @@ def record_game(policy: Callable[[np.ndarray], int], config: RunConfig, path: Pa
 
 def load_checkpoint(checkpoint: str | Path) -> dict:
     """A checkpoint of either trainer loaded on the CPU, ``"algo"`` naming it ("ppo", "dqn"); else a `ValueError`."""
+    if Path(checkpoint).suffix == ".npz":  # the file beside a DQN checkpoint, which torch would call a bad archive
+        raise ValueError(
+            f"{checkpoint} is a DQN run's replay memory, not a checkpoint: its checkpoint is "
+            f"{Path(checkpoint).with_name('checkpoint.pt')}"
+        )
     try:
         saved = torch.load(checkpoint, map_location="cpu")
     except OSError as error:  # a file that cannot be read (it may be a checkpoint)

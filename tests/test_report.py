@@ -297,6 +297,12 @@ def test_bad_inputs(tmp_path):
         r".*run, .*run/RUN-evaluation-PROTOCOL\.json\), or give the files `Evaluation\.save` wrote by name",
     ):
         load_scores([tmp_path / "run"])
+    # One that holds its checkpoint: the command that evaluates it.
+    (tmp_path / "run" / "checkpoint.pt").write_bytes(b"a run's checkpoint")
+    with pytest.raises(
+        ValueError, match=rf"run holds a run but no evaluation: run `atari-game evaluate {tmp_path}/run/"
+    ):
+        load_scores([tmp_path / "run"])
     with pytest.raises(FileNotFoundError, match=r"nowhere: no such file or run directory"):
         load_scores([tmp_path / "nowhere"])
     # The per-game CSV beside an evaluation, given instead of its JSON.
