@@ -60,7 +60,7 @@ class Config(RunConfig):
     """Transitions (of all envs together) per gradient step."""
     # The Rainbow-lite switches, on by default: Double DQN's target, n-step returns, proportional prioritized replay.
     cleanrl: bool = False
-    """CleanRL's dqn_atari.py exactly: plain one-step DQN with uniform replay, as --no-double --n-step 1
+    """CleanRL's dqn_atari.py algorithm: plain one-step DQN with uniform replay, as --no-double --n-step 1
     --no-prioritized (which it sets, whatever else the command line says)."""
     double: bool = True
     """Double DQN's target: the Q-network picks the next action, the target network values it."""

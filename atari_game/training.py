@@ -633,13 +633,12 @@ def save_checkpoint(path: Path, saved: dict) -> None:
 
 def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, title: str) -> None:
     """Every whole game's return against emulator frames, with a moving mean, saved as a PNG titled `title`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # matplotlib's Figure, not pyplot: no backend chosen, no global state (a notebook's plots stay as they were).
+    from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter
 
-    figure, axes = plt.subplots(figsize=(8, 4.5))
+    figure = Figure(figsize=(8, 4.5))
+    axes = figure.subplots()
     if games:
         frames, returns = np.array([g[0] for g in games]), np.array([g[1] for g in games])
         axes.plot(frames, returns, ".", alpha=0.3, label="one game")
@@ -652,7 +651,6 @@ def plot_learning_curve(games: list[tuple[int, float, int]], path: Path, title: 
     axes.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
-    plt.close(figure)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """DQN on Atari with atari_game: the trainer lives in atari_game/dqn.py (so `atari-game train --algo dqn` runs it).
 
 python examples/dqn.py --game Breakout --total-frames 10000000
-python examples/dqn.py --cleanrl                 # CleanRL's dqn_atari.py exactly (default: Rainbow-lite)
+python examples/dqn.py --cleanrl                 # CleanRL's dqn_atari.py algorithm (default: Rainbow-lite)
 python examples/dqn.py --help
 """
 

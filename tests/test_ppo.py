@@ -159,6 +159,22 @@ def test_a_worker_forked_within_a_run_still_ends_on_sigterm():
         assert worker.process.exitcode == -signal.SIGTERM
 
 
+def test_the_learning_curve_leaves_matplotlib_as_the_caller_had_it(tmp_path):
+    # A notebook's backend stays its own: the curve is drawn without pyplot (which would take "Agg" for good).
+    import matplotlib
+
+    from atari_game.training import plot_learning_curve
+
+    callers = matplotlib.get_backend()
+    matplotlib.use("svg")  # a backend the caller chose, which the old matplotlib.use("Agg") replaced
+    try:
+        plot_learning_curve([(400, 1.0, 25), (800, 3.0, 30)], tmp_path / "curve.png", "PPO on Breakout")
+        assert matplotlib.get_backend() == "svg"
+    finally:
+        matplotlib.use(callers)
+    assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_ctrl_c_before_the_first_checkpoint_says_there_is_nothing_to_resume(tmp_path):
     from atari_game import ppo
     from atari_game.training import interrupted
