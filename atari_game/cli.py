@@ -48,7 +48,10 @@ def play(args: argparse.Namespace) -> None:
             from atari_game.training import trained_policy
         except ImportError as error:
             missing_extra("play --checkpoint", error, TRAIN_EXTRA)
-        policy, options = trained_policy(args.checkpoint, args.game)
+        try:
+            policy, options = trained_policy(args.checkpoint, args.game)
+        except ValueError as error:  # no checkpoint, or another game's: a usage error, as evaluate's
+            args.command_parser.error(str(error))
     else:
         rng = np.random.default_rng(args.seed)
         n_actions = len(action_meanings(args.game))

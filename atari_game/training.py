@@ -695,12 +695,10 @@ def load_checkpoint(checkpoint: str | Path) -> dict:
 
 
 def trained_policy(checkpoint: str | Path, game: str) -> tuple[Callable[[np.ndarray], int], dict]:
-    """For `atari-game play --checkpoint`: the CPU policy of a checkpoint of either trainer, and its game options."""
-    try:
-        saved = load_checkpoint(checkpoint)
-    except ValueError as error:
-        raise SystemExit(str(error)) from None
+    """For `atari-game play --checkpoint`: the CPU policy of a checkpoint of either trainer, and its game options;
+    a `ValueError` for a file that is no checkpoint, or one trained on another game."""
+    saved = load_checkpoint(checkpoint)
     policy, config = importlib.import_module(f"atari_game.{saved['algo']}").checkpoint_policy(saved)
     if resolve_game(game) != resolve_game(config.game):
-        raise SystemExit(f"{checkpoint} was trained on {config.game}, not {game}")
+        raise ValueError(f"{checkpoint} was trained on {config.game}, not {game}")
     return policy, game_options(config)

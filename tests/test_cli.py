@@ -87,6 +87,11 @@ def test_play_a_trained_checkpoint_and_record_it(trained, tmp_path):
     assert result.stdout.endswith(f"; video: {video}\n")
     steps = int(result.stdout.split(" in ")[1].split()[0])
     assert steps > 100 and video_frames(video) == steps  # one frame per agent step of the whole game
+    # Another game's agent is a usage error naming both games.
+    result = atari_game("play", "Breakout", "--checkpoint", str(checkpoint))
+    assert result.returncode == 2 and result.stderr.endswith(
+        f"atari-game play: error: {checkpoint} was trained on Pong, not Breakout\n"
+    ), result.stderr
 
 
 def test_bench_prints_its_table_and_writes_every_measurement(tmp_path):
@@ -211,7 +216,7 @@ def test_play_refuses_a_negative_seed_a_missing_or_foreign_checkpoint_and_a_vide
         (["--checkpoint", "run"], "argument --checkpoint: run is a folder; its checkpoint is run/checkpoint.pt", 2),
         (["--checkpoint", "."], "argument --checkpoint: . is a folder, not a checkpoint file", 2),
         (["--record", "b.gif"], "argument --record: the video must be an .mp4 file, got 'b.gif'", 2),
-        (["--checkpoint", "notes.pt"], "notes.pt is not a checkpoint.pt of atari-game train", 1),
+        (["--checkpoint", "notes.pt"], "notes.pt is not a checkpoint.pt of atari-game train", 2),
     ]:
         result = atari_game("play", "Breakout", *args, cwd=tmp_path, timeout=120)
         assert result.returncode == status and expected in result.stderr, result.stderr
