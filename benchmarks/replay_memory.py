@@ -1,7 +1,8 @@
 """FrameReplay against Stable-Baselines3's ReplayBuffer and sb3-extra-buffers' compressed ones: bytes per transition
 per game and compression, the time of sample and add, a filled memory's resident size, saving and loading it.
 
-    pip install torch==2.13.0 && pip install -e ".[train,sb3]" && python benchmarks/replay_memory.py --recordings /tmp/recordings [--fill 1000000]
+    pip install torch==2.13.0 && pip install -e ".[train,sb3]"
+    python benchmarks/replay_memory.py --recordings /tmp/recordings [--fill 1000000]
 
 The parts (``--only``), on ``(4, 84, 84)`` uint8 observations of ``--envs`` envs of real play (`PLAYS`: random
 actions; Breakout by the PPO agent of ``--checkpoint`` too), recorded (kept in ``--recordings``) and replayed
