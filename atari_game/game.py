@@ -619,13 +619,16 @@ class Game:
         frame options (its frames another shape or dtype), leaving this Game as it was."""
         if not isinstance(state, GameState):
             raise TypeError(f"state must be a GameState from Game.get_state(), got {type(state).__name__}")
-        # What the state's frames are, before anything changes: a Game of other options cannot take them.
-        ours, theirs = (self._stack, self._screens[0]), (state.stack, state.screen)
-        if any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(ours, theirs, strict=True)):
-            raise ValueError(
-                f"state is of a Game with other options: its frames are {state.stack.dtype} {state.stack.shape}, "
-                f"this Game's {self._stack.dtype} {self._stack.shape}"
-            )
+        # What the state's arrays are, before anything changes: a Game of other options cannot take them.
+        for what, ours, theirs in (
+            ("frame stack", self._stack, state.stack),
+            ("last screen", self._screens[0], state.screen),
+        ):
+            if ours.shape != theirs.shape or ours.dtype != theirs.dtype:
+                raise ValueError(
+                    f"state is of a Game with other options or another game: its {what} is {theirs.dtype} "
+                    f"{theirs.shape}, this Game's {ours.dtype} {ours.shape}"
+                )
         ale_state = ale_py.ALEState.__new__(ale_py.ALEState)  # ALE builds a state only from its pickled bytes
         ale_state.__setstate__(state.ale)  # type: ignore[arg-type]  # the bytes __getstate__ gave (the stub: tuple)
         # ALE refuses another ROM's state with an untranslated SystemError, after it has begun restoring: keep ours.

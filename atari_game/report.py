@@ -229,9 +229,10 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
     for score in scores:
         key = score[:3]
         if key in seen:
-            # Two evaluation files of one run: a run directory stands for all of them (a second protocol, checkpoint).
-            both_evaluations = seen[key].endswith(".json") and score.source.endswith(".json")
-            hint = "; give the evaluation to report by its file name" if both_evaluations else ""
+            # Two evaluation files in one run directory, which stands for all of them (a second protocol, checkpoint).
+            one_run = Path(seen[key]).suffix == Path(score.source).suffix == ".json"
+            one_run = one_run and Path(seen[key]).parent == Path(score.source).parent
+            hint = "; give the evaluation to report by its file name" if one_run else ""
             raise ValueError(
                 f"algorithm {score.algorithm!r}, game {score.game!r}, seed {score.seed} appears twice: in "
                 f"{seen[key]} and in {score.source}{hint}"

@@ -280,6 +280,21 @@ def usage_error(parser: argparse.ArgumentParser, problem: str) -> NoReturn:
     parser.exit(2, f"{parser.prog}: error: {problem}\n")
 
 
+def unknown_flags(config_class: type, unknown: list[str]) -> str:
+    """What the trainer of `config_class` says of the arguments it does not know: the closest of its own flags, or,
+    for the other trainer's flag (PPO's --n-steps given to DQN), whose it is."""
+    first = unknown[0].split("=")[0]
+    flags = [f"--{prefix}{field.name.replace('_', '-')}" for field in dataclasses.fields(config_class)
+             for prefix in ("", "no-") if not prefix or str(field.type) == "bool"]  # fmt: skip
+    closest = difflib.get_close_matches(first, flags, n=3, cutoff=0.6) if first.startswith("--") else []
+    hint = f" (closest: {', '.join(closest)})" if closest else ""
+    for other in {"ppo", "dqn"} - {config_class.__module__.rsplit(".", 1)[-1]}:
+        others = importlib.import_module(f"atari_game.{other}").Config
+        if first in {f"--{field.name.replace('_', '-')}" for field in dataclasses.fields(others)}:
+            hint = f" ({first} is {other.upper()}'s: atari-game train --algo {other}, or examples/{other}.py)"
+    return f"unrecognized arguments: {' '.join(unknown)}{hint}"
+
+
 def parse_config(
     config_class: type[ConfigT],
     argv: list[str] | None,
@@ -292,13 +307,8 @@ def parse_config(
     `RUN_RULES`, a bad env option, a checkpoint that is missing or another trainer's, and a new run over an old one."""
     parser = config_parser(config_class, doc, prog)
     namespace, unknown = parser.parse_known_args(argv)
-    if unknown:  # a misspelt flag, or another trainer's: the closest of this one's
-        flags = [f"--{prefix}{field.name.replace('_', '-')}" for field in dataclasses.fields(config_class)
-                 for prefix in ("", "no-") if not prefix or str(field.type) == "bool"]  # fmt: skip
-        first = unknown[0].split("=")[0]
-        closest = difflib.get_close_matches(first, flags, n=3, cutoff=0.6) if first.startswith("--") else []
-        hint = f" (closest: {', '.join(closest)})" if closest else ""
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")  # (the usage above it, as argparse's)
+    if unknown:  # a misspelt flag, or another trainer's: argparse's own way (the usage, then the problem)
+        parser.error(unknown_flags(config_class, unknown))
     given = vars(namespace)
     config = config_class(**given)
     # A protocol's settings replace the defaults of the flags it fixes; a flag given with another value is refused.
@@ -409,8 +419,9 @@ def ray_problem(address: str) -> str:
 def run_directory(config: RunConfig, algo: str) -> Path:
     """Where a run writes: ``--run-dir``, else ``runs/<Game>-<seed>`` (PPO) or ``runs/<Game>-<seed>-dqn``, the game
     named as `list_games` names it, however it was spelt ("ALE/Pong-v5", "pong": ``runs/Pong-1``)."""
-    game = display_name(resolve_game(config.game))
-    return Path(config.run_dir or f"runs/{game}-{config.seed}{'' if algo == 'ppo' else '-' + algo}")
+    if config.run_dir:
+        return Path(config.run_dir)
+    return Path(f"runs/{display_name(resolve_game(config.game))}-{config.seed}{'' if algo == 'ppo' else '-' + algo}")
 
 
 def interrupted(config: RunConfig, algo: str, why: str = "Ctrl-C") -> str:
@@ -422,8 +433,10 @@ def interrupted(config: RunConfig, algo: str, why: str = "Ctrl-C") -> str:
         return f"stopped ({why}) before the run's first checkpoint: {run_dir} holds nothing to resume"
     frames = torch.load(checkpoint, map_location="cpu")["frames"]
     # (`atari-game train` takes PPO's flags unless told: a DQN run resumes there with --algo dqn.)
-    how = "--resume" if algo == "ppo" else f"--resume (atari-game train --algo {algo})"
-    return f"stopped ({why}): {checkpoint} holds the run at {frames:,} frames; {how} --run-dir {run_dir} goes on"
+    cli = "" if algo == "ppo" else f" (atari-game train: with --algo {algo})"
+    return (
+        f"stopped ({why}): {checkpoint} holds the run at {frames:,} frames; --resume --run-dir {run_dir} goes on{cli}"
+    )
 
 
 def run_trainer(
@@ -674,11 +687,10 @@ def record_game(policy: Callable[[np.ndarray], int], config: RunConfig, path: Pa
 
 def load_checkpoint(checkpoint: str | Path) -> dict:
     """A checkpoint of either trainer loaded on the CPU, ``"algo"`` naming it ("ppo", "dqn"); else a `ValueError`."""
-    if Path(checkpoint).suffix == ".npz":  # the file beside a DQN checkpoint, which torch would call a bad archive
-        raise ValueError(
-            f"{checkpoint} is a DQN run's replay memory, not a checkpoint: its checkpoint is "
-            f"{Path(checkpoint).with_name('checkpoint.pt')}"
-        )
+    if Path(checkpoint).suffix == ".npz":  # a DQN run's replay.npz, say, which torch would call a bad archive
+        beside = Path(checkpoint).with_name("checkpoint.pt")
+        named = f": the run's checkpoint is {beside}" if beside.is_file() else ""
+        raise ValueError(f"{checkpoint} is a numpy archive (a DQN run's replay memory?), not a checkpoint{named}")
     try:
         saved = torch.load(checkpoint, map_location="cpu")
     except OSError as error:  # a file that cannot be read (it may be a checkpoint)

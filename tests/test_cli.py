@@ -172,7 +172,7 @@ def test_train_with_a_misspelt_game_or_option_is_a_usage_error_and_makes_no_run_
         ("dqn", ["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
         # A misspelt flag, or the other trainer's: the closest of this trainer's.
         ("ppo", ["--totl-frames", "5"], "unrecognized arguments: --totl-frames 5 (closest: --total-frames)"),
-        ("dqn", ["--n-steps", "3"], "unrecognized arguments: --n-steps 3 (closest: --n-step,"),
+        ("dqn", ["--n-steps", "3"], "unrecognized arguments: --n-steps 3 (--n-steps is PPO's: atari-game train --algo"),
         ("dqn", ["--seed", "-1"], "--seed must be at least 0, got -1"),
         ("dqn", ["--device", "cudaa"], "--device must be auto, cpu, cuda or cuda:N"),
     ]:

@@ -201,3 +201,16 @@ def test_rainbow_lite_is_the_default_and_cleanrl_is_one_flag_away(tmp_path):
     # It sets all three whatever else is given; each switch alone still turns one off.
     assert parsed("--cleanrl", "--double").double is False
     assert parsed("--no-prioritized").n_step == 3 and parsed("--no-prioritized").prioritized is False
+
+
+def test_a_dqn_runs_line_says_that_atari_game_train_resumes_it_with_algo_dqn(tmp_path):
+    # `atari-game train` takes PPO's flags unless told: the line of a DQN run names --algo dqn.
+    from atari_game import dqn
+    from atari_game.training import interrupted
+
+    (tmp_path / "run").mkdir()
+    torch.save({"frames": 2048}, tmp_path / "run" / "checkpoint.pt")
+    assert interrupted(dqn.Config(run_dir=str(tmp_path / "run")), "dqn", "SIGTERM") == (
+        f"stopped (SIGTERM): {tmp_path}/run/checkpoint.pt holds the run at 2,048 frames; --resume --run-dir "
+        f"{tmp_path}/run goes on (atari-game train: with --algo dqn)"
+    )

@@ -869,7 +869,8 @@ def test_set_state_refuses_another_games_or_options_state_and_leaves_the_game_as
     with pytest.raises(ValueError, match=r"state is not a state of Breakout: it comes from another game"):
         game.set_state(pong.get_state())
     with pytest.raises(
-        ValueError, match=r"other options: its frames are uint8 \(4, 42, 42\), this Game's uint8 \(4, 84, 84\)"
+        ValueError,
+        match=r"other options or another game: its frame stack is uint8 \(4, 42, 42\), this Game's uint8 \(4, 84, 84\)",
     ):
         game.set_state(small.get_state())
     with pytest.raises(TypeError, match=r"state must be a GameState from Game.get_state\(\), got dict"):

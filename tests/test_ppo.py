@@ -185,23 +185,13 @@ def test_ctrl_c_before_the_first_checkpoint_says_there_is_nothing_to_resume(tmp_
     )
 
 
-def test_a_dqn_runs_line_says_that_atari_game_train_resumes_it_with_algo_dqn(tmp_path):
-    # `atari-game train` takes PPO's flags unless told: the line of a DQN run names --algo dqn.
-    from atari_game import dqn
-    from atari_game.training import interrupted
-
-    (tmp_path / "run").mkdir()
-    torch.save({"frames": 2048}, tmp_path / "run" / "checkpoint.pt")
-    assert interrupted(dqn.Config(run_dir=str(tmp_path / "run")), "dqn", "SIGTERM") == (
-        f"stopped (SIGTERM): {tmp_path}/run/checkpoint.pt holds the run at 2,048 frames; --resume (atari-game train "
-        f"--algo dqn) --run-dir {tmp_path}/run goes on"
-    )
-
-
 def test_a_replay_memory_given_as_a_checkpoint_names_the_checkpoint_beside_it(tmp_path):
     from atari_game.training import load_checkpoint
 
-    with pytest.raises(
-        ValueError, match=r"replay\.npz is a DQN run's replay memory, not a checkpoint: its checkpoint is "
-    ):
+    (tmp_path / "run").mkdir()
+    archive = r"replay\.npz is a numpy archive \(a DQN run's replay memory\?\), not a checkpoint"
+    with pytest.raises(ValueError, match=archive + "$"):  # no checkpoint beside it: none named
+        load_checkpoint(tmp_path / "run" / "replay.npz")
+    (tmp_path / "run" / "checkpoint.pt").write_bytes(b"a run's checkpoint")
+    with pytest.raises(ValueError, match=archive + f": the run's checkpoint is {tmp_path}/run/checkpoint\\.pt$"):
         load_checkpoint(tmp_path / "run" / "replay.npz")

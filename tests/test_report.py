@@ -334,6 +334,11 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(ValueError, match=r"seed 3 appears twice: .*; give the evaluation to report by its file name$"):
         load_scores([run])
     assert [score.source for score in load_scores([nature])] == [str(nature)]
+    # Two runs' evaluations of one seed, named file by file: the same run twice, with no hint to name a file.
+    (tmp_path / "elsewhere").mkdir()
+    twice = evaluation(tmp_path / "elsewhere" / "evaluation-nature.json", seed=3)
+    with pytest.raises(ValueError, match=rf"seed 3 appears twice: in {nature} and in {twice}$"):
+        load_scores([nature, twice])
     # One algorithm under two protocols.
     machado = evaluation(tmp_path / "machado.json", seed=2, protocol="machado")
     conflict = (
