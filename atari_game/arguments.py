@@ -13,6 +13,9 @@ from atari_game.game import resolve_game
 from atari_game.play import check_video_path
 from atari_game.protocols import get_protocol
 
+#: The trainers, atari_game.ppo and atari_game.dqn: the choices of ``atari-game train --algo``.
+TRAINERS = ("ppo", "dqn")
+
 # Counts are written in every way Python and papers write them.
 INTEGER_EXAMPLES = "1000000, 1_000_000 or 1e6"
 

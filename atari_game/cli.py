@@ -17,13 +17,12 @@ import numpy as np
 
 import atari_game
 from atari_game import benchmark
-from atari_game.arguments import checkpoint_file, count, game_name, mp4_file, scoring_protocol, seed
+from atari_game.arguments import TRAINERS, checkpoint_file, count, game_name, mp4_file, scoring_protocol, seed
 from atari_game.evaluation import evaluate_checkpoint
 from atari_game.game import Game, action_meanings, list_games
 from atari_game.play import play_game
 from atari_game.report import format_summary, write_report
 
-TRAINERS = ("ppo", "dqn")  # atari_game.ppo and atari_game.dqn
 TRAIN_EXTRA = 'pip install torch==2.13.0 && pip install "atari_game[train]"'
 
 

@@ -33,14 +33,14 @@ from gymnasium.vector import AutoresetMode
 from torch import nn
 from tqdm import tqdm
 
-from atari_game.arguments import game_name, integer, protocol_name
+from atari_game.arguments import TRAINERS, game_name, integer, protocol_name
 from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, display_name, resolve_game
 from atari_game.learners import Learners, LearnersFailed, learners_problem, train_on_learners
 from atari_game.play import play_game
 from atari_game.pool import GamePool, PoolError
 from atari_game.protocols import get_protocol
 from atari_game.ray_pool import RayGamePool, check_address, free_cpus
-from atari_game.validation import at_least, broken_rule
+from atari_game.validation import at_least, broken_rule, flag_of
 from atari_game.worker import available_cores, sigterm_as_ctrl_c
 
 # --- the network ----------------------------------------------------------------------------------------
@@ -260,7 +260,7 @@ def config_parser(config_class: type, doc: str, prog: str | None = None) -> argp
     parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0], argument_default=argparse.SUPPRESS)
     docs = field_docs(config_class)
     for field in dataclasses.fields(config_class):
-        flag = "--" + field.name.replace("_", "-")
+        flag = flag_of(field.name)
         # The docstring's first paragraph on one line, without its reST markup; argparse formats % itself.
         about = " ".join(docs.get(field.name, "").split("\n\n")[0].split()).replace("``", "").replace("%", "%%")
         about = f"{about} (default: {shown_default(field.default)})"
@@ -280,17 +280,23 @@ def usage_error(parser: argparse.ArgumentParser, problem: str) -> NoReturn:
     parser.exit(2, f"{parser.prog}: error: {problem}\n")
 
 
+def trainer_of(config_class: type) -> str:
+    """The trainer (one of `TRAINERS`) whose config `config_class` is: its module's name, ``dqn`` for dqn.Config."""
+    return config_class.__module__.rsplit(".", 1)[-1]
+
+
 def unknown_flags(config_class: type, unknown: list[str]) -> str:
     """What the trainer of `config_class` says of the arguments it does not know: the closest of its own flags, or,
     for the other trainer's flag (PPO's --n-steps given to DQN), whose it is."""
     first = unknown[0].split("=")[0]
-    flags = [f"--{prefix}{field.name.replace('_', '-')}" for field in dataclasses.fields(config_class)
-             for prefix in ("", "no-") if not prefix or str(field.type) == "bool"]  # fmt: skip
+    fields = dataclasses.fields(config_class)
+    flags = [flag_of(field.name) for field in fields]
+    flags += [flag_of("no_" + field.name) for field in fields if str(field.type) == "bool"]
     closest = difflib.get_close_matches(first, flags, n=3, cutoff=0.6) if first.startswith("--") else []
     hint = f" (closest: {', '.join(closest)})" if closest else ""
-    for other in {"ppo", "dqn"} - {config_class.__module__.rsplit(".", 1)[-1]}:
+    for other in set(TRAINERS) - {trainer_of(config_class)}:
         others = importlib.import_module(f"atari_game.{other}").Config
-        if first in {f"--{field.name.replace('_', '-')}" for field in dataclasses.fields(others)}:
+        if first in {flag_of(field.name) for field in dataclasses.fields(others)}:
             hint = f" ({first} is {other.upper()}'s: atari-game train --algo {other}, or examples/{other}.py)"
     return f"unrecognized arguments: {' '.join(unknown)}{hint}"
 
@@ -317,14 +323,14 @@ def parse_config(
         fixed = {name: value for name, value in protocol.train.items() if hasattr(config, name)}
         for name, value in fixed.items():
             if name in given and given[name] != value:
-                flag = f"--{name.replace('_', '-')}"
+                flag = flag_of(name)
                 usage_error(
                     parser,
                     f"{flag} {given[name]} conflicts with --protocol {protocol.name}, which sets {flag} {value} "
                     f"({protocol.sources[name]}): drop {flag}, or --protocol",
                 )
         config = dataclasses.replace(config, **fixed)
-    algo = config_class.__module__.rsplit(".", 1)[-1]
+    algo = trainer_of(config_class)
     run_dir = run_directory(config, algo)
     checkpoint = Path(config.eval) if config.eval else run_dir / "checkpoint.pt"
     # A new run never overwrites a checkpoint; --eval's and --resume's, read once, must be this trainer's.
@@ -374,7 +380,7 @@ def resumed_config(config_class: type[ConfigT], given: dict, saved: dict, run_di
     saved = {name: value for name, value in saved.items() if name in fields}  # a field since removed is dropped
     saved.setdefault("precision", "fp32")  # the checkpoints from before --precision computed in fp32
     changed = [
-        f"--{name.replace('_', '-')} {saved[name]}"
+        f"{flag_of(name)} {saved[name]}"
         for name in given
         if name not in RUN_FIELDS and name in saved and given[name] != saved[name]
     ]

@@ -81,10 +81,15 @@ def between(low: float, high: float) -> Rule:
 POSITIVE: Rule = ((lambda value: 0 < value < float("inf")), "a number > 0")
 
 
+def flag_of(name: str) -> str:
+    """The command-line flag of the config field `name`: ``--total-frames`` for ``total_frames``."""
+    return "--" + name.replace("_", "-")
+
+
 def broken_rule(config: Any, rules: dict[str, Rule]) -> str:
     """The usage error of the first field of `config` that breaks its rule in `rules` ("" if none does)."""
     for name, (valid, what) in rules.items():
         value = getattr(config, name)
         if not valid(value):
-            return f"--{name.replace('_', '-')} must be {what}, got {value}"
+            return f"{flag_of(name)} must be {what}, got {value}"
     return ""
