@@ -28,6 +28,7 @@ import numpy as np
 from atari_game import GamePool, RayGamePool, Worker
 from atari_game.arguments import count
 from atari_game.arguments import game_name as known_game
+from atari_game.extras import install_command
 from atari_game.game import FIXED_RESTART_GAMES, action_meanings, display_name, resolve_game, rom_path
 from atari_game.worker import available_cores
 
@@ -488,7 +489,7 @@ def compare(
             workers = {"n_workers": min(args.pool_workers, n)} if args.pool_workers and name in OURS else {}
             built[name] = SYSTEMS[name](n, game, **workers)
         except ImportError as error:
-            skipped[name] = f"not installed ({error}): pip install -e '.[{EXTRAS.get(name, 'bench')}]'"
+            skipped[name] = f"not installed ({error}): {install_command(EXTRAS.get(name, 'bench'))}"
     if not built:  # every system asked for is missing: say why, measure nothing
         for name, reason in skipped.items():
             print(f"{name}: skipped: {reason}")

@@ -19,16 +19,15 @@ import atari_game
 from atari_game import benchmark
 from atari_game.arguments import TRAINERS, checkpoint_file, count, game_name, mp4_file, scoring_protocol, seed
 from atari_game.evaluation import evaluate_checkpoint
+from atari_game.extras import install_command
 from atari_game.game import Game, action_meanings, list_games
 from atari_game.play import play_game
 from atari_game.report import format_summary, write_report
 
-TRAIN_EXTRA = 'pip install torch==2.13.0 && pip install "atari_game[train]"'
 
-
-def missing_extra(command: str, error: ImportError, install: str) -> None:
+def missing_extra(command: str, error: ImportError, extra: str) -> None:
     # An optional dependency is not installed: say which, and how to get it, instead of a traceback.
-    sys.exit(f"atari-game {command} needs {error.name!r}, which is not installed: {install}")
+    sys.exit(f"atari-game {command} needs {error.name!r}, which is not installed: {install_command(extra)}")
 
 
 def games() -> None:
@@ -46,7 +45,7 @@ def play(args: argparse.Namespace) -> None:
         try:
             from atari_game.training import trained_policy
         except ImportError as error:
-            missing_extra("play --checkpoint", error, TRAIN_EXTRA)
+            missing_extra("play --checkpoint", error, "train")
         try:
             policy, options = trained_policy(args.checkpoint, args.game)
         except ValueError as error:  # no checkpoint, or another game's: a usage error, as evaluate's
@@ -83,7 +82,7 @@ def train(arguments: list[str]) -> None:
     try:
         trainer = importlib.import_module(f"atari_game.{choice.algo}")
     except ImportError as error:
-        missing_extra("train", error, TRAIN_EXTRA)
+        missing_extra("train", error, "train")
     if "-h" in options or "--help" in options:
         print(chooser.format_help())
     trainer.main(options, prog=f"atari-game train --algo {choice.algo}")
@@ -99,7 +98,7 @@ def evaluate(args: argparse.Namespace) -> None:
         try:
             result, note = evaluate_checkpoint(checkpoint, args.protocol, args.episodes, args.seed, args.envs)
         except ImportError as error:  # torch, which it imports to load the checkpoint
-            missing_extra("evaluate", error, TRAIN_EXTRA)
+            missing_extra("evaluate", error, "train")
         except ValueError as error:
             args.command_parser.error(str(error))
         if note:
@@ -115,7 +114,7 @@ def report(args: argparse.Namespace) -> None:
     try:
         summary = write_report(args.inputs, args.out, resamples=args.resamples, seed=args.seed)
     except ImportError as error:
-        missing_extra("report", error, 'pip install "atari_game[report]"')
+        missing_extra("report", error, "report")
     except (ValueError, OSError) as error:  # bad inputs; a folder that cannot be read or written
         args.command_parser.error(str(error))
     print(format_summary(summary))

@@ -33,6 +33,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from atari_game.extras import install_command
 from atari_game.ray_pool import connect, free_cpus
 from atari_game.worker import available_cores
 
@@ -43,9 +44,7 @@ MAX_RESTARTS = 3
 ANSWER_WAIT = 30.0
 
 #: What the ray extra installs for Ray Train, and the error that names it.
-MISSING = (
-    '--learners needs Ray Train, which is not installed (or lacks its dependencies): pip install "atari_game[ray]"'
-)
+MISSING = f"--learners needs Ray Train, which is not installed (or lacks its dependencies): {install_command('ray')}"
 
 
 class LearnersFailed(RuntimeError):

@@ -1,7 +1,7 @@
 """RayGamePool: the GamePool API with its games on Ray actors, on as many machines as the Ray cluster has.
 
 Each actor hosts a `GameBlock` or a whole local `GamePool` (`RayGamePool`'s `actors`); everything else is `GamePool`'s
-code. It needs ``pip install "atari_game[ray]"``, and on every node this process's atari_game and ale-py (Ray guide).
+code. It needs ``pip install -e ".[ray]"``, and on every node this process's atari_game and ale-py (Ray guide).
 
     with RayGamePool(64, "Breakout", address="auto") as pool:   # an existing cluster; "local" starts one here
         obs, info = pool.reset(seed=0)
@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from atari_game.extras import install_command
 from atari_game.pool import GamePool
 from atari_game.pool_errors import PoolError, WorkerDied, describe_worker
 from atari_game.pool_worker import GameBlock
@@ -58,7 +59,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as error:
-        raise ImportError('RayGamePool needs Ray: pip install "atari_game[ray]"') from error
+        raise ImportError(f"RayGamePool needs Ray: {install_command('ray')}") from error
     return ray
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from atari_game.extras import install_command
 from atari_game.validation import check_array, check_bool, check_choice, check_int, check_number
 
 # Extra frame slots per env, as a share of its transition slots: they hold the frames of segment starts.
@@ -107,7 +108,10 @@ class _CompressedFrames:
     """Each env's ring of frames, each a ``bytes``: held raw until `train_at` are written, then zstd-compressed."""
 
     def __init__(self, num_envs: int, frame_slots: int, frame_shape: tuple[int, ...], dtype: np.dtype) -> None:
-        import zstandard  # an optional dependency: only this store needs it
+        try:  # an optional dependency: only this store needs it
+            import zstandard
+        except ImportError as error:
+            raise ImportError(f"FrameReplay's zstd compression needs zstandard: {install_command('zstd')}") from error
 
         self.zstandard = zstandard
         self.blobs = np.full((num_envs, frame_slots), None, object)  # 8 bytes a slot, resident at once
@@ -232,7 +236,7 @@ class FrameReplay:
         priority_epsilon: added to every priority `update_priorities` sets, so that none becomes unsampleable.
         seed: seeds the sampling generator (None: fresh entropy); the same seed and adds give the same batches.
         compression: None (frames stored as they are) or ``"zstd"``: each frame compressed on its own when added
-            with a dictionary (see the Replay guide; needs ``zstandard``: ``pip install atari-game[zstd]``).
+            with a dictionary (see the Replay guide; needs ``zstandard``: ``pip install -e ".[zstd]"``).
 
     `len(buffer)` is the number of transitions that can be sampled, `buffer.nbytes` the bytes it holds. Not
     thread-safe: do not `add` and `sample` from two threads at once.

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from atari_game.evaluation import FORMAT, VERSION
+from atari_game.extras import install_command
 from atari_game.game import display_name, resolve_game
 from atari_game.scores import ATARI5_STATED_ERROR, ATARI_5, ATARI_57, atari5_median, human_normalized
 
@@ -339,7 +340,7 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
         from matplotlib.figure import Figure
     except ImportError as error:
         raise ImportError(
-            'atari-game report\'s performance profiles need matplotlib: pip install "atari_game[report]"'
+            f"atari-game report's performance profiles need matplotlib: {install_command('report')}"
         ) from error
     # Each algorithm's raw scores per game, runs in seed order.
     lists: dict[str, dict[str, list[float]]] = {}

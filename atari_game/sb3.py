@@ -14,6 +14,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from atari_game.extras import install_command
 from atari_game.pool import GamePool
 from atari_game.replay import FrameReplay
 from atari_game.validation import check_int
@@ -25,8 +26,7 @@ try:
     from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 except ImportError as error:  # SB3 missing, or torch (which SB3 imports) missing
     raise ImportError(
-        "atari_game.sb3 needs Stable-Baselines3 and torch: install torch first, exactly as "
-        f'`pip install torch==2.13.0`, then `pip install "atari_game[sb3]"` ({error})'
+        f"atari_game.sb3 needs Stable-Baselines3 and torch ({error}): {install_command('sb3')}"
     ) from error
 
 

@@ -34,6 +34,7 @@ from torch import nn
 from tqdm import tqdm
 
 from atari_game.arguments import TRAINERS, game_name, integer, protocol_name
+from atari_game.extras import install_command
 from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, display_name, resolve_game
 from atari_game.learners import Learners, LearnersFailed, learners_problem, train_on_learners
 from atari_game.play import play_game
@@ -418,7 +419,7 @@ def ray_problem(address: str) -> str:
     except ValueError as error:
         return f"--ray: {error}".replace("None, ", "")
     if importlib.util.find_spec("ray") is None:
-        return '--ray needs Ray, which is not installed: pip install "atari_game[ray]"'
+        return f"--ray needs Ray, which is not installed: {install_command('ray')}"
     return ""
 
 

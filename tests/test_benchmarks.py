@@ -349,7 +349,8 @@ def test_the_benchmark_takes_any_choice_of_systems_its_ratios_over_ours_where_on
 
     monkeypatch.setitem(benchmark.SYSTEMS, "EnvPool async", missing)
     main([*common, "--systems", "EnvPool async"])
-    assert "EnvPool async: skipped: not installed (No module named 'envpool')" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert """EnvPool async: skipped: not installed (No module named 'envpool'): pip install -e ".[bench]" """ in out
 
 
 def test_ratios_are_paired_round_by_round_and_summarised_with_their_spread():

@@ -302,7 +302,8 @@ def test_a_missing_extra_names_what_to_install():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 1
     assert "atari-game train needs 'torch', which is not installed" in result.stderr
-    assert 'pip install torch==2.13.0 && pip install "atari_game[train]"' in result.stderr
+    # From the clone, as the docs install it (atari_game is not on PyPI), torch first and pinned.
+    assert 'pip install torch==2.13.0 && pip install -e ".[train]" (in the atari_game clone)' in result.stderr
 
 
 def test_counts_take_the_forms_papers_write_them_in(tmp_path, monkeypatch):

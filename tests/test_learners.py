@@ -145,7 +145,7 @@ def test_without_ray_train_the_error_names_the_extra(monkeypatch):
 
     monkeypatch.setattr(learners, "importlib", types.SimpleNamespace(import_module=missing))  # (this module's alone)
     assert learners.learners_problem(2, "local", 8) == learners.MISSING
-    assert 'pip install "atari_game[ray]"' in learners.MISSING
+    assert learners.MISSING.endswith('its dependencies): pip install -e ".[ray]" (in the atari_game clone)')
 
 
 def ray_train_workers():

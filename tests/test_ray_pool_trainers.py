@@ -151,7 +151,9 @@ def test_a_bad_ray_address_is_a_usage_error(tmp_path, capsys, address, problem):
 
 def test_without_ray_the_error_names_the_extra(monkeypatch):
     monkeypatch.setattr(training.importlib.util, "find_spec", lambda name: None)
-    assert training.ray_problem("auto") == '--ray needs Ray, which is not installed: pip install "atari_game[ray]"'
+    assert training.ray_problem("auto") == (
+        '--ray needs Ray, which is not installed: pip install -e ".[ray]" (in the atari_game clone)'
+    )
     assert training.ray_problem("") == ""
 
 

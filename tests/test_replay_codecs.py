@@ -43,6 +43,14 @@ def test_real_frames_are_held_raw_until_the_dictionary_is_trained_then_compresse
     check_exact(buffer, plain)
 
 
+def test_zstd_without_zstandard_names_the_extra_to_install(monkeypatch):
+    # A None entry in sys.modules makes `import zstandard` fail, as on a machine without the zstd extra.
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    with pytest.raises(ImportError, match=re.escape('zstandard: pip install -e ".[zstd]" (in the atari_game clone)')):
+        FrameReplay(8, 1, (2, 2), compression="zstd")
+    assert len(FrameReplay(8, 1, (2, 2))) == 0  # uncompressed frames need nothing more
+
+
 def test_frames_too_small_to_train_a_dictionary_are_compressed_with_plain_zstd(monkeypatch):
     monkeypatch.setattr(replay, "DICTIONARY_FRAMES", 4)
     buffer = FrameReplay(8, 1, (2, 2), compression="zstd")

@@ -35,7 +35,7 @@ def test_import_without_sb3_names_the_extra_to_install():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode != 0
     assert "ImportError: atari_game.sb3 needs Stable-Baselines3 and torch" in result.stderr
-    assert "pip install torch==2.13.0" in result.stderr and 'pip install "atari_game[sb3]"' in result.stderr
+    assert 'pip install torch==2.13.0 && pip install -e ".[sb3]" (in the atari_game clone)' in result.stderr
 
 
 def test_spaces_shapes_and_dtypes(make_env):
