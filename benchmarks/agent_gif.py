@@ -16,7 +16,7 @@ import common
 import torch
 from PIL import Image
 
-from atari_game.arguments import count, seed
+from atari_game.arguments import checkpoint_file, count, seed
 from atari_game.game import Game
 from atari_game.training import load_checkpoint, trained_policy
 
@@ -24,7 +24,7 @@ from atari_game.training import load_checkpoint, trained_policy
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
-    add("checkpoint", type=Path, help="a checkpoint.pt of atari-game train (PPO or DQN)")
+    add("checkpoint", type=checkpoint_file, help="a checkpoint.pt of atari-game train (PPO or DQN)")
     add("gif", type=Path, help="the GIF to write")
     add("--seconds", type=float, default=30.0, help="game time to show (default: %(default)s)")
     add("--every", type=count, default=2, help="keep every N-th agent step (default: %(default)s)")
@@ -33,8 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    policy, options = trained_policy(args.checkpoint, load_checkpoint(args.checkpoint)["config"]["game"])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:  # a file that is no checkpoint is a usage error, as in atari-game play --checkpoint
+        policy, options = trained_policy(args.checkpoint, load_checkpoint(args.checkpoint)["config"]["game"])
+    except ValueError as error:
+        parser.error(str(error))
     game = Game(seed=args.seed, **options)
     torch.manual_seed(args.seed)  # PPO's policy samples its actions: the same GIF every time
     steps = int(args.seconds * 60 / game.options.frame_skip)  # the Atari draws 60 frames a second, a step frame_skip

@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
+import agent_gif
 import common
 import dqn_final_agents
 import numpy as np
@@ -255,7 +256,7 @@ def test_cleanrl_left_unnamed_is_refused_naming_the_flag_and_the_variable(monkey
     assert "pass --cleanrl-script PATH or set CLEANRL_DIR" in capsys.readouterr().err
     monkeypatch.setenv("CLEANRL_PYTHON", "/nowhere/python")
     with pytest.raises(SystemExit):
-        dqn_final_agents.main(["--ours", "x.pt", "--cleanrl-script", __file__])
+        dqn_final_agents.main(["--ours", __file__, "--cleanrl-script", __file__])  # (a file that exists)
     assert "--cleanrl-python /nowhere/python: no such file" in capsys.readouterr().err
 
 
@@ -469,6 +470,18 @@ def test_final_agents_loads_cleanrl_models_and_plays_whole_games_in_our_env(tmp_
             _, _, _, info = game.step(1)
         expected.append(info["game_reward"])
     assert returns == expected and np.isfinite(returns).all()
+
+
+def test_a_file_that_is_no_checkpoint_is_a_usage_error_of_the_scripts_that_load_one(tmp_path, capsys):
+    (tmp_path / "notes.pt").write_text("not a checkpoint")
+    with pytest.raises(SystemExit) as exit_:
+        agent_gif.main([str(tmp_path / "notes.pt"), str(tmp_path / "a.gif")])
+    assert exit_.value.code == 2 and "notes.pt is not a checkpoint.pt of atari-game train" in capsys.readouterr().err
+    assert not (tmp_path / "a.gif").exists()
+    for script, flag in ((agent_gif, ""), (dqn_final_agents, "--ours"), (dqn_final_agents, "--cleanrl")):
+        with pytest.raises(SystemExit) as exit_:
+            script.main([*filter(None, [flag]), str(tmp_path / "missing.pt"), str(tmp_path / "a.gif")])
+        assert exit_.value.code == 2 and "no such checkpoint file" in capsys.readouterr().err
 
 
 def test_agent_gif_shows_the_checkpoints_agent_playing_in_colour_at_the_games_speed(tmp_path):
