@@ -178,9 +178,9 @@ TARGETS = {
         ("tests/test_game.py", "tests/test_game_properties.py", "tests/test_reference.py"),
     ),
 }
-# cosmic-ray replaces each binary operator by each of 11 others, each comparison by each of 7 (1,856 mutants of
-# replay.py, 1,298 of them binary operators): only the replacement by its counterpart is kept, as mutmut makes
-# them (``+`` by ``-``, ``<`` by ``<=``, ``not x`` by ``x``), and every mutant of the other operators.
+# cosmic-ray replaces each binary operator by each of 11 others, each comparison by each of 7 (most of its mutants;
+# docs/contributing.md gives the counts): only the replacement by its counterpart is kept, as mutmut makes them
+# (``+`` by ``-``, ``<`` by ``<=``, ``not x`` by ``x``), and every mutant of the other operators.
 COUNTERPARTS = {
     "ReplaceBinaryOperator": (
         "Add_Sub Sub_Add Mul_Div Div_Mul FloorDiv_Div Mod_Div Pow_Mul "
