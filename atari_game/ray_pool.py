@@ -179,7 +179,8 @@ def _check_versions(wanted: dict[str, str]) -> None:
     if (found := versions()) != wanted:
         raise RuntimeError(
             f"node {_ray().util.get_node_ip_address()} has {found}, the pool's process {wanted}: install the same "
-            f"versions on every node (pip install {' '.join(f'{name}=={v}' for name, v in wanted.items())})"
+            f"versions on every node (atari_game: `pip install -e .` in a clone of this one's commit; ale-py: "
+            f"`pip install ale-py=={wanted['ale-py']}`; docs/guides/ray.md)"
         )
 
 

@@ -93,6 +93,11 @@ def test_gradient_step_minimises_the_td_error_of_each_variant(variant):
     optimizer = torch.optim.Adam(q_network.parameters(), lr=config.learning_rate)
     loss, _ = dqn.gradient_step(config, q_network, target_network, optimizer, buffer, torch.device("cpu"), 100)
     assert loss == pytest.approx(expected, rel=1e-5)
+    # The step went down the TD error: the same batch's loss against the same targets is lower after it.
+    with torch.no_grad():
+        q_after = q_network(torch.from_numpy(batch.obs))[torch.arange(8), torch.from_numpy(batch.actions)]
+        after = (torch.from_numpy(batch.weights) * (target - q_after) ** 2).mean().item()
+    assert after < expected
     assert any(not torch.equal(a, b) for a, b in zip(q_network.parameters(), before.parameters(), strict=True))
     assert all(torch.equal(a, b) for a, b in zip(target_network.parameters(), frozen_target.parameters(), strict=True))
     if config.prioritized:  # the TD errors became the sampled transitions' priorities: the weights differ now

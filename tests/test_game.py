@@ -314,9 +314,16 @@ def test_same_seed_same_trajectory_other_seed_other_trajectory(options):
 
 def test_reset_takes_seed_0_as_a_new_game_seeded_0_and_refuses_a_negative_seed():
     # 0 is the lowest seed, and the default one: refusing it, or taking -1, would be off by one either way.
+    def noop_starts(game, **seed):
+        # Breakout's screen stands still through the no-ops: the seed shows in how many each game began with.
+        return [game.reset(**seed if i == 0 else {}) is not None and game.ale.getEpisodeFrameNumber() for i in range(6)]
+
     game = Game("Breakout", seed=5, noop_max=30)
     game.reset()
     game.step(1)
+    seeded_0 = noop_starts(game, seed=0)
+    assert seeded_0 == noop_starts(Game("Breakout", seed=0, noop_max=30))
+    assert seeded_0 != noop_starts(Game("Breakout", seed=5, noop_max=30))
     assert np.array_equal(game.reset(seed=0), Game("Breakout", seed=0, noop_max=30).reset())
     with pytest.raises(ValueError, match=re.escape("seed must be an integer >= 0, got -1")):
         game.reset(seed=-1)

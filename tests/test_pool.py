@@ -3,6 +3,7 @@
 import contextlib
 import gc
 import os
+import re
 import resource
 import signal
 import socket
@@ -59,16 +60,20 @@ def shm_segments():
     return {name for name in os.listdir("/dev/shm") if name.startswith(f"atari_game_{os.getpid()}_")}
 
 
-def held_here(segment):
-    """Whether this process still has the segment named `segment` open or mapped (/proc shows /memfd:NAME)."""
+def held_segments():
+    """The names of the pool segments this process has open or mapped (/proc shows /memfd:NAME, or the deleted
+    /dev/shm/NAME_xxxx of a machine without memfd): a pool's memory has no name in /dev/shm to list."""
     with open("/proc/self/maps") as maps:
-        if segment in maps.read():
-            return True
-    links = []
+        places = [maps.read()]
     for fd in os.listdir("/proc/self/fd"):
         with contextlib.suppress(OSError):  # (the listing's own descriptor, closed by now)
-            links.append(os.readlink(f"/proc/self/fd/{fd}"))
-    return any(segment in link for link in links)
+            places.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return set(re.findall(r"atari_game_\d+_[0-9a-f]{8}", "\n".join(places)))
+
+
+def held_here(segment):
+    """Whether this process still has the segment named `segment` open or mapped."""
+    return segment in held_segments()
 
 
 def worker_pids(pool):
@@ -417,10 +422,10 @@ def test_bad_continuous_actions_are_refused_before_anything_is_sent(pool_factory
     ],
 )
 def test_bad_pool_options_fail_before_any_process_or_memory_exists(kwargs, message):
-    before_children, before_shm = children(), shm_segments()
+    before_children, before_memory = children(), held_segments()
     with pytest.raises((ValueError, TypeError), match=message):
         GamePool(**kwargs)
-    assert children() == before_children and shm_segments() == before_shm
+    assert children() == before_children and held_segments() == before_memory
 
 
 # --- faults -----------------------------------------------------------------------------------------
@@ -440,7 +445,7 @@ def test_a_killed_worker_is_reported_within_two_seconds_and_close_still_works():
         pool.step([0, 0, 0, 0])
     pool.close()
     pool.close()
-    assert all_gone(pids) and segment not in shm_segments()
+    assert all_gone(pids) and not held_here(segment)
 
 
 @pytest.mark.timing
@@ -1053,7 +1058,7 @@ def test_ten_create_close_cycles_grow_nothing():
     # counted: other processes on the machine make and delete theirs.
     segments = [cycle() for _ in range(10)]
     assert (len(children()), fds()) == before
-    assert len(set(segments)) == 10 and not set(segments) & shm_segments()
+    assert len(set(segments)) == 10 and not set(segments) & held_segments()
 
 
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
@@ -1084,7 +1089,9 @@ def test_ctrl_c_at_any_moment_of_a_step_leaves_the_pool_in_step(ctrl_c_raises):
 
 
 def test_reset_refuses_a_negative_seed_before_any_env_is_reset():
-    with GamePool(4, "Pong", n_workers=2) as pool:
+    # SpaceInvaders' screen moves from the first frame: an env reset by a refused call would show on the next step.
+    options = {"game": "SpaceInvaders", "noop_max": 30}
+    with GamePool(4, n_workers=2, **options) as pool:
         pool.reset(seed=0)
         for _ in range(3):
             pool.step(np.zeros(4, int))
@@ -1094,6 +1101,9 @@ def test_reset_refuses_a_negative_seed_before_any_env_is_reset():
             pool.reset(seed=["a", 1, 2, 3])
         with pytest.raises(ValueError, match=r"seed must be None, an int or a list of 4 seeds, got 1\.5"):
             pool.reset(seed=1.5)
+        obs = pool.step(np.zeros(4, int))[0]
+        for i in range(4):  # every env went on with its game: its 4th step, as a local Game's
+            assert np.array_equal(obs[i], play_one(i, [0] * 4, same_step=False, **options)[1][3][0])
         assert pool.reset(seed=0)[0].shape == (4, 4, 84, 84)  # still usable
 
 

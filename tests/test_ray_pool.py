@@ -1,9 +1,11 @@
 """RayGamePool on a real two-node Ray cluster on this machine: the local pool's games, spread, faults, leaks."""
 
 import contextlib
+import importlib.metadata
 import ipaddress
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from test_pool import OPTIONS, all_gone
 from test_pool_values import LocalEnv, check_reset, play_async, send
 
+import atari_game
 from atari_game import Game
 from atari_game.pool import GamePool, PoolError, WorkerDied
 from atari_game.ray_pool import RayGamePool, _ray, single_machine_mode
@@ -406,12 +409,16 @@ def test_a_node_without_atari_game_or_with_another_version_is_named_with_the_fix
     # The actor's worker gets a PYTHONPATH with that sitecustomize (Ray puts the driver's directory first on its
     # workers' sys.path, so a package shadowing atari_game there would not do).
     (tmp_path / "sitecustomize.py").write_text(NODES[node])
+    ours, ale = atari_game.__version__, importlib.metadata.version("ale-py")  # what the node is compared with
     if node == "without atari_game":
-        expected = r"No module named 'atari_game': install atari_game 0\.1\.0 on every node \(docs/guides/ray.md\)"
+        expected = re.escape(
+            f"No module named 'atari_game': install atari_game {ours} on every node (docs/guides/ray.md)"
+        )
     else:
-        expected = (
-            r"has \{'atari_game': '9\.9\.9', 'ale-py': '0\.12\.1'\}, the pool's process \{'atari_game': '0\.1\.0', "
-            r"'ale-py': '0\.12\.1'\}: install the same versions on every node \(pip install atari_game==0\.1\.0 "
+        expected = re.escape(
+            f"has {{'atari_game': '9.9.9', 'ale-py': '{ale}'}}, the pool's process {{'atari_game': '{ours}', "
+            f"'ale-py': '{ale}'}}: install the same versions on every node (atari_game: `pip install -e .` in a clone "
+            f"of this one's commit; ale-py: `pip install ale-py=={ale}`; docs/guides/ray.md)"
         )
     shadowed = {"runtime_env": {"env_vars": {"PYTHONPATH": str(tmp_path)}}}
     start = time.monotonic()
@@ -538,7 +545,7 @@ def test_a_driver_whose_ray_differs_from_the_clusters_is_refused_within_seconds_
     seconds, children, connected = run.stdout.splitlines()[0].split()
     assert float(seconds) < 30 and children == "0" and connected == "False"
     message = "\n".join(run.stdout.splitlines()[1:])
-    assert message.startswith("Version mismatch: The cluster was started with:\n    Ray: 2.60.0\n")
+    assert message.startswith(f"Version mismatch: The cluster was started with:\n    Ray: {ray.__version__}\n")
     assert "This process on node " in message and "Ray: 2.59.0" in message
     assert message.endswith(
         "Ray refuses a driver whose Ray or Python version differs from the cluster's: run this process with the "

@@ -14,7 +14,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import VecMonitor
-from test_pool import all_gone, shm_segments, worker_pids
+from test_pool import all_gone, held_here, held_segments, worker_pids
 
 from atari_game import Game
 from atari_game.pool import PoolError
@@ -194,10 +194,10 @@ def test_attributes_methods_wrappers_and_render(make_env):
     ],
 )
 def test_bad_options_are_refused_before_any_process_starts(kwargs, error, message):
-    shm_before = shm_segments()
+    memory_before = held_segments()
     with pytest.raises(error, match=message):
         GamePoolVecEnv(2, **kwargs)
-    assert shm_segments() == shm_before
+    assert held_segments() == memory_before
 
 
 def test_a_restarted_worker_shows_as_truncated_envs_without_a_terminal_observation(make_env):
@@ -215,7 +215,7 @@ def test_close_leaves_no_process_and_no_shared_memory():
         env.reset()
         env.step(np.array([1, 1]))
         pids, segment = worker_pids(env.pool), env.pool._transport.segment.name
-    assert all_gone(pids) and segment not in shm_segments()
+    assert all_gone(pids) and not held_here(segment)
     env.close()  # twice is fine
     with pytest.raises(PoolError, match="closed"):
         env.reset()
