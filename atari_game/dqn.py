@@ -564,8 +564,11 @@ def evaluate(config: Config) -> None:
     q_network, trained = load_q_network(training.load_checkpoint(config.eval), device)
     path = Path(config.eval).with_name("eval.mp4")
     policy = agent_policy(q_network, device, config.eval_epsilon, config.seed)
-    score = training.record_game(policy, dataclasses.replace(trained, seed=config.seed), path)
-    print(f"{trained.game}: one game scored {score:g} (unclipped, epsilon {config.eval_epsilon:g}); video: {path}")
+    score, length = training.record_game(policy, dataclasses.replace(trained, seed=config.seed), path)
+    print(
+        f"{trained.game}: one game scored {score:g} in {length} steps (unclipped, epsilon {config.eval_epsilon:g}); "
+        f"video: {path}"
+    )
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> None:

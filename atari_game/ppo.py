@@ -498,8 +498,9 @@ def evaluate(config: Config) -> None:
     device = training.pick_device(config.device)
     agent, trained = load_agent(training.load_checkpoint(config.eval), device)
     path = Path(config.eval).with_name("eval.mp4")
-    score = training.record_game(agent_policy(agent, device), dataclasses.replace(trained, seed=config.seed), path)
-    print(f"{trained.game}: one game scored {score:g} (unclipped); video: {path}")
+    policy, replayed = agent_policy(agent, device), dataclasses.replace(trained, seed=config.seed)
+    score, length = training.record_game(policy, replayed, path)
+    print(f"{trained.game}: one game scored {score:g} in {length} steps (unclipped); video: {path}")
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> None:

@@ -684,12 +684,13 @@ def torch_threads(count: int) -> Iterator[None]:
         torch.set_num_threads(callers)
 
 
-def record_game(policy: Callable[[np.ndarray], int], config: RunConfig, path: Path) -> float:
+def record_game(policy: Callable[[np.ndarray], int], config: RunConfig, path: Path) -> tuple[float, int]:
     """Play one whole game with `policy` (the game options of `config`, seeded ``config.seed + 10_000``, a game
-    not trained on), write it as a colour .mp4 at `path`, and return its (unclipped) score."""
+    not trained on), write it as a colour .mp4 at `path` (a frame per agent step), and return its (unclipped) score
+    and its length in agent steps."""
     game = Game(seed=config.seed + 10_000, **game_options(config))
     with torch_threads(available_cores()):
-        return play_game(game, policy, path)[0]
+        return play_game(game, policy, path)
 
 
 def load_checkpoint(checkpoint: str | Path) -> dict:

@@ -45,8 +45,10 @@ def play(system: str, steps: int) -> None:
         for action in actions:
             env.step(np.array([action]))
         env.close()
-    else:
+    elif system == "bare-ale":
         bare_steps(GAME, actions)
+    else:
+        raise ValueError(f"system must be one of {', '.join(SYSTEMS)}, got {system!r}")
 
 
 def count(system: str, steps: int, directory: Path) -> int:

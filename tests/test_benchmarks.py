@@ -301,6 +301,8 @@ def test_pool_versus_can_slow_the_first_worker_down_with_a_cpu_cgroup():
 def test_step_instructions_plays_each_system_as_callgrind_would_count_it():
     for system in step_instructions.SYSTEMS:
         step_instructions.play(system, 5)
+    with pytest.raises(ValueError, match="system must be one of game, ale-vector, bare-ale, got 'ale'"):
+        step_instructions.play("ale", 5)  # not counted as some other system's
 
 
 def test_the_parent_fit_recovers_its_costs_and_the_ceiling_follows_from_them():

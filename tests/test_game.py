@@ -215,14 +215,16 @@ def test_final_observation_is_the_last_observation_of_the_ended_episode():
 
 def test_final_observation_of_an_episode_ended_mid_step_holds_its_final_screen():
     game = Game("Breakout", fire_reset=True)
-    previous = game.reset()
+    previous, ends = game.reset(), 0
     for action in random_actions(game, 300):
         obs, _, done, _ = game.step(action)
         if done:
             final = game.final_observation
             assert np.array_equal(final[:-1], previous[1:]) and final[-1].any()
             assert not np.shares_memory(final, obs)
+            ends += 1
         previous = obs
+    assert ends >= 1
 
 
 def test_clip_rewards_clips_the_step_reward_but_not_the_statistics():
@@ -420,9 +422,16 @@ def test_bad_actions_are_refused_and_leave_the_game_usable(action, error, messag
 
 @pytest.mark.parametrize("action", [np.int64(3), np.uint8(2), np.array(1), 0])
 def test_integer_like_actions_are_accepted(action):
-    game = Game("Breakout")
-    game.reset()
-    game.step(action)
+    # Played as the integer they hold: 10 steps of it move the paddle (LEFT, RIGHT) as a twin given int(action) does.
+    game, twin, other = Game("Breakout"), Game("Breakout"), Game("Breakout")
+    game.reset(), twin.reset(), other.reset()
+    for _ in range(10):
+        obs, *_ = game.step(action)
+        expected, *_ = twin.step(int(action))
+        elsewhere, *_ = other.step(2 if int(action) == 3 else 3)
+    assert np.array_equal(obs, expected)
+    if int(action) in (2, 3):  # (NOOP and FIRE leave a waiting Breakout's screen alike)
+        assert not np.array_equal(obs, elsewhere)
 
 
 @pytest.mark.parametrize(

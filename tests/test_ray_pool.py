@@ -25,7 +25,7 @@ from test_pool_values import LocalEnv, check_reset, play_async, send
 import atari_game
 from atari_game import Game
 from atari_game.pool import GamePool, PoolError, WorkerDied
-from atari_game.ray_pool import RayGamePool, _ray, single_machine_mode
+from atari_game.ray_pool import FREE_CPU_WAIT, RayGamePool, _ray, single_machine_mode
 
 NODE = {"num_cpus": 2, "object_store_memory": 100 << 20, "node_ip_address": "127.0.0.1"}
 
@@ -374,7 +374,7 @@ def test_a_cluster_without_free_cpus_is_refused_within_seconds_naming_the_fixes(
     start = time.monotonic()
     with pytest.raises(PoolError, match=r"has 0 of its 4 CPUs free, and the pool's 1 actors need 1 \(1 each\): pass"):
         RayGamePool(2, n_workers=1, **OPTIONS)
-    assert 10 <= time.monotonic() - start < 30  # it waits FREE_CPU_WAIT for CPUs a closing pool frees
+    assert FREE_CPU_WAIT <= time.monotonic() - start < FREE_CPU_WAIT + 20  # it waits for CPUs a closing pool frees
     holder.close()
     pool = ray_pool(2, n_workers=2, **OPTIONS)  # the failed pool left nothing: its CPUs come free with holder's
     assert pool.reset()[0].shape == (2, 4, 84, 84)

@@ -18,7 +18,7 @@ from test_ray_pool import NODE
 
 from atari_game import dqn, ppo, training
 from atari_game.pool import GamePool
-from atari_game.ray_pool import RayGamePool
+from atari_game.ray_pool import FREE_CPU_WAIT, RayGamePool
 from atari_game.worker import available_cores
 
 # fp32 named: auto's probe in each of two runs could choose differently on a busy machine.
@@ -119,8 +119,8 @@ def test_a_lost_node_is_survived_or_stops_the_run_naming_it_and_resume_goes_on(c
         message = stderr.decode().strip().splitlines()[-1]
         assert re.fullmatch(
             rf"stopped \(ray actor \(pid \d+ on node {victim.node_id[:8]} at [\d.]+, envs [0-3]-[0-3]\) was lost with "
-            rf"its node, and for 10 s no node has had the CPUs to restart it: .*\): {run_dir}/checkpoint.pt holds the "
-            rf"run at [\d,]+ frames; --resume --run-dir {run_dir} goes on",
+            rf"its node, and for {FREE_CPU_WAIT:.0f} s no node has had the CPUs to restart it: .*\): "
+            rf"{run_dir}/checkpoint.pt holds the run at [\d,]+ frames; --resume --run-dir {run_dir} goes on",
             message,
         ), message
     # --resume goes on from the last checkpoint (on the node left and the one added since): each update once.
