@@ -61,6 +61,10 @@ def test_a_pool_that_does_not_fit_in_dev_shm_fails_at_once_saying_why(tmp_path):
     result = subprocess.run(small_shm_command(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
     arrays = layout(200, GameOptions(game="Pong"), same_step=False)
     needed = sum(padded(shape, dtype) for shape, dtype in arrays.values())
+    # By hand, each array in whole 64-byte lines: the observations 200 x 4 x 84 x 84 bytes, six 8-byte columns
+    # (actions, rewards, the episode's and the game's return and length), four bool columns (256 bytes each), lives
+    # (int32: 800 bytes in 832), and the commands (200 x 8 int64).
+    assert needed == 200 * 4 * 84 * 84 + 6 * 1600 + 4 * 256 + 832 + 200 * 8 * 8
     # An anonymous memory file does not count against /dev/shm.
     assert result.stdout.splitlines()[0] == f"memfd {needed}", result.stderr
     # A file in /dev/shm does: the pools that fit work there.
