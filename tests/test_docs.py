@@ -43,6 +43,7 @@ INTERNAL_MODULES = {
     "segment": "the pool's shared-memory layout",
     "rendezvous": "how `--learners` learners on a local Ray cluster meet: Ray Train's torch backend on 127.0.0.1",
     "validation": "the checks behind the API's argument errors, which the functions that raise them document",
+    "extras": "the install command that the errors of a missing optional extra end with",
 }
 
 # Each block may use this much CPU time per process (a trainer's block trains for seconds, not minutes).
