@@ -245,8 +245,6 @@ DEFAULT_SYSTEMS = [name for name in SYSTEMS if name != "atari_game RayGamePool"]
 ASYNC = ("atari_game GamePool async", "EnvPool async")
 # The systems that are atari_game's pools (--pool-workers sets their worker processes).
 OURS = ("atari_game GamePool", "atari_game GamePool async", "atari_game RayGamePool")
-# The extra that installs each system's package, for the message when it is missing.
-EXTRAS = {"atari_game RayGamePool": "ray"}
 
 
 # --- measuring ------------------------------------------------------------------------------------------
@@ -489,7 +487,8 @@ def compare(
             workers = {"n_workers": min(args.pool_workers, n)} if args.pool_workers and name in OURS else {}
             built[name] = SYSTEMS[name](n, game, **workers)
         except ImportError as error:
-            skipped[name] = f"not installed ({error}): {install_command(EXTRAS.get(name, 'bench'))}"
+            # Ours say what to install themselves; a peer's ImportError only names its module.
+            skipped[name] = f"not installed ({error})" + ("" if name in OURS else f": {install_command('bench')}")
     if not built:  # every system asked for is missing: say why, measure nothing
         for name, reason in skipped.items():
             print(f"{name}: skipped: {reason}")

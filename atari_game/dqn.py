@@ -559,7 +559,8 @@ def batch_policy(saved: dict) -> tuple[Callable[[np.ndarray], np.ndarray], Confi
 
 def evaluate(config: Config) -> None:
     """Play and record one whole game with the Q-network of the checkpoint ``config.eval`` (eval.mp4 beside it),
-    epsilon-greedy with ``config.eval_epsilon``, seeded with ``config.seed``, and print its unclipped score."""
+    epsilon-greedy with ``config.eval_epsilon``, seeded with ``config.seed``, and print its unclipped score and
+    length in steps."""
     device = training.pick_device(config.device)
     q_network, trained = load_q_network(training.load_checkpoint(config.eval), device)
     path = Path(config.eval).with_name("eval.mp4")

@@ -494,7 +494,7 @@ def batch_policy(saved: dict) -> tuple[Callable[[np.ndarray], np.ndarray], Confi
 
 def evaluate(config: Config) -> None:
     """Play and record one whole game with the agent of the checkpoint ``config.eval`` (eval.mp4 beside it), seeded
-    with ``config.seed``, and print its unclipped score."""
+    with ``config.seed``, and print its unclipped score and length in steps."""
     device = training.pick_device(config.device)
     agent, trained = load_agent(training.load_checkpoint(config.eval), device)
     path = Path(config.eval).with_name("eval.mp4")

@@ -339,9 +339,8 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
     try:  # matplotlib's Figure (no pyplot: no backend or global state), before the work that needs it
         from matplotlib.figure import Figure
     except ImportError as error:
-        raise ImportError(
-            f"atari-game report's performance profiles need matplotlib: {install_command('report')}"
-        ) from error
+        needs = f"atari-game report's performance profiles need matplotlib: {install_command('report')}"
+        raise ImportError(needs, name="matplotlib") from error
     # Each algorithm's raw scores per game, runs in seed order.
     lists: dict[str, dict[str, list[float]]] = {}
     for score in sorted(scores, key=lambda s: (s.algorithm, display_name(s.game), s.seed)):

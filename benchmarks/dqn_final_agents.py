@@ -64,14 +64,19 @@ print(json.dumps(returns))
 
 def load_network(path: Path) -> QNetwork:
     """Our checkpoint's Q-network, or a CleanRL model file's (its ``network.0`` ... ``network.9`` state dict, loaded
-    into our layers in order: the shapes must match one by one)."""
-    saved = torch.load(path, map_location="cpu")
-    if "q_network" in saved:
+    into our layers in order: the shapes must match one by one); a `ValueError` for a file that is neither."""
+    try:
+        saved = torch.load(path, map_location="cpu")
+    except OSError as error:  # missing, a folder, unreadable
+        raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
+    except Exception as error:  # of many kinds: another format, a truncated copy
+        raise ValueError(f"{path} is not a checkpoint or a CleanRL model file ({type(error).__name__})") from None
+    if isinstance(saved, dict) and "q_network" in saved:
         return load_q_network(saved, CPU)[0]
     network = build_q_network("Breakout", CPU)
-    shapes = [tuple(tensor.shape) for tensor in saved.values()]
+    shapes = [tuple(getattr(tensor, "shape", ())) for tensor in saved.values()] if isinstance(saved, dict) else []
     if shapes != [tuple(tensor.shape) for tensor in network.state_dict().values()]:
-        raise SystemExit(f"{path}: not a Breakout Nature-CNN Q-network (layer shapes {shapes})")
+        raise ValueError(f"{path} is not a DQN checkpoint or a Breakout Nature-CNN Q-network (layer shapes {shapes})")
     network.load_state_dict(dict(zip(network.state_dict(), saved.values(), strict=True)))
     return network
 
@@ -104,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
     add("--ours", type=checkpoint_file, nargs="*", default=[], help="our runs' checkpoint.pt files (default: none)")
-    add("--cleanrl", type=checkpoint_file, nargs="*", default=[], help="CleanRL's .cleanrl_model files (default: none)")
+    add("--cleanrl", type=Path, nargs="*", default=[], help="CleanRL's .cleanrl_model files (default: none)")
     add("--games", type=count, default=50, help="whole games per network and env (default: %(default)s)")
     add("--epsilon", type=float, default=0.01, help="the probability of a random action (default: %(default)s)")
     add("--seed", type=seed, default=10_000, help="game g's seed is seed + g, no training's (default: %(default)s)")
@@ -120,13 +125,20 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("give --ours checkpoints, --cleanrl model files, or both")
     cleanrl = None if args.skip_cleanrl_env else common.cleanrl_paths(parser, args, "dqn")
     torch.set_num_threads(1)  # the pool's workers take the other cores
+    # Every network loaded before any is played: a wrong file is a usage error at once, not an hour in.
+    networks = {}
+    for path in [*args.ours, *args.cleanrl]:
+        try:
+            networks[path] = load_network(path)
+        except (OSError, ValueError) as error:
+            parser.error(str(error))
 
     envs = ["atari_game"] + ([] if args.skip_cleanrl_env else ["CleanRL"])
     means = {env: {"atari_game": [], "CleanRL": []} for env in envs}  # each run's mean, by env and trainer
     figures: dict = {"runs": [], "differences": {}}
     for trainer, paths in (("atari_game", args.ours), ("CleanRL", args.cleanrl)):
         for path in paths:
-            played = (load_network(path), args.games, args.epsilon, args.seed)  # the network, and how it plays
+            played = (networks[path], args.games, args.epsilon, args.seed)  # the network, and how it plays
             for env in envs:
                 returns = play_atari_game(*played) if env == "atari_game" else play_cleanrl(*played, *cleanrl)
                 mean, error = float(np.mean(returns)), float(np.std(returns, ddof=1) / np.sqrt(len(returns)))

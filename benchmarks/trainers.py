@@ -33,8 +33,9 @@ from pathlib import Path
 import common
 import numpy as np
 
-from atari_game.arguments import count, seed
+from atari_game.arguments import TRAINERS, count, seed
 from atari_game.benchmark import describe_ratios
+from atari_game.validation import flag_of
 
 FRAMES_PER_UPDATE = 4 * 8 * 128  # PPO: CleanRL's 8 envs x 128 steps of 4 frames
 OURS = {"atari_game": [], **{name: ["--precision", name] for name in ("auto", "fp32", "bf16")}}
@@ -74,7 +75,7 @@ def command(side: str, seed_: int, args: argparse.Namespace, run_dir: Path, scri
     """The command line of `side`'s run with `seed_`, into `run_dir` (CleanRL's: run there, `script` = its python
     and script). Both trainers get DQN's `settings` as CleanRL's flags (in transitions)."""
     names = ("buffer_size", "learning_starts", "exploration_fraction") if args.algo == "dqn" else ()
-    settings = [word for name in names for word in (f"--{name.replace('_', '-')}", str(getattr(args, name)))]
+    settings = [word for name in names for word in (flag_of(name), str(getattr(args, name)))]
     if side == "CleanRL":
         flags = ["--env-id", "BreakoutNoFrameskip-v4", "--seed", str(seed_), "--total-timesteps", str(args.frames // 4)]
         return [script[0], "-u", "-c", CLEANRL_LAUNCH, script[1], *flags, *settings]  # -u: readable as it runs
@@ -161,7 +162,7 @@ def report(name: str, run: Run, frames: int, algo: str) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
-    add("--algo", choices=("ppo", "dqn"), default="ppo", help="the trainers (default: %(default)s)")
+    add("--algo", choices=TRAINERS, default="ppo", help="the trainers (default: %(default)s)")
     sides = {"choices": (*OURS, "CleanRL"), "default": ["atari_game", "CleanRL"]}
     add("--sides", nargs="+", **sides, help="ratios are to the last (default: atari_game CleanRL)")
     add("--seeds", type=seed, nargs="+", default=[1], help="the seeds, one run each (default: 1)")

@@ -22,7 +22,7 @@ import common
 import torch
 
 from atari_game import dqn, ppo
-from atari_game.arguments import count
+from atari_game.arguments import TRAINERS, count
 from atari_game.pool import GamePool
 from atari_game.replay import FrameReplay
 from atari_game.training import PRECISIONS
@@ -87,7 +87,7 @@ def instrument(clock: Clock, algo: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
-    add("--algo", choices=("ppo", "dqn"), default="ppo", help="the trainer (default: %(default)s)")
+    add("--algo", choices=TRAINERS, default="ppo", help="the trainer (default: %(default)s)")
     add("--updates", type=count, default=8, help="PPO: updates per run, 1,024 agent steps each (default: %(default)s)")
     add("--steps", type=count, default=12_000, help="DQN: transitions (agent steps) per run (default: %(default)s)")
     add("--learning-starts", type=count, default=2_000, help="DQN: the table's start (default: %(default)s)")

@@ -324,7 +324,8 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     _ray.cache_clear()
     try:
-        with pytest.raises(ImportError, match=r'pip install "atari_game\[ray\]"'):
+        needs = 'RayGamePool needs Ray: pip install -e ".[ray]" (in the atari_game clone)'
+        with pytest.raises(ImportError, match=re.escape(needs)):
             RayGamePool(4)
     finally:
         _ray.cache_clear()

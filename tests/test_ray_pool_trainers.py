@@ -64,9 +64,11 @@ def test_the_same_seed_gives_the_same_run_on_the_cluster_as_on_the_local_pool(
     assert len(local) >= 2 and local[-1][loss]  # updates with losses: PPO 2, DQN 4 (the last 3 learnt)
     assert on_ray == local and ray_games == games
     assert all(torch.equal(ray_weights[name], weights) for name, weights in local_weights.items())
-    # The 4 envs ran on this node, a worker per core (at most one per env), and in 4 actors on Ray's 2 nodes of 2 CPUs.
-    local_workers = str(min(tiny["n_envs"], available_cores()))
-    assert set(local_placement) == {("1", local_workers)} and set(ray_placement) == {("2", "4")}
+    # The 4 envs ran on this node in PPO's 2 pools (async_envs) or DQN's 1, each with a share of the cores (at most a
+    # worker per env, at least one), and in 4 actors on Ray's 2 nodes of 2 CPUs.
+    pools = 2 if trainer is ppo else 1
+    local_workers = pools * max(1, min(tiny["n_envs"] // pools, available_cores() // pools))
+    assert set(local_placement) == {("1", str(local_workers))} and set(ray_placement) == {("2", "4")}
 
 
 def test_the_command_line_trains_on_the_cluster_and_says_where(cluster, tmp_path):

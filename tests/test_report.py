@@ -3,6 +3,7 @@ the report's files."""
 
 import csv
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -220,8 +221,10 @@ def test_rainbow_median_is_the_median_of_its_per_game_hns(tmp_path):
 def test_missing_matplotlib_is_named(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     path = write_csv(tmp_path / "s.csv", [("a", "pong", 0, 1.0)])
-    with pytest.raises(ImportError, match=r'need matplotlib: pip install "atari_game\[report\]"'):
+    needs = 'need matplotlib: pip install -e ".[report]" (in the atari_game clone)'
+    with pytest.raises(ImportError, match=re.escape(needs)) as raised:
         write_report([path], tmp_path / "out")
+    assert raised.value.name == "matplotlib"  # what atari-game report's line names: needs 'matplotlib'
     assert not (tmp_path / "out").exists()
 
 
