@@ -16,7 +16,7 @@ import common
 import torch
 from PIL import Image
 
-from atari_game.arguments import checkpoint_file, count, seed
+from atari_game.arguments import count, seed
 from atari_game.game import Game
 from atari_game.training import load_checkpoint, trained_policy
 
@@ -24,7 +24,7 @@ from atari_game.training import load_checkpoint, trained_policy
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
-    add("checkpoint", type=checkpoint_file, help="a checkpoint.pt of atari-game train (PPO or DQN)")
+    add("checkpoint", type=Path, help="a checkpoint.pt of atari-game train (PPO or DQN)")
     add("gif", type=Path, help="the GIF to write")
     add("--seconds", type=float, default=30.0, help="game time to show (default: %(default)s)")
     add("--every", type=count, default=2, help="keep every N-th agent step (default: %(default)s)")
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:  # a file that is no checkpoint is a usage error, as in atari-game play --checkpoint
+    try:  # a missing file, or one that is no checkpoint, is a usage error, as in atari-game play --checkpoint
         policy, options = trained_policy(args.checkpoint, load_checkpoint(args.checkpoint)["config"]["game"])
     except ValueError as error:
         parser.error(str(error))

@@ -22,7 +22,7 @@ import common
 import numpy as np
 import torch
 
-from atari_game.arguments import checkpoint_file, count, seed
+from atari_game.arguments import count, seed
 from atari_game.dqn import Config, QNetwork, build_q_network, choose_actions, load_q_network
 from atari_game.evaluation import evaluate
 from atari_game.training import game_options
@@ -108,7 +108,7 @@ def play_cleanrl(network: QNetwork, games: int, epsilon: float, seed: int, pytho
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
-    add("--ours", type=checkpoint_file, nargs="*", default=[], help="our runs' checkpoint.pt files (default: none)")
+    add("--ours", type=Path, nargs="*", default=[], help="our runs' checkpoint.pt files (default: none)")
     add("--cleanrl", type=Path, nargs="*", default=[], help="CleanRL's .cleanrl_model files (default: none)")
     add("--games", type=count, default=50, help="whole games per network and env (default: %(default)s)")
     add("--epsilon", type=float, default=0.01, help="the probability of a random action (default: %(default)s)")
