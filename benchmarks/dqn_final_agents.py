@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     for path in [*args.ours, *args.cleanrl]:
         try:
             networks[path] = load_network(path)
-        except (OSError, ValueError) as error:
+        except ValueError as error:  # (load_network says an unreadable file is one too)
             parser.error(str(error))
 
     envs = ["atari_game"] + ([] if args.skip_cleanrl_env else ["CleanRL"])

@@ -33,6 +33,11 @@ def video_frames(path):
         frames += 1
 
 
+def steps_played(stdout):
+    """The length of the game a "... one game scored S in N steps ..." line reports: N."""
+    return int(stdout.split(" in ")[1].split()[0])
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A tiny `atari-game train` run (PPO, 2 updates of 2 envs x 32 agent steps) in a directory of its own, where it
@@ -57,7 +62,7 @@ def test_play_a_random_game_and_record_it(tmp_path):
     result = atari_game("play", "pong", "--record", str(video), "--seed", "3", timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Pong, random agent: one game scored -")
-    steps = int(result.stdout.split(" in ")[1].split()[0])
+    steps = steps_played(result.stdout)
     assert video_frames(video) == steps
 
 
@@ -85,7 +90,7 @@ def test_play_a_trained_checkpoint_and_record_it(trained, tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Pong, trained agent: one game scored -")  # an agent of 512 frames loses
     assert result.stdout.endswith(f"; video: {video}\n")
-    steps = int(result.stdout.split(" in ")[1].split()[0])
+    steps = steps_played(result.stdout)
     assert steps > 100 and video_frames(video) == steps  # one frame per agent step of the whole game
     # Another game's agent is a usage error naming both games.
     result = atari_game("play", "Breakout", "--checkpoint", str(checkpoint))
@@ -142,7 +147,7 @@ def test_a_random_agent_plays_a_whole_game_with_all_its_lives():
 
     result = atari_game("play", "Breakout", "--seed", "2", timeout=300)
     assert result.returncode == 0, result.stderr
-    steps = int(result.stdout.split(" in ")[1].split()[0])
+    steps = steps_played(result.stdout)
     # The same agent (its generator seeded as the CLI seeds it) in a Game that ends only at game over.
     rng = np.random.default_rng(2)
     game = Game("Breakout", seed=2, fire_reset=False, life_loss="ignore")

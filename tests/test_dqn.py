@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_ppo import video_frames
+from test_cli import steps_played, video_frames
 
 from atari_game import dqn
 from atari_game.replay import FrameReplay
@@ -135,7 +135,7 @@ def test_train_resume_and_eval(tmp_path):
 
     result = run(tmp_path, "--eval", str(run_dir / "checkpoint.pt"))
     assert "Breakout: one game scored" in result.stdout
-    assert video_frames(run_dir / "eval.mp4") == int(result.stdout.split(" in ")[1].split()[0])  # a frame a step
+    assert video_frames(run_dir / "eval.mp4") == steps_played(result.stdout)  # a frame a step
 
 
 def test_the_variants_run_and_bad_arguments_are_usage_errors(tmp_path):

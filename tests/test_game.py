@@ -318,7 +318,12 @@ def test_reset_takes_seed_0_as_a_new_game_seeded_0_and_refuses_a_negative_seed()
     # 0 is the lowest seed, and the default one: refusing it, or taking -1, would be off by one either way.
     def noop_starts(game, **seed):
         # Breakout's screen stands still through the no-ops: the seed shows in how many each game began with.
-        return [game.reset(**seed if i == 0 else {}) is not None and game.ale.getEpisodeFrameNumber() for i in range(6)]
+        game.reset(**seed)
+        starts = [game.ale.getEpisodeFrameNumber()]
+        for _ in range(5):
+            game.reset()
+            starts.append(game.ale.getEpisodeFrameNumber())
+        return starts
 
     game = Game("Breakout", seed=5, noop_max=30)
     game.reset()

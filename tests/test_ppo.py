@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-import cv2
 import pytest
 import torch
+from test_cli import steps_played, video_frames
 from test_pool import all_gone
 from test_pool_lifetime import children
 
@@ -32,14 +32,6 @@ def run(cwd, *args, status=0):
 def update_rows(run_dir):
     with (run_dir / "progress.csv").open() as file:
         return [row for row in csv.DictReader(file) if row["policy_loss"]]
-
-
-def video_frames(path):
-    capture = cv2.VideoCapture(str(path))
-    frames = 0
-    while capture.read()[0]:
-        frames += 1
-    return frames
 
 
 def test_train_resume_and_eval(tmp_path):
@@ -68,7 +60,7 @@ def test_train_resume_and_eval(tmp_path):
 
     result = run(tmp_path, "--eval", str(run_dir / "checkpoint.pt"))
     assert "Breakout: one game scored" in result.stdout
-    assert video_frames(run_dir / "eval.mp4") == int(result.stdout.split(" in ")[1].split()[0])  # a frame a step
+    assert video_frames(run_dir / "eval.mp4") == steps_played(result.stdout)  # a frame a step
 
 
 def test_sync_rollout_and_bad_arguments(tmp_path):
