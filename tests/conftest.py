@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from atari_game.worker import available_cores
+
 # What a user's work leaves where they run the trainers: the README's first command (`python examples/ppo.py --game
 # Breakout ...`) writes runs/Breakout-1/, and a DQN run of the same seed runs/Breakout-1-dqn/.
 USERS_RUNS = {
@@ -21,6 +23,13 @@ def changed_runs(directory: Path) -> list[str]:
     files = [path for path in directory.glob("runs/**/*") if path.is_file()]
     found = {path.relative_to(directory).as_posix(): path.read_bytes() for path in files}
     return sorted(name for name in found.keys() | USERS_RUNS.keys() if found.get(name) != USERS_RUNS.get(name))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """pytest-xdist's workers for ``-n auto`` (pyproject's addopts): one per core this process may run on, at most 4.
+    Each test file runs on one worker, and beyond 4 the longest files (the Ray ones, 2-3 minutes each) set the time,
+    while each worker holds its own torch and Ray clusters in memory. ``-n 0`` runs the tests in pytest's process."""
+    return min(available_cores(), 4)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -149,11 +149,14 @@ def test_without_ray_train_the_error_names_the_extra(monkeypatch):
 
 
 def ray_train_workers():
-    return [
-        process
-        for process in psutil.process_iter(["cmdline"])
-        if "ray::RayTrainWorker" in " ".join(process.info["cmdline"] or [])
-    ]
+    """The Ray Train learners of this test's cluster, whose processes descend from this one (another pytest worker's
+    or a user's Ray on the machine is not counted)."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "ray::RayTrainWorker" in " ".join(process.cmdline()):
+                found.append(process)
+    return found
 
 
 def listening(processes):

@@ -84,10 +84,9 @@ def test_ctrl_c_or_sigterm_stops_a_run_with_a_line_saying_how_to_go_on_and_no_tr
     command = [sys.executable, "-X", "faulthandler", str(PPO), "--total-frames", "1e6", "--run-dir", str(run_dir)]
     command += ["--no-video", *TINY]
     # SIGTERM (a scheduler's, or `kill`'s) stops a run as Ctrl-C does, even a background job's, which ignores Ctrl-C
-    # (the child keeps SIGINT ignored across exec).
-    ctrl_c = signal.getsignal(signal.SIGINT)
-    if how == "SIGTERM":
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # (the child keeps SIGINT ignored across exec). Ctrl-C's run starts as a terminal's would, SIGINT not ignored,
+    # whatever this process inherited (pytest-xdist's workers, a background job's pytest, ignore it).
+    ctrl_c = signal.signal(signal.SIGINT, signal.default_int_handler if how == "Ctrl-C" else signal.SIG_IGN)
     try:
         child = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     finally:

@@ -134,6 +134,7 @@ POOL_FUNCTIONS = (
     "GamePool.step",
     "GamePool.send",
     "GamePool.recv",
+    "GamePool._send_steps",
     "GamePool._send",
     "GamePool._step_all",
     "GamePool._book_step_of_all",
@@ -142,9 +143,7 @@ POOL_FUNCTIONS = (
     "GamePool._collect",
     "GamePool._results",
     "GamePool._read",
-    "GamePool._add_episode_info",
     "GamePool._worker_died",
-    "GamePool._restart_envs",
     "GamePool._seeds",
 )
 # The local transport's side of them: how commands go out and answers come back.
@@ -279,7 +278,8 @@ def cosmic_ray() -> Any:
 def runner_command(directory: Path, target: Target) -> list[str]:
     """The pytest command line, without the tests to run, for `target` in the copy `directory`: it stops at the first
     failure, leaves out the ``timing`` tests and the target's deselected ones."""
-    pytest = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not timing"]
+    # -n 0: the tests in pytest's own process, not in pyproject's xdist workers (the coverage run labels them there).
+    pytest = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-n", "0", "-m", "not timing"]
     deselected = [f"--deselect={test}" for test in target.deselect]
     return [*pytest, *deselected, f"--basetemp={directory / '.pytest-tmp'}"]
 

@@ -155,11 +155,12 @@ def test_mutation_keeps_each_operator_replaced_by_its_counterpart_only():
     assert [mutation.kept_operator(name) for name in kept + dropped] == [True] * len(kept) + [False] * len(dropped)
 
 
-def test_mutation_runs_each_targets_tests_to_the_first_failure_without_the_timing_and_deselected_ones():
+def test_mutation_runs_each_targets_tests_to_the_first_failure_in_one_process_without_the_timing_and_deselected_ones():
     root = mutation.ROOT
     target = mutation.TARGETS["pool"]
     command = shlex.split(mutation.test_command(Path("/copy"), "pool", select=False))
-    assert command[:9] == [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not timing"]
+    pytest = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-n", "0", "-m", "not timing"]
+    assert command[:11] == pytest
     tests = ["tests/test_pool_values.py", "tests/test_pool.py"]
     assert command[-3:] == ["--basetemp=/copy/.pytest-tmp", *tests]
     # Each test left out still exists (a renamed one would silently come back in).
