@@ -502,7 +502,7 @@ def format_summary(report: Mapping[str, Any]) -> str:
     probabilities of improvement."""
     lines = []
     for algorithm, entry in report["algorithms"].items():
-        games, runs = (f"{entry[key]} {key[:-1] if entry[key] == 1 else key}" for key in ("games", "runs"))
+        games, runs = _counted(entry["games"], "game"), _counted(entry["runs"], "run")
         lines.append(f"{algorithm} ({', '.join(entry['protocols'])}): {games}, {runs}")
         if entry["games"]:
             lines.append("  " + ", ".join(f"{label} {_cell(entry[name])}" for name, label in LABELS.items()))
@@ -510,6 +510,11 @@ def format_summary(report: Mapping[str, Any]) -> str:
         if entry["no_interval"]:
             lines.append(f"  {entry['no_interval']}")
     lines += [
-        f"P({p['x']} > {p['y']}) = {_cell(p)} over {p['games']} games" for p in report["probability_of_improvement"]
+        f"P({p['x']} > {p['y']}) = {_cell(p)} over {_counted(p['games'], 'game')}"
+        for p in report["probability_of_improvement"]
     ]
     return "\n".join(lines)
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun if count == 1 else noun + 's'}"

@@ -203,6 +203,10 @@ def test_one_run_per_game_prints_no_interval(tmp_path):
     assert NO_INTERVAL in format_summary(report)
     one = write_report([write_csv(tmp_path / "single.csv", rows[:1])], tmp_path / "single", resamples=100)
     assert format_summary(one).startswith("agent (as published): 1 game, 1 run\n")
+    # Two algorithms on one game: their comparison counts one game, as the Results page's DQN and PPO do.
+    pair = [("agent", GAMES[0], 0, raw_score(GAMES[0], 1.0)), ("other", GAMES[0], 0, raw_score(GAMES[0], 0.5))]
+    two = write_report([write_csv(tmp_path / "pair.csv", pair)], tmp_path / "pair", resamples=100)
+    assert format_summary(two).endswith("P(agent > other) = 1.000 over 1 game\nP(other > agent) = 0.000 over 1 game")
 
 
 def test_rainbow_median_is_the_median_of_its_per_game_hns(tmp_path):
