@@ -693,32 +693,39 @@ def record_game(policy: Callable[[np.ndarray], int], config: RunConfig, path: Pa
         return play_game(game, policy, path)
 
 
+def torch_file(path: str | Path, what: str) -> Any:
+    """What `torch.save` wrote at `path`, loaded on the CPU; a `ValueError` saying "cannot read" for a file that
+    cannot be read, or that `path` is not `what`, and why, for one torch cannot load."""
+    try:
+        return torch.load(path, map_location="cpu")
+    except OSError as error:  # a file that cannot be read (missing, a folder)
+        raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
+    except Exception as error:  # of many kinds: another format, a truncated copy
+        # (torch's text on a pickle it refuses advises loading it unsafely: not for this reader)
+        first_line = str(error).split("\n")[0]
+        unpickled = isinstance(error, pickle.UnpicklingError)
+        reason = "not a file torch.save wrote" if unpickled else f"{type(error).__name__}: {first_line}"
+        raise ValueError(f"{path} is not {what} ({reason})") from None
+
+
 def load_checkpoint(checkpoint: str | Path) -> dict:
     """A checkpoint of either trainer loaded on the CPU, ``"algo"`` naming it ("ppo", "dqn"); else a `ValueError`."""
     if Path(checkpoint).suffix == ".npz":  # a DQN run's replay.npz, say, which torch would call a bad archive
         beside = Path(checkpoint).with_name("checkpoint.pt")
         named = f": the run's checkpoint is {beside}" if beside.is_file() else ""
         raise ValueError(f"{checkpoint} is a numpy archive (a DQN run's replay memory?), not a checkpoint{named}")
-    try:
-        saved = torch.load(checkpoint, map_location="cpu")
-    except OSError as error:  # a file that cannot be read (it may be a checkpoint)
-        raise ValueError(f"cannot read {checkpoint}: {error.strerror or error}") from None
-    except Exception as error:  # of many kinds: another format, a truncated copy
-        # (torch's text on a pickle it refuses advises loading it unsafely: not for this reader)
-        first_line = str(error).split("\n")[0]
-        unpickled = isinstance(error, pickle.UnpicklingError)
-        reason = "not a file torch.save wrote" if unpickled else f"{type(error).__name__}: {first_line}"
-        raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train ({reason})") from None
+    saved = torch_file(checkpoint, "a checkpoint.pt of atari-game train")
     if not isinstance(saved, dict) or "config" not in saved:
         raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train (it holds no config)")
     return {"algo": "ppo", **saved}  # PPO's first checkpoints did not name their trainer
 
 
-def trained_policy(checkpoint: str | Path, game: str) -> tuple[Callable[[np.ndarray], int], dict]:
+def trained_policy(checkpoint: str | Path, game: str | None = None) -> tuple[Callable[[np.ndarray], int], dict]:
     """For `atari-game play --checkpoint`: the CPU policy of a checkpoint of either trainer, and its game options;
-    a `ValueError` for a file that is no checkpoint, or one trained on another game."""
+    a `ValueError` for a file that is no checkpoint, or one trained on another `game` than the one named (None: the
+    checkpoint's own)."""
     saved = load_checkpoint(checkpoint)
     policy, config = importlib.import_module(f"atari_game.{saved['algo']}").checkpoint_policy(saved)
-    if resolve_game(game) != resolve_game(config.game):
+    if game is not None and resolve_game(game) != resolve_game(config.game):
         raise ValueError(f"{checkpoint} was trained on {config.game}, not {game}")
     return policy, game_options(config)

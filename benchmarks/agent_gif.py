@@ -18,7 +18,7 @@ from PIL import Image
 
 from atari_game.arguments import count, seed
 from atari_game.game import Game
-from atari_game.training import load_checkpoint, trained_policy
+from atari_game.training import trained_policy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:  # a missing file, or one that is no checkpoint, is a usage error, as in atari-game play --checkpoint
-        policy, options = trained_policy(args.checkpoint, load_checkpoint(args.checkpoint)["config"]["game"])
+        policy, options = trained_policy(args.checkpoint)
     except ValueError as error:
         parser.error(str(error))
     game = Game(seed=args.seed, **options)

@@ -25,7 +25,7 @@ import torch
 from atari_game.arguments import count, seed
 from atari_game.dqn import Config, QNetwork, build_q_network, choose_actions, load_q_network
 from atari_game.evaluation import evaluate
-from atari_game.training import game_options
+from atari_game.training import game_options, torch_file
 
 CPU = torch.device("cpu")
 
@@ -65,12 +65,7 @@ print(json.dumps(returns))
 def load_network(path: Path) -> QNetwork:
     """Our checkpoint's Q-network, or a CleanRL model file's (its ``network.0`` ... ``network.9`` state dict, loaded
     into our layers in order: the shapes must match one by one); a `ValueError` for a file that is neither."""
-    try:
-        saved = torch.load(path, map_location="cpu")
-    except OSError as error:  # missing, a folder, unreadable
-        raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
-    except Exception as error:  # of many kinds: another format, a truncated copy
-        raise ValueError(f"{path} is not a checkpoint or a CleanRL model file ({type(error).__name__})") from None
+    saved = torch_file(path, "a checkpoint or a CleanRL model file")
     if isinstance(saved, dict) and "q_network" in saved:
         return load_q_network(saved, CPU)[0]
     network = build_q_network("Breakout", CPU)
