@@ -137,6 +137,13 @@ def ray_cluster(node_cpus: int) -> Iterator[str]:
             cluster.shutdown()
 
 
+def mean_returns(games: list[tuple[int, float]], frames: int, every: int) -> list[float]:
+    """The mean return of the `games` (frames at their end, return) that ended in each `every` frames of a run of
+    `frames` (a game ending at frame ``k * every`` closes span k - 1); NaN where none ended."""
+    spans = [[r for f, r in games if start < f <= start + every] for start in range(0, frames, every)]
+    return [float(np.mean(span)) if span else float("nan") for span in spans]
+
+
 def parser(doc: str) -> argparse.ArgumentParser:
     """A script's command line, described by its docstring's first paragraph, with ``--out`` and ``--compare``."""
     made = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))

@@ -137,16 +137,11 @@ def read_cleanrl(output: str, learning_starts: int | None) -> Run:
     return Run(float(speeds[-1]), rate, [(4 * int(step), float(r)) for step, r in games])
 
 
-def per_100k(games: list[tuple[int, float]], frames: int) -> list[float]:
-    """The mean return of the games that ended in each 100k frames of the run (NaN where none ended)."""
-    bins = [[r for f, r in games if start < f <= start + 100_000] for start in range(0, frames, 100_000)]
-    return [float(np.mean(b)) if b else float("nan") for b in bins]
-
-
 def report(name: str, run: Run, frames: int, algo: str) -> dict:
     """Print the run's line; return its figures."""
     first, last = run.mean_return(slice(20)), run.mean_return(slice(-20, None))
-    figures = {"games": len(run.games), "first_20": first, "last_20": last, "per_100k": per_100k(run.games, frames)}
+    per_100k = common.mean_returns(run.games, frames, 100_000)
+    figures = {"games": len(run.games), "first_20": first, "last_20": last, "per_100k": per_100k}
     figures |= {key: getattr(run, key) for key in (*RATES, "peak_rss_mb", "seconds")}
     line = f"{name}: {len(run.games)} games; mean of the first 20 {first:.2f}, of the last 20 {last:.2f}; per 100k "
     line += f"frames: {', '.join(f'{m:.1f}' for m in figures['per_100k'])}; {run.steps_per_s:.0f} agent steps/s"
@@ -199,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
                 figures["runs"].append({"side": side, "seed": seed_, **row})
     for side, done in runs.items():
         finals = [run.mean_return(slice(-20, None)) for run in done]
-        curve = np.mean([per_100k(run.games, args.frames) for run in done], axis=0)
+        curve = np.mean([common.mean_returns(run.games, args.frames, 100_000) for run in done], axis=0)
         rates = {key: float(np.mean([getattr(run, key) for run in done])) for key in RATES}
         figures["means"][side] = {"last_20": finals, "per_100k": curve, **rates}
         each, points = " / ".join(f"{f:.1f}" for f in finals), ", ".join(f"{m:.1f}" for m in curve)

@@ -24,6 +24,7 @@ import pool_versus
 import pytest
 import replay_memory
 import restart_states
+import run_figures
 import step_instructions
 import torch
 import trainers
@@ -182,6 +183,33 @@ def test_the_report_gives_first_and_last_twenty_and_each_100k(capsys):
     assert "30 games; mean of the first 20 10.50, of the last 20 20.50" in line
     assert "per 100k frames: 5.5, 15.5, 25.5" in line and "250 agent steps/s" in line and "learning" not in line
     assert (figures["first_20"], figures["last_20"], figures["per_100k"]) == (10.5, 20.5, [5.5, 15.5, 25.5])
+
+
+def test_run_figures_reads_a_resumed_runs_games_and_parts_from_its_progress_csv(tmp_path, capsys):
+    # Games 1..130 end every 15k frames with returns 1..130; a first part runs to its checkpoint at 1M frames in
+    # 100 s, a second, resumed there, to 2M in 1,500 s (stopped for a while): its clock starts again.
+    rows = ["frames,seconds,game_return,game_length,frames_per_second"]
+    rows += [f"{15_000 * k},,{k},100," for k in range(1, 131)]
+    rows += ["500000,50.0,,,10000.0", "1000000,100.0,,,10000.0", "1500000,1000.0,,,500.0", "2000000,1500.0,,,666.67"]
+    (tmp_path / "progress.csv").write_text("\n".join(rows) + "\n")
+    run_figures.main([str(tmp_path), "--out", str(tmp_path / "figures.json")])
+    assert capsys.readouterr().out.splitlines()[:6] == [
+        f"{tmp_path}: 130 whole games in 2,000,000 frames",
+        "mean return per 1M frames: 33.5, 98.5",  # games 1-66 end by 1M frames (990k), 67-130 after
+        "last 100 games: 80.5 (last 20: 120.5)",
+        "part 1: frames 0 to 1,000,000 in 100 s, 10,000 frames/s",
+        "part 2: frames 1,000,000 to 2,000,000 in 1,500 s, 667 frames/s",
+        f"figures: {tmp_path / 'figures.json'}",
+    ]
+    figures = json.loads((tmp_path / "figures.json").read_text())["figures"]
+    assert figures["means"] == [33.5, 98.5] and [part["from"] for part in figures["parts"]] == [0, 1_000_000]
+    # Not a run directory, or one without a whole game yet: a usage error naming it.
+    for folder, problem in ((tmp_path / "none", "holds no progress.csv"), (tmp_path, "holds no whole game yet")):
+        if folder == tmp_path:
+            (tmp_path / "progress.csv").write_text(rows[0] + "\n" + "40000,10.0,,,4000.0\n")
+        with pytest.raises(SystemExit) as exit_:
+            run_figures.main([str(folder)])
+        assert exit_.value.code == 2 and problem in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("rainbow_lite", [False, True])
