@@ -131,6 +131,15 @@ def check_config(config: Config) -> str:
         )
     if config.buffer_size < config.learning_starts:
         return f"--buffer-size {config.buffer_size} must be at least --learning-starts {config.learning_starts}"
+    # A run that ends before its first gradient step (learning_events' first "learn") plays and never learns.
+    first_step = (config.learning_starts // config.train_frequency + 1) * config.train_frequency
+    if first_step >= config.total_transitions:
+        least = 4 * config.n_envs * -(-(first_step + 1) // config.n_envs)
+        return (
+            f"--learning-starts {config.learning_starts:,} leaves this run no gradient step: it plays "
+            f"{config.total_transitions:,} transitions (--total-frames {config.total_frames:,}, 4 frames each); raise "
+            f"--total-frames to at least {least:,} or lower --learning-starts"
+        )
     if not 0 <= config.end_e <= config.start_e <= 1 or not 0 < config.exploration_fraction <= 1:
         return "epsilon needs 0 <= end_e <= start_e <= 1 and 0 < exploration_fraction <= 1"
     if min(config.n_envs, config.n_step, config.train_frequency, config.target_network_frequency) < 1:

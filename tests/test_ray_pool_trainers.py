@@ -74,7 +74,7 @@ def test_the_same_seed_gives_the_same_run_on_the_cluster_as_on_the_local_pool(
 def test_the_command_line_trains_on_the_cluster_and_says_where(cluster, tmp_path):
     command = [sys.executable, "-m", "atari_game", "train", "--algo", "dqn", "--ray", cluster.address]
     command += [f"--{name.replace('_', '-')}={value}" for name, value in DQN_TINY.items() if name != "video"]
-    command += ["--no-video", "--total-frames", "400", "--run-dir", str(tmp_path / "run")]
+    command += ["--no-video", "--total-frames", "800", "--run-dir", str(tmp_path / "run")]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "envs: 4 in 4 Ray actors on 2 nodes (node " in result.stdout
