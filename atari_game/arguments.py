@@ -51,6 +51,13 @@ def seed(text: str) -> int:
     return value
 
 
+def label(text: str) -> str:
+    """An argparse type: a name to label results with (an agent's), not empty nor only spaces."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"a name must have a character other than spaces, got {text!r}")
+    return text
+
+
 def game_name(name: str) -> str:
     """An argparse type: a bundled game, as given, or a usage error naming the closest ones and `atari-game games`."""
     try:

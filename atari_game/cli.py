@@ -17,7 +17,7 @@ import numpy as np
 
 import atari_game
 from atari_game import benchmark
-from atari_game.arguments import TRAINERS, checkpoint_file, count, game_name, mp4_file, scoring_protocol, seed
+from atari_game.arguments import TRAINERS, checkpoint_file, count, game_name, label, mp4_file, scoring_protocol, seed
 from atari_game.evaluation import evaluate_checkpoint
 from atari_game.extras import install_command
 from atari_game.game import Game, action_meanings, list_games
@@ -96,7 +96,9 @@ def evaluate(args: argparse.Namespace) -> None:
         args.command_parser.error(f"argument --out: {args.out} is a file; name a folder for the evaluations")
     for checkpoint in args.checkpoints:
         try:
-            result, note = evaluate_checkpoint(checkpoint, args.protocol, args.episodes, args.seed, args.envs)
+            result, note = evaluate_checkpoint(
+                checkpoint, args.protocol, args.episodes, args.seed, args.envs, args.algorithm
+            )
         except ImportError as error:  # torch, which it imports to load the checkpoint
             missing_extra("evaluate", error, "train")
         except ValueError as error:
@@ -106,8 +108,10 @@ def evaluate(args: argparse.Namespace) -> None:
         name = f"evaluation-{result.protocol}.json"
         if checkpoint.stem != "checkpoint":  # two checkpoints of one run keep an evaluation each
             name = f"{checkpoint.stem}-{name}"
-        path = result.save(args.out / f"{checkpoint.parent.name}-{name}" if args.out else checkpoint.parent / name)
-        print(f"{result.summary()}; written to {path} and {path.with_suffix('.csv')}", flush=True)
+        path = args.out / f"{checkpoint.parent.name}-{name}" if args.out else checkpoint.parent / name
+        replaced = " (replacing the evaluation there before)" if path.exists() else ""
+        result.save(path)
+        print(f"{result.summary()}; written to {path} and {path.with_suffix('.csv')}{replaced}", flush=True)
 
 
 def report(args: argparse.Namespace) -> None:
@@ -194,6 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=count,
         default=None,
         help="games played at once, at most --episodes (default: the smaller of --episodes and 8)",
+    )
+    evaluate_parser.add_argument(
+        "--algorithm",
+        type=label,
+        default=None,
+        help="the agent's name in the evaluation, by which atari-game report groups runs: give two variants of a "
+        "trainer names of their own (default: the trainer, ppo or dqn)",
     )
     evaluate_parser.add_argument(
         "--out",

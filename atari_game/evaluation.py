@@ -229,10 +229,16 @@ def trained_protocol(config: Mapping[str, Any]) -> str:
 
 
 def evaluate_checkpoint(
-    checkpoint: str | Path, protocol: str | None = None, episodes: int = 30, seed: int = 0, n_envs: int | None = None
+    checkpoint: str | Path,
+    protocol: str | None = None,
+    episodes: int = 30,
+    seed: int = 0,
+    n_envs: int | None = None,
+    algorithm: str | None = None,
 ) -> tuple[Evaluation, str]:
     """Score the agent of a checkpoint of ``atari-game train`` (either trainer) with `evaluate`; return the
-    evaluation and a note ("" if none) when `protocol` is not the one the run trained under.
+    evaluation and a note ("" if none) when `protocol` is not the one the run trained under. `algorithm` labels the
+    result for ``atari-game report`` (default: the trainer, "ppo" or "dqn"); the run's seed is its ``run_seed``.
 
     `protocol` None: the run's own (`trained_protocol`); a run that trained under none raises `ValueError` asking
     for one. Under another protocol than the run's the games are scored with a note, unless the two give the agent
@@ -277,7 +283,15 @@ def evaluate_checkpoint(
     torch.manual_seed(seed)
     with torch_threads(1):  # inference beside the pool's workers, as in training
         result = evaluate(
-            policy, config.game, protocol, episodes, seed, n_envs, algorithm=saved["algo"], run_seed=config.seed, **free
+            policy,
+            config.game,
+            protocol,
+            episodes,
+            seed,
+            n_envs,
+            algorithm=algorithm or saved["algo"],
+            run_seed=config.seed,
+            **free,
         )
     frames = int(saved.get("frames", 0)) or None
     result = dataclasses.replace(result, checkpoint=str(checkpoint), frames_trained=frames)

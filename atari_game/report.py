@@ -195,6 +195,8 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
     scores: list[Score] = []
     evaluated: dict[str, dict[str, str]] = {}  # algorithm -> protocol -> first file
     published: set[str] = set()  # algorithms with CSV rows
+    read: set[Path] = set()  # the files read so far: one given twice (by name and in its folder) counts once
+    named: set[str] = set()  # the evaluation files given by name, not found in a folder given
     for path in map(Path, paths):
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or run directory")
@@ -215,6 +217,11 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
                 f"{path}/RUN-evaluation-PROTOCOL.json), or give the files `Evaluation.save` wrote by name"
             )
         for file in files:
+            if file.resolve() in read:
+                continue
+            read.add(file.resolve())
+            if file == path:
+                named.add(str(file))
             if file.suffix == ".csv":
                 rows = _read_csv(file)
                 scores += rows
@@ -230,10 +237,18 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
     for score in scores:
         key = score[:3]
         if key in seen:
-            # Two evaluation files in one run directory, which stands for all of them (a second protocol, checkpoint).
-            one_run = Path(seen[key]).suffix == Path(score.source).suffix == ".json"
-            one_run = one_run and Path(seen[key]).parent == Path(score.source).parent
-            hint = "; give the evaluation to report by its file name" if one_run else ""
+            # Two evaluation files in one folder given, which stands for all of them (a second protocol, checkpoint):
+            # name the one to report. Two given by name: two agents under one name, or one run evaluated twice.
+            both_json = Path(seen[key]).suffix == Path(score.source).suffix == ".json"
+            one_run = both_json and Path(seen[key]).parent == Path(score.source).parent
+            hint = ""
+            if one_run and not {seen[key], score.source} <= named:
+                hint = "; give the evaluation to report by its file name"
+            elif both_json:
+                hint = (
+                    "; two agents? name them apart: atari-game evaluate --algorithm NAME (from Python, "
+                    "atari_game.evaluate(..., algorithm=NAME))"
+                )
             raise ValueError(
                 f"algorithm {score.algorithm!r}, game {score.game!r}, seed {score.seed} appears twice: in "
                 f"{seen[key]} and in {score.source}{hint}"

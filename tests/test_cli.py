@@ -258,6 +258,7 @@ def test_evaluate_and_report_refuse_what_they_cannot_do_before_doing_any_of_it(t
             "argument --envs: at most --episodes (2)",
         ),
         (["evaluate", "run/checkpoint.pt", "--out", "s.csv"], "argument --out: s.csv is a file; name a folder"),
+        (["evaluate", "run/checkpoint.pt", "--algorithm", " "], "argument --algorithm: a name must have a character"),
         (["report", "s.csv", "--out", "s.csv/sub"], "s.csv/sub"),
         (["report", "s.csv", "--out", "s.csv"], "s.csv is a file: the report needs a folder"),
     ]:

@@ -187,11 +187,18 @@ def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs
     )
     again = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--seed", "5", timeout=300)
     assert json.loads((runs / "default" / "evaluation-nature.json").read_text()) == data, again.stderr
+    assert "evaluation-nature.csv (replacing the evaluation there before)" in again.stdout
     # --out DIR gathers the evaluations of many runs in one folder, which the report reads as it is.
     out = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--seed", "5", "--out", str(tmp_path / "evals"))
     assert json.loads((tmp_path / "evals" / "default-evaluation-nature.json").read_text()) == data, out.stderr
     report = atari_game("report", str(tmp_path / "evals"), "--out", str(tmp_path / "report"), "--resamples", "10")
     assert report.returncode == 0 and "Breakout" in (tmp_path / "report" / "report.md").read_text(), report.stderr
+    # The same run under another name (--algorithm): the report holds both agents, as it would two variants.
+    named = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--algorithm", "variant", "--out", str(tmp_path))
+    assert "Breakout: variant (run seed 1), 2 games under nature: mean" in named.stdout, named.stderr
+    both_agents = [str(tmp_path / "evals"), str(tmp_path / "default-evaluation-nature.json")]
+    report = atari_game("report", *both_agents, "--out", str(tmp_path / "report"), "--resamples", "10")
+    assert set(json.loads((tmp_path / "report" / "report.json").read_text())["algorithms"]) == {"ppo", "variant"}
     # Another checkpoint of the same run keeps an evaluation of its own, named after it.
     shutil.copy(checkpoint, runs / "default" / "best.pt")
     both = atari_game("evaluate", str(checkpoint), str(runs / "default" / "best.pt"), "--episodes", "2", "--seed", "5")

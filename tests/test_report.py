@@ -341,11 +341,18 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(ValueError, match=r"seed 3 appears twice: .*; give the evaluation to report by its file name$"):
         load_scores([run])
     assert [score.source for score in load_scores([nature])] == [str(nature)]
-    # Two runs' evaluations of one seed, named file by file: the same run twice, with no hint to name a file.
+    # One file given twice, by name and in its folder: counted once.
+    (run / "evaluation-machado.json").unlink()
+    assert [score.source for score in load_scores([run, nature])] == [str(nature)]
+    # Two evaluations of one name and seed, named file by file (in one folder or two): two agents that need names of
+    # their own, or one run evaluated twice.
     (tmp_path / "elsewhere").mkdir()
     twice = evaluation(tmp_path / "elsewhere" / "evaluation-nature.json", seed=3)
-    with pytest.raises(ValueError, match=rf"seed 3 appears twice: in {nature} and in {twice}$"):
-        load_scores([nature, twice])
+    beside_it = evaluation(run / "dqn-variant-evaluation-nature.json", seed=3)
+    agents = r"; two agents\? name them apart: atari-game evaluate --algorithm NAME \(from Python, .*\)$"
+    for other in (twice, beside_it):
+        with pytest.raises(ValueError, match=rf"seed 3 appears twice: in {nature} and in {other}{agents}"):
+            load_scores([nature, other])
     # One algorithm under two protocols.
     machado = evaluation(tmp_path / "machado.json", seed=2, protocol="machado")
     conflict = (
