@@ -196,7 +196,7 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
     evaluated: dict[str, dict[str, str]] = {}  # algorithm -> protocol -> first file
     published: set[str] = set()  # algorithms with CSV rows
     read: set[Path] = set()  # the files read so far: one given twice (by name and in its folder) counts once
-    named: set[str] = set()  # the evaluation files given by name, not found in a folder given
+    by_name: set[str] = set()  # the files given by name, not found in a folder given
     for path in map(Path, paths):
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or run directory")
@@ -221,7 +221,7 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
                 continue
             read.add(file.resolve())
             if file == path:
-                named.add(str(file))
+                by_name.add(str(file))
             if file.suffix == ".csv":
                 rows = _read_csv(file)
                 scores += rows
@@ -242,7 +242,7 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
             both_json = Path(seen[key]).suffix == Path(score.source).suffix == ".json"
             one_run = both_json and Path(seen[key]).parent == Path(score.source).parent
             hint = ""
-            if one_run and not {seen[key], score.source} <= named:
+            if one_run and not {seen[key], score.source} <= by_name:
                 hint = "; give the evaluation to report by its file name"
             elif both_json:
                 hint = (
