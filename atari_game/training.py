@@ -467,6 +467,7 @@ def run_trainer(
         raise SystemExit(interrupted(config, algo, str(error))) from None
     video = ", agent.mp4" if config.video else ""
     print(f"done: {run_dir}/progress.csv, learning_curve.png{video}, checkpoint.pt")
+    print(f"to score its agent: atari-game evaluate {run_dir}/checkpoint.pt")  # the next step, in the field's terms
 
 
 def game_options(config: RunConfig) -> dict:

@@ -72,7 +72,10 @@ def test_train_writes_its_log_and_checkpoint_in_its_run_directory(trained):
     directory, result = trained
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = directory / "runs" / "Pong-3"  # runs/<game>-<seed> without --run-dir
-    assert result.stdout.endswith("done: runs/Pong-3/progress.csv, learning_curve.png, checkpoint.pt\n")
+    assert result.stdout.endswith(
+        "done: runs/Pong-3/progress.csv, learning_curve.png, checkpoint.pt\n"
+        "to score its agent: atari-game evaluate runs/Pong-3/checkpoint.pt\n"
+    )
     with (run_dir / "progress.csv").open() as file:
         updates = [row for row in csv.DictReader(file) if row["policy_loss"]]
     assert [int(row["frames"]) for row in updates] == [256, 512]  # one row per update of 2 x 32 x 4 frames

@@ -210,7 +210,8 @@ def test_dqn_learners_each_with_its_memory_survive_a_learner_killed_mid_run(clus
     assert run.returncode == 0, stderr[-3000:]
     print(f"a learner killed after 3 rows: the learners restarted {restarted:.1f} s later, the run done {done:.1f} s")
     assert restarted < 120
-    assert stdout.endswith(f"done: {run_dir}/progress.csv, learning_curve.png, checkpoint.pt\n")
+    done_lines = f"done: {run_dir}/progress.csv, learning_curve.png, checkpoint.pt\n"
+    assert stdout.endswith(f"{done_lines}to score its agent: atari-game evaluate {run_dir}/checkpoint.pt\n")
     # Restarted from the checkpoint at 3,200 frames: every row once, each with the run's count of gradient steps
     # (25 per 100 transitions, all learners together) once learning started, after 100 transitions.
     updates = update_rows(run_dir)

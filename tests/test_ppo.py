@@ -56,7 +56,8 @@ def test_train_resume_and_eval(tmp_path):
     assert "as it was trained, with --n-steps 16: drop the flags" in refused.stderr
     result = run(tmp_path, "--total-frames", "1536", "--run-dir", str(run_dir), "--resume", "--no-video")
     assert [int(row["frames"]) for row in update_rows(run_dir)] == [256, 512, 768, 1024, 1280, 1536]
-    assert result.stdout.endswith(f"done: {run_dir}/progress.csv, learning_curve.png, checkpoint.pt\n")  # no video
+    done = f"done: {run_dir}/progress.csv, learning_curve.png, checkpoint.pt\n"  # no video
+    assert result.stdout.endswith(f"{done}to score its agent: atari-game evaluate {run_dir}/checkpoint.pt\n")
 
     result = run(tmp_path, "--eval", str(run_dir / "checkpoint.pt"))
     assert "Breakout: one game scored" in result.stdout

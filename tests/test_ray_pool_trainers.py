@@ -78,7 +78,8 @@ def test_the_command_line_trains_on_the_cluster_and_says_where(cluster, tmp_path
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "envs: 4 in 4 Ray actors on 2 nodes (node " in result.stdout
-    assert result.stdout.endswith(f"done: {tmp_path / 'run'}/progress.csv, learning_curve.png, checkpoint.pt\n")
+    done = f"done: {tmp_path / 'run'}/progress.csv, learning_curve.png, checkpoint.pt\n"
+    assert result.stdout.endswith(f"{done}to score its agent: atari-game evaluate {tmp_path / 'run'}/checkpoint.pt\n")
     # Its actors went with it: the cluster's 4 CPUs are free again.
     deadline = time.monotonic() + 10
     while ray.available_resources().get("CPU") != 4 and time.monotonic() < deadline:
