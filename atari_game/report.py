@@ -38,13 +38,15 @@ CONFIDENCE = 0.95
 
 class Score(NamedTuple):
     """One run (one training seed) of one algorithm on one game: `score` is the mean return of its evaluation
-    episodes; `game` is the ale-py ROM id; `source` is the file (and for a CSV, the line) it was read from."""
+    episodes; `game` is the ale-py ROM id; `source` is the file (and for a CSV, the line) it was read from; `frames`
+    the emulator frames the agent trained for, where its evaluation says (a CSV row's: unknown, None)."""
 
     algorithm: str
     game: str
     seed: int
     score: float
     source: str
+    frames: int | None = None
 
 
 # --- statistics ------------------------------------------------------------------------------------------------------
@@ -180,9 +182,9 @@ def _read_evaluation(path: Path) -> tuple[Score, str]:
             f"got format {got[0]!r}, version {got[1]!r}"
         )
     try:
-        score = Score(
-            str(data["algorithm"]), resolve_game(data["game"]), int(data["seed"]), float(data["mean"]), str(path)
-        )
+        frames = None if data.get("frames_trained") is None else int(data["frames_trained"])
+        game, mean = resolve_game(data["game"]), float(data["mean"])
+        score = Score(str(data["algorithm"]), game, int(data["seed"]), mean, str(path), frames)
         return score, str(data["protocol"]) or "no protocol"
     except KeyError as error:
         raise ValueError(f"{path}: the evaluation has no {error} field") from None
@@ -289,17 +291,20 @@ def _algorithm(
     raw: Mapping[str, np.ndarray],
     hns: Mapping[str, np.ndarray],
     protocols: list[str],
+    frames: set[int],
     taus: np.ndarray,
     resamples: int,
     rng: np.random.Generator,
 ) -> dict[str, Any]:
-    """One algorithm's aggregates, profile and Atari-5 estimate, from its raw and (in the 57) HNS scores per game."""
+    """One algorithm's aggregates, profile and Atari-5 estimate, from its raw and (in the 57) HNS scores per game and
+    the training budgets its evaluations name (`frames`)."""
     runs = list(hns.values())
     # An interval from one run a game would resample nothing in that game: report none rather than a false one.
     intervals = bool(runs) and min(map(len, runs)) >= 2
     resampled = stratified_resample(runs, resamples, rng) if intervals else None
     entry: dict[str, Any] = {
         "protocols": protocols,
+        "frames_trained": sorted(frames),
         "games": len(runs),
         "runs": sum(map(len, runs)),
         "games_without_hns": sorted(set(raw) - set(hns)),
@@ -361,6 +366,8 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
     for score in sorted(scores, key=lambda s: (s.algorithm, display_name(s.game), s.seed)):
         lists.setdefault(score.algorithm, {}).setdefault(score.game, []).append(score.score)
     raw = {algorithm: {game: np.array(x) for game, x in games.items()} for algorithm, games in lists.items()}
+    # The frames each algorithm's agents trained for, where their evaluations say: a report should not mix budgets.
+    frames = {a: {s.frames for s in scores if s.algorithm == a and s.frames is not None} for a in raw}
     hns = {
         a: {game: human_normalized(game, x) for game, x in games.items() if game in ATARI_57}
         for a, games in raw.items()
@@ -377,7 +384,7 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
         "seed": seed,
         "confidence": CONFIDENCE,
         "taus": taus.tolist(),
-        "algorithms": {a: _algorithm(raw[a], hns[a], protocols[a], taus, resamples, rng) for a in raw},
+        "algorithms": {a: _algorithm(raw[a], hns[a], protocols[a], frames[a], taus, resamples, rng) for a in raw},
         "probability_of_improvement": [
             pair for x in raw for y in raw if x != y and (pair := _improvement(x, y, hns, resamples, rng))
         ],
@@ -455,22 +462,18 @@ def _markdown(report: Mapping[str, Any]) -> str:
         "",
         "## Aggregates",
         "",
-        "| Algorithm | Games | Runs | " + " | ".join(LABELS.values()) + " |",
-        "|---|---:|---:|" + "---:|" * len(LABELS),
+        "| Algorithm | Frames trained | Games | Runs | " + " | ".join(LABELS.values()) + " |",
+        "|---|---:|---:|---:|" + "---:|" * len(LABELS),
     ]
     lines += [
-        f"| {a} | {e['games']} | {e['runs']} | " + " | ".join(_cell(e.get(name)) for name in LABELS) + " |"
+        f"| {a} | {_frames_cell(e['frames_trained']) or '—'} | {e['games']} | {e['runs']} | "
+        + " | ".join(_cell(e.get(name)) for name in LABELS)
+        + " |"
         for a, e in algorithms.items()
     ]
     lines.append("")
     for algorithm, entry in algorithms.items():
-        if entry["no_interval"]:
-            lines.append(f"- {algorithm}: {entry['no_interval']}.")
-        if entry["games_without_hns"]:
-            left_out = ", ".join(map(display_name, entry["games_without_hns"]))
-            lines.append(
-                f"- {algorithm}: {left_out} left out of the aggregates: no human-normalized score outside the 57 games."
-            )
+        lines += [f"- {algorithm}: {note}." for note in _notes(entry)]
     lines += [
         "",
         "## Atari-5",
@@ -518,17 +521,35 @@ def format_summary(report: Mapping[str, Any]) -> str:
     lines = []
     for algorithm, entry in report["algorithms"].items():
         games, runs = _counted(entry["games"], "game"), _counted(entry["runs"], "run")
-        lines.append(f"{algorithm} ({', '.join(entry['protocols'])}): {games}, {runs}")
+        trained = f", {_frames_cell(entry['frames_trained'])} frames trained" if entry["frames_trained"] else ""
+        lines.append(f"{algorithm} ({', '.join(entry['protocols'])}): {games}, {runs}{trained}")
         if entry["games"]:
             lines.append("  " + ", ".join(f"{label} {_cell(entry[name])}" for name, label in LABELS.items()))
         lines.append(f"  Atari-5 median estimate: {_atari5_cell(entry['atari5'])}")
-        if entry["no_interval"]:
-            lines.append(f"  {entry['no_interval']}")
+        lines += [f"  {note}" for note in _notes(entry)]
     lines += [
         f"P({p['x']} > {p['y']}) = {_cell(p)} over {_counted(p['games'], 'game')}"
         for p in report["probability_of_improvement"]
     ]
     return "\n".join(lines)
+
+
+def _frames_cell(frames: list[int]) -> str:
+    """The training budgets of an algorithm's runs: "10,000,000", "2,000,000-10,000,000", or "" if none is known."""
+    return "-".join(f"{n:,}" for n in sorted({frames[0], frames[-1]})) if frames else ""
+
+
+def _notes(entry: Mapping[str, Any]) -> list[str]:
+    """What to know about an algorithm's aggregates: why they have no interval, runs of different training budgets,
+    games left out of them."""
+    notes = [entry["no_interval"]] if entry["no_interval"] else []
+    if len(entry["frames_trained"]) > 1:
+        low, high = entry["frames_trained"][0], entry["frames_trained"][-1]
+        notes.append(f"its runs trained for different numbers of frames, {low:,} to {high:,}: the aggregates mix them")
+    if entry["games_without_hns"]:
+        left_out = ", ".join(map(display_name, entry["games_without_hns"]))
+        notes.append(f"{left_out} left out of the aggregates: no human-normalized score outside the 57 games")
+    return notes
 
 
 def _counted(count: int, noun: str) -> str:

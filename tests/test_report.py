@@ -164,6 +164,9 @@ def test_report_files_and_numbers(tmp_path):
     assert (out / "performance_profiles.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     markdown = (out / "report.md").read_text()
     assert "Adventure left out of the aggregates" in markdown
+    assert "\n  Adventure left out of the aggregates: no human-normalized score outside the 57 games" in format_summary(
+        report
+    )  # the console says so too
     assert "| Adventure | ppo | 2 | 0.5 ± 0.5 | — |" in markdown
     assert str(inputs[0]) in markdown and "ppo: as published" in markdown
     assert NO_INTERVAL not in markdown
@@ -251,15 +254,27 @@ def test_evaluations_and_run_directories(tmp_path):
     second = evaluation(run / "evaluation-breakout.json", game="Breakout", seed=1, mean=300.0)
     evaluation(run / "nested" / "evaluation.json", seed=9)  # not read: directories are not searched below
     (run / "progress.json").write_text("{}")  # not an evaluation*.json: not read
-    single = evaluation(tmp_path / "other.json", seed=2, mean=19.0)
+    single = evaluation(tmp_path / "other.json", seed=2, mean=19.0, frames_trained=2_000_000)
     assert load_scores([run, single]) == [
-        Score("ppo", "breakout", 1, 300.0, str(second)),
-        Score("ppo", "pong", 1, 20.0, str(first)),
-        Score("ppo", "pong", 2, 19.0, str(single)),
+        Score("ppo", "breakout", 1, 300.0, str(second), 10_000_000),
+        Score("ppo", "pong", 1, 20.0, str(first), 10_000_000),
+        Score("ppo", "pong", 2, 19.0, str(single), 2_000_000),
     ]
     report = write_report([run, single], tmp_path / "out", resamples=10)
     assert report["algorithms"]["ppo"]["protocols"] == ["nature"]
-    assert "Protocols: ppo: nature." in (tmp_path / "out" / "report.md").read_text()
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "Protocols: ppo: nature." in markdown
+    # Agents trained for different budgets: the budgets shown, and the mix said, on the page and the console.
+    assert report["algorithms"]["ppo"]["frames_trained"] == [2_000_000, 10_000_000]
+    assert "| ppo | 2,000,000-10,000,000 | 2 | 3 |" in markdown
+    mixed = "its runs trained for different numbers of frames, 2,000,000 to 10,000,000: the aggregates mix them"
+    assert f"- ppo: {mixed}." in markdown
+    summary = format_summary(report)
+    assert summary.startswith("ppo (nature): 2 games, 3 runs, 2,000,000-10,000,000 frames trained\n")
+    assert f"\n  {mixed}" in summary
+    one_budget = write_report([run], tmp_path / "out", resamples=10)
+    assert format_summary(one_budget).startswith("ppo (nature): 2 games, 2 runs, 10,000,000 frames trained\n")
+    assert "mix" not in format_summary(one_budget)
 
 
 @pytest.mark.parametrize(
