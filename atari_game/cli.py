@@ -1,4 +1,4 @@
-"""The `atari-game` command (also `python -m atari_game`): games, play, bench, train, evaluate, report.
+"""The `atari-game` command (also `python -m atari_game`): games, play, evaluate, report, bench, train.
 
 The command-line guide (docs/guides/cli.md) shows each command at work.
 """
