@@ -131,19 +131,20 @@ def check_config(config: Config) -> str:
         )
     if config.buffer_size < config.learning_starts:
         return f"--buffer-size {config.buffer_size} must be at least --learning-starts {config.learning_starts}"
+    if not 0 <= config.end_e <= config.start_e <= 1 or not 0 < config.exploration_fraction <= 1:
+        return "epsilon needs 0 <= end_e <= start_e <= 1 and 0 < exploration_fraction <= 1"
+    if min(config.n_envs, config.n_step, config.train_frequency, config.target_network_frequency) < 1:
+        return "n_envs, n_step, train_frequency and target_network_frequency must be at least 1"
     # A run that ends before its first gradient step (learning_events' first "learn") plays and never learns.
     first_step = (config.learning_starts // config.train_frequency + 1) * config.train_frequency
     if first_step >= config.total_transitions:
         least = 4 * config.n_envs * -(-(first_step + 1) // config.n_envs)
         return (
-            f"--learning-starts {config.learning_starts:,} leaves this run no gradient step: it plays "
-            f"{config.total_transitions:,} transitions (--total-frames {config.total_frames:,}, 4 frames each); raise "
-            f"--total-frames to at least {least:,} or lower --learning-starts"
+            f"--learning-starts {config.learning_starts:,} leaves this run no gradient step: its first is due at "
+            f"transition {first_step:,}, and the run plays {config.total_transitions:,} (--total-frames "
+            f"{config.total_frames:,} in whole steps of its {config.n_envs} envs, 4 frames each); raise --total-frames "
+            f"to at least {least:,} or lower --learning-starts"
         )
-    if not 0 <= config.end_e <= config.start_e <= 1 or not 0 < config.exploration_fraction <= 1:
-        return "epsilon needs 0 <= end_e <= start_e <= 1 and 0 < exploration_fraction <= 1"
-    if min(config.n_envs, config.n_step, config.train_frequency, config.target_network_frequency) < 1:
-        return "n_envs, n_step, train_frequency and target_network_frequency must be at least 1"
     if config.torch_threads < 0:
         return "torch_threads must be 0 (one per core) or more"
     if config.learners and config.batch_size % config.learners:

@@ -197,8 +197,9 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
     scores: list[Score] = []
     evaluated: dict[str, dict[str, str]] = {}  # algorithm -> protocol -> first file
     published: set[str] = set()  # algorithms with CSV rows
-    read: set[Path] = set()  # the files read so far: one given twice (by name and in its folder) counts once
-    by_name: set[str] = set()  # the files given by name, not found in a folder given
+    read: set[Path] = set()  # the files read so far: one given more than once (by name, in its folder) counts once
+    by_name: set[Path] = set()  # the files given by name (whether or not a folder given holds them too)
+    protocol_of: dict[str, str] = {}  # each evaluation file's protocol
     for path in map(Path, paths):
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or run directory")
@@ -219,11 +220,11 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
                 f"{path}/RUN-evaluation-PROTOCOL.json), or give the files `Evaluation.save` wrote by name"
             )
         for file in files:
+            if file == path:
+                by_name.add(file.resolve())
             if file.resolve() in read:
                 continue
             read.add(file.resolve())
-            if file == path:
-                by_name.add(str(file))
             if file.suffix == ".csv":
                 rows = _read_csv(file)
                 scores += rows
@@ -231,6 +232,7 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
             elif file.suffix == ".json":
                 score, protocol = _read_evaluation(file)
                 scores.append(score)
+                protocol_of[score.source] = protocol
                 evaluated.setdefault(score.algorithm, {}).setdefault(protocol, score.source)
             else:
                 raise ValueError(f"{file}: expected a .csv of scores, an evaluation .json or a run directory")
@@ -240,12 +242,17 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
         key = score[:3]
         if key in seen:
             # Two evaluation files in one folder given, which stands for all of them (a second protocol, checkpoint):
-            # name the one to report. Two given by name: two agents under one name, or one run evaluated twice.
+            # name the one to report. Two given by name: one run under two protocols, or two agents under one name.
             both_json = Path(seen[key]).suffix == Path(score.source).suffix == ".json"
             one_run = both_json and Path(seen[key]).parent == Path(score.source).parent
             hint = ""
-            if one_run and not {seen[key], score.source} <= by_name:
+            if one_run and not {Path(seen[key]).resolve(), Path(score.source).resolve()} <= by_name:
                 hint = "; give the evaluation to report by its file name"
+            elif both_json and protocol_of[seen[key]] != protocol_of[score.source]:
+                hint = (
+                    f"; one run evaluated under {protocol_of[seen[key]]} and {protocol_of[score.source]}? give the one "
+                    "to report"
+                )
             elif both_json:
                 hint = (
                     "; two agents? name them apart: atari-game evaluate --algorithm NAME (from Python, "
@@ -272,9 +279,10 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
 
 def load_scores(paths: Sequence[str | Path]) -> list[Score]:
     """All scores of `paths`, in input order. A path is a CSV with the columns `CSV_COLUMNS` (published tables:
-    seed 0), an evaluation JSON of ``atari-game evaluate``, or a run directory (its ``evaluation*.json``). Raises
-    `ValueError` naming the file (and line) of a bad input, a run given twice, or an algorithm evaluated under
-    different protocols, and `FileNotFoundError` for a path that does not exist."""
+    seed 0), an evaluation JSON of ``atari-game evaluate``, or a run directory (its ``evaluation*.json``); a file
+    given more than once (by name, in its folder) counts once. Raises `ValueError` naming the file (and line) of a
+    bad input, two scores of one algorithm, game and seed, or an algorithm evaluated under different protocols, and
+    `FileNotFoundError` for a path that does not exist."""
     return _read_inputs(paths)[0]
 
 
@@ -291,20 +299,21 @@ def _algorithm(
     raw: Mapping[str, np.ndarray],
     hns: Mapping[str, np.ndarray],
     protocols: list[str],
-    frames: set[int],
+    frames: list[int | None],
     taus: np.ndarray,
     resamples: int,
     rng: np.random.Generator,
 ) -> dict[str, Any]:
     """One algorithm's aggregates, profile and Atari-5 estimate, from its raw and (in the 57) HNS scores per game and
-    the training budgets its evaluations name (`frames`)."""
+    the training budgets of its runs in the 57 (`frames`, None where an evaluation does not say)."""
     runs = list(hns.values())
     # An interval from one run a game would resample nothing in that game: report none rather than a false one.
     intervals = bool(runs) and min(map(len, runs)) >= 2
     resampled = stratified_resample(runs, resamples, rng) if intervals else None
     entry: dict[str, Any] = {
         "protocols": protocols,
-        "frames_trained": sorted(frames),
+        "frames_trained": sorted({n for n in frames if n is not None}),
+        "frames_unknown": frames.count(None),
         "games": len(runs),
         "runs": sum(map(len, runs)),
         "games_without_hns": sorted(set(raw) - set(hns)),
@@ -366,8 +375,9 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
     for score in sorted(scores, key=lambda s: (s.algorithm, display_name(s.game), s.seed)):
         lists.setdefault(score.algorithm, {}).setdefault(score.game, []).append(score.score)
     raw = {algorithm: {game: np.array(x) for game, x in games.items()} for algorithm, games in lists.items()}
-    # The frames each algorithm's agents trained for, where their evaluations say: a report should not mix budgets.
-    frames = {a: {s.frames for s in scores if s.algorithm == a and s.frames is not None} for a in raw}
+    # The frames each algorithm's aggregated runs trained for (None: unknown), as their evaluations say: a report
+    # should not mix budgets.
+    frames = {a: [s.frames for s in scores if s.algorithm == a and s.game in ATARI_57] for a in raw}
     hns = {
         a: {game: human_normalized(game, x) for game, x in games.items() if game in ATARI_57}
         for a, games in raw.items()
@@ -543,9 +553,14 @@ def _notes(entry: Mapping[str, Any]) -> list[str]:
     """What to know about an algorithm's aggregates: why they have no interval, runs of different training budgets,
     games left out of them."""
     notes = [entry["no_interval"]] if entry["no_interval"] else []
-    if len(entry["frames_trained"]) > 1:
-        low, high = entry["frames_trained"][0], entry["frames_trained"][-1]
-        notes.append(f"its runs trained for different numbers of frames, {low:,} to {high:,}: the aggregates mix them")
+    budgets = entry["frames_trained"]
+    if budgets and budgets[-1] > 1.01 * budgets[0]:  # (whole updates of different sizes differ by less)
+        notes.append(
+            f"its runs trained for different numbers of frames, {budgets[0]:,} to {budgets[-1]:,}: the aggregates "
+            "mix them"
+        )
+    if budgets and entry["frames_unknown"]:
+        notes.append(f"its runs' budgets are not all known: {_counted(entry['frames_unknown'], 'run')} without one")
     if entry["games_without_hns"]:
         left_out = ", ".join(map(display_name, entry["games_without_hns"]))
         notes.append(f"{left_out} left out of the aggregates: no human-normalized score outside the 57 games")

@@ -35,13 +35,16 @@ def read_progress(run_dir: Path) -> tuple[list[tuple[int, float]], list[tuple[in
 def parts(updates: list[tuple[int, float, float]]) -> list[dict[str, float]]:
     """Each part of the run (one process: a ``--resume`` starts another): the frames it began at, its last row's
     frames and seconds, and its frames/s. A row's frames/s is over its part so far, so the part began at ``frames -
-    frames_per_second * seconds`` (to within the 0.05 s that progress.csv rounds seconds to)."""
+    frames_per_second * seconds``, to within what progress.csv's rounding of seconds (to 0.1 s) leaves: a row that
+    close (the checkpoint's, which --resume keeps) is taken as the start. A part resumed from ends at its last row
+    before that checkpoint: --resume drops the rows after it, which the next part plays again."""
     found: list[dict[str, float]] = []
-    logged = [0]  # where a part can begin: the run's start, or a row kept by --resume (its checkpoint's)
+    logged = [0]  # the rows a part can begin at: the run's start, or a checkpoint's row
     for frames, seconds, rate in updates:
-        start = min(logged, key=lambda row: abs(row - (frames - rate * seconds)))
-        if not found or start != found[-1]["from"]:  # another start than the part's: a new part
-            found.append({"from": start})
+        start, error = frames - rate * seconds, rate * 0.05 + 1  # (each row's estimate is off by up to `error`)
+        if not found or abs(start - found[-1]["from"]) > 2 * error:  # another start than the part's: a new part
+            near = [row for row in logged if abs(row - start) <= error]
+            found.append({"from": near[-1] if near else round(start)})
         found[-1].update({"to": frames, "seconds": seconds, "frames_per_second": rate})
         logged.append(frames)
     return found

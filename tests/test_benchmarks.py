@@ -191,18 +191,26 @@ def test_run_figures_reads_a_resumed_runs_games_and_parts_from_its_progress_csv(
     rows = ["frames,seconds,game_return,game_length,frames_per_second"]
     rows += [f"{15_000 * k},,{k},100," for k in range(1, 131)]
     rows += ["500000,50.0,,,10000.0", "1000000,100.0,,,10000.0", "1500000,1000.0,,,500.0", "2000000,1500.0,,,666.67"]
+    # A third, fast, resumed from a checkpoint between two rows (at 2,010,000; seconds rounded as progress.csv does):
+    # 50,000 frames/s from rows 4,096 frames apart, which the rounding of seconds must not split into parts.
+    rows += [f"{2_010_000 + 4096 * k},{4096 * k / 50_000:.1f},,,50000.0" for k in range(1, 6)]
     (tmp_path / "progress.csv").write_text("\n".join(rows) + "\n")
     run_figures.main([str(tmp_path), "--out", str(tmp_path / "figures.json")])
-    assert capsys.readouterr().out.splitlines()[:6] == [
-        f"{tmp_path}: 130 whole games in 2,000,000 frames",
-        "mean return per 1M frames: 33.5, 98.5",  # games 1-66 end by 1M frames (990k), 67-130 after
+    assert capsys.readouterr().out.splitlines() == [
+        f"{tmp_path}: 130 whole games in 2,030,480 frames",
+        "mean return per 1M frames: 33.5, 98.5, nan",  # games 1-66 end by 1M frames (990k), 67-130 after
         "last 100 games: 80.5 (last 20: 120.5)",
         "part 1: frames 0 to 1,000,000 in 100 s, 10,000 frames/s",
         "part 2: frames 1,000,000 to 2,000,000 in 1,500 s, 667 frames/s",
+        f"part 3: frames {2_014_096 - 50_000 * 0.1:,.0f} to 2,030,480 in 0 s, 50,000 frames/s",  # its first row's
         f"figures: {tmp_path / 'figures.json'}",
     ]
     figures = json.loads((tmp_path / "figures.json").read_text())["figures"]
-    assert figures["means"] == [33.5, 98.5] and [part["from"] for part in figures["parts"]] == [0, 1_000_000]
+    assert figures["means"][:2] == [33.5, 98.5] and np.isnan(figures["means"][2])  # no game ended after 2M frames
+    # The third part's start, between rows, from its rows' frames/s and rounded seconds: off by at most 0.05 s of them.
+    [first, second, third] = figures["parts"]
+    assert (first["from"], second["from"], third["to"]) == (0, 1_000_000, 2_030_480)
+    assert abs(third["from"] - 2_010_000) <= 0.05 * 50_000
     # Not a run directory, or one without a whole game yet: a usage error naming it.
     for folder, problem in ((tmp_path / "none", "holds no progress.csv"), (tmp_path, "holds no whole game yet")):
         if folder == tmp_path:

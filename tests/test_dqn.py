@@ -145,13 +145,16 @@ def test_the_variants_run_and_bad_arguments_are_usage_errors(tmp_path):
     bad = run(tmp_path, "--learning-starts", "10", status=2)  # in tmp_path: runs/Breakout-1-dqn is free
     assert "--learning-starts 10 must be at least --batch-size + --n-envs x --n-step = " in bad.stderr
     # A run too short to reach its first gradient step (at transition 104) would play and never learn: refused.
-    short = run(tmp_path, "--total-frames", "428", *TINY, status=2)
+    short = run(tmp_path, "--total-frames", "431", *TINY, status=2)
     assert (
-        "--learning-starts 100 leaves this run no gradient step: it plays 104 transitions (--total-frames 428, 4 "
-        "frames each); raise --total-frames to at least 432 or lower --learning-starts"
+        "--learning-starts 100 leaves this run no gradient step: its first is due at transition 104, and the run plays "
+        "104 (--total-frames 431 in whole steps of its 4 envs, 4 frames each); raise --total-frames to at least 432 or "
+        "lower --learning-starts"
     ) in short.stderr
     longer = dqn.parse_config(["--total-frames", "432", "--run-dir", str(tmp_path / "longer"), *TINY])
-    assert longer.total_transitions == 108  # one gradient step, at 104
+    assert dqn.learning_events(longer, 0, longer.total_transitions, 100)[0] == (104, "learn")  # the least that learns
+    too_short = dataclasses.replace(longer, total_frames=431)
+    assert "learn" not in {event for _, event in dqn.learning_events(too_short, 0, too_short.total_transitions, 100)}
 
 
 def test_play_a_dqn_checkpoint(tmp_path):

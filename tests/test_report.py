@@ -247,6 +247,22 @@ def test_csv_in_any_column_order_and_any_spelling(tmp_path):
     ]
 
 
+def test_the_budget_notes_count_the_aggregated_runs_and_ignore_whole_update_differences(tmp_path):
+    # PPO's 10M frames in whole updates of 8 and of 16 envs (9,998,336 and 9,994,240): one budget, shown as a range.
+    eight = evaluation(tmp_path / "a.json", seed=1, frames_trained=9_998_336)
+    sixteen = evaluation(tmp_path / "b.json", seed=2, frames_trained=9_994_240)
+    # A game outside the 57 trained for less: not in the aggregates, so not in their budget.
+    other = evaluation(tmp_path / "c.json", game="Adventure", seed=1, frames_trained=1_000_000)
+    summary = format_summary(write_report([eight, sixteen, other], tmp_path / "out", resamples=10))
+    assert summary.startswith("ppo (nature): 1 game, 2 runs, 9,994,240-9,998,336 frames trained\n")
+    assert summary.endswith("\n  Adventure left out of the aggregates: no human-normalized score outside the 57 games")
+    assert "mix" not in summary and "not all known" not in summary
+    # A published row of the same algorithm says no budget: counted.
+    row = write_csv(tmp_path / "s.csv", [("ppo", "Breakout", 0, 30.0)])
+    summary = format_summary(write_report([eight, sixteen, row], tmp_path / "out", resamples=10))
+    assert "\n  its runs' budgets are not all known: 1 run without one" in summary and "mix" not in summary
+
+
 def test_evaluations_and_run_directories(tmp_path):
     run = tmp_path / "ppo-Pong-1"
     (run / "nested").mkdir(parents=True)
@@ -356,9 +372,14 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(ValueError, match=r"seed 3 appears twice: .*; give the evaluation to report by its file name$"):
         load_scores([run])
     assert [score.source for score in load_scores([nature])] == [str(nature)]
-    # One file given twice, by name and in its folder: counted once.
-    (run / "evaluation-machado.json").unlink()
-    assert [score.source for score in load_scores([run, nature])] == [str(nature)]
+    # Given by name, the two are one run under two protocols: said so.
+    machado_file = run / "evaluation-machado.json"
+    with pytest.raises(ValueError, match=r"; one run evaluated under nature and machado\? give the one to report$"):
+        load_scores([nature, machado_file])
+    # One file given more than once, by name and in its folder, in either order, or by name twice: counted once.
+    machado_file.unlink()
+    for inputs in ([run, nature], [nature, run], [nature, nature]):
+        assert [score.source for score in load_scores(inputs)] == [str(nature)]
     # Two evaluations of one name and seed, named file by file (in one folder or two): two agents that need names of
     # their own, or one run evaluated twice.
     (tmp_path / "elsewhere").mkdir()
