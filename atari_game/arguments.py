@@ -52,10 +52,13 @@ def seed(text: str) -> int:
 
 
 def label(text: str) -> str:
-    """An argparse type: a name to label results with (an agent's), not empty nor only spaces."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"a name must have a character other than spaces, got {text!r}")
-    return text
+    """An argparse type: an agent's name, as `atari_game.evaluation.agent_name` takes it."""
+    from atari_game.evaluation import agent_name  # (the pool's modules, which only evaluate needs)
+
+    try:
+        return agent_name(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("algorithm ")) from None
 
 
 def game_name(name: str) -> str:

@@ -119,6 +119,14 @@ class Evaluation:
         return path
 
 
+def agent_name(name: Any) -> str:
+    """`name` as an evaluation records an agent: without surrounding spaces; a `ValueError` for one that is not a
+    non-empty `str`, or holds a ``|`` or a line break (which would break the tables of ``atari-game report``)."""
+    if not isinstance(name, str) or not name.strip() or any(mark in name for mark in "|\n\r"):
+        raise ValueError(f"algorithm must be a non-empty name (str) without '|' or line breaks, got {name!r}")
+    return name.strip()
+
+
 def evaluate(
     policy: Policy,
     game: str,
@@ -164,8 +172,7 @@ def evaluate(
     episodes = check_int("episodes", episodes, 1)
     # The labels go into the JSON the report reads: plain ints and a name.
     seed, run_seed = check_int("seed", seed, 0), check_int("run_seed", run_seed, 0)
-    if not isinstance(algorithm, str) or not algorithm.strip():
-        raise ValueError(f"algorithm must be a non-empty name (str), got {algorithm!r}")
+    algorithm = agent_name(algorithm)
     epsilon = 0.0
     if protocol is not None:
         options = apply_protocol(protocol, options, "evaluate")

@@ -21,6 +21,7 @@ import inspect
 import itertools
 import pickle
 import re
+import shlex
 import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,12 +35,13 @@ from torch import nn
 from tqdm import tqdm
 
 from atari_game.arguments import TRAINERS, game_name, integer, protocol_name
+from atari_game.evaluation import trained_protocol
 from atari_game.extras import install_command
 from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, display_name, resolve_game
 from atari_game.learners import Learners, LearnersFailed, learners_problem, train_on_learners
 from atari_game.play import play_game
 from atari_game.pool import GamePool, PoolError
-from atari_game.protocols import get_protocol
+from atari_game.protocols import PROTOCOLS, get_protocol
 from atari_game.ray_pool import RayGamePool, check_address, free_cpus
 from atari_game.validation import at_least, broken_rule, flag_of
 from atari_game.worker import available_cores, sigterm_as_ctrl_c
@@ -467,7 +469,11 @@ def run_trainer(
         raise SystemExit(interrupted(config, algo, str(error))) from None
     video = ", agent.mp4" if config.video else ""
     print(f"done: {run_dir}/progress.csv, learning_curve.png{video}, checkpoint.pt")
-    print(f"to score its agent: atari-game evaluate {run_dir}/checkpoint.pt")  # the next step, in the field's terms
+    # The next step, in the field's terms: a run whose settings match no protocol names the one to score under.
+    protocol = "" if trained_protocol(dataclasses.asdict(config)) else " --protocol NAME"
+    unmatched = f" ({' or '.join(PROTOCOLS)}: its settings match neither's, so name the one to score under)"
+    command = f"atari-game evaluate {shlex.quote(str(run_dir / 'checkpoint.pt'))}{protocol}"
+    print(f"to score its agent: {command}{unmatched if protocol else ''}")
 
 
 def game_options(config: RunConfig) -> dict:

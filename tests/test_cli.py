@@ -261,7 +261,7 @@ def test_evaluate_and_report_refuse_what_they_cannot_do_before_doing_any_of_it(t
             "argument --envs: at most --episodes (2)",
         ),
         (["evaluate", "run/checkpoint.pt", "--out", "s.csv"], "argument --out: s.csv is a file; name a folder"),
-        (["evaluate", "run/checkpoint.pt", "--algorithm", " "], "argument --algorithm: a name must have a character"),
+        (["evaluate", "run/checkpoint.pt", "--algorithm", "a|b"], "argument --algorithm: must be a non-empty name"),
         (["report", "s.csv", "--out", "s.csv/sub"], "s.csv/sub"),
         (["report", "s.csv", "--out", "s.csv"], "s.csv is a file: the report needs a folder"),
     ]:

@@ -91,8 +91,10 @@ def test_evaluate_refuses_bad_input_by_name():
         ):
             evaluate(lambda obs, dtype=dtype: np.zeros(len(obs), dtype), "Breakout", episodes=2)
     # The labels the report reads.
-    with pytest.raises(ValueError, match="algorithm must be a non-empty name"):
-        evaluate(scripted, "Breakout", episodes=1, algorithm=" ")
+    for name in (" ", "a|b", "two\nlines"):  # (report.md's table cells and rows)
+        with pytest.raises(ValueError, match="algorithm must be a non-empty name \\(str\\) without '\\|' or line"):
+            evaluate(scripted, "Breakout", episodes=1, algorithm=name)
+    assert evaluate(scripted, "Breakout", episodes=1, algorithm=" dqn ").algorithm == "dqn"
     with pytest.raises(ValueError, match="run_seed must be an integer >= 0, got -1"):
         evaluate(scripted, "Breakout", episodes=1, run_seed=-1)
 
@@ -144,6 +146,13 @@ def runs(tmp_path_factory):
     for name, more in (("default", []), ("reset", ["--life-loss", "reset"])):
         done = atari_game("train", *tiny, *more, "--run-dir", str(directory / name), timeout=300)
         assert done.returncode == 0, done.stderr
+        # Its last line gives the command that scores it; the run of no protocol's settings must name one.
+        score_it = f"to score its agent: atari-game evaluate {directory / name / 'checkpoint.pt'}"
+        if name == "reset":
+            score_it += (
+                " --protocol NAME (machado or nature: its settings match neither's, so name the one to score under)"
+            )
+        assert done.stdout.endswith(score_it + "\n")
     return directory
 
 
