@@ -12,6 +12,7 @@ from pathlib import Path
 from atari_game.game import resolve_game
 from atari_game.play import check_video_path
 from atari_game.protocols import get_protocol
+from atari_game.validation import check_agent_name
 
 #: The trainers, atari_game.ppo and atari_game.dqn: the choices of ``atari-game train --algo``.
 TRAINERS = ("ppo", "dqn")
@@ -52,11 +53,9 @@ def seed(text: str) -> int:
 
 
 def label(text: str) -> str:
-    """An argparse type: an agent's name, as `atari_game.evaluation.agent_name` takes it."""
-    from atari_game.evaluation import agent_name  # (the pool's modules, which only evaluate needs)
-
+    """An argparse type: an agent's name, as `check_agent_name` takes it."""
     try:
-        return agent_name(text)
+        return check_agent_name(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error).removeprefix("algorithm ")) from None
 

@@ -13,7 +13,7 @@ import dataclasses
 import importlib
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,9 @@ from gymnasium.vector import AutoresetMode
 
 from atari_game.game import GameOptions, display_name, resolve_game
 from atari_game.pool import GamePool
-from atari_game.protocols import PROTOCOLS, apply_protocol, get_protocol, protocol_conflict
+from atari_game.protocols import PROTOCOLS, apply_protocol, get_protocol, trained_protocol
 from atari_game.scores import ATARI_57, human_normalized
-from atari_game.validation import check_count, check_int
+from atari_game.validation import check_agent_name, check_count, check_int
 
 #: The ``format`` and ``version`` of the JSON an `Evaluation` is saved as (``atari-game report`` checks both).
 FORMAT, VERSION = "atari_game.evaluation", 1
@@ -119,14 +119,6 @@ class Evaluation:
         return path
 
 
-def agent_name(name: Any) -> str:
-    """`name` as an evaluation records an agent: without surrounding spaces; a `ValueError` for one that is not a
-    non-empty `str`, or holds a ``|`` or a line break (which would break the tables of ``atari-game report``)."""
-    if not isinstance(name, str) or not name.strip() or any(mark in name for mark in "|\n\r"):
-        raise ValueError(f"algorithm must be a non-empty name (str) without '|' or line breaks, got {name!r}")
-    return name.strip()
-
-
 def evaluate(
     policy: Policy,
     game: str,
@@ -172,7 +164,7 @@ def evaluate(
     episodes = check_int("episodes", episodes, 1)
     # The labels go into the JSON the report reads: plain ints and a name.
     seed, run_seed = check_int("seed", seed, 0), check_int("run_seed", run_seed, 0)
-    algorithm = agent_name(algorithm)
+    algorithm = check_agent_name(algorithm)
     epsilon = 0.0
     if protocol is not None:
         options = apply_protocol(protocol, options, "evaluate")
@@ -219,20 +211,6 @@ def evaluate(
         algorithm=algorithm,
         run_seed=run_seed,
     )
-
-
-def trained_protocol(config: Mapping[str, Any]) -> str:
-    """The protocol a trainer's saved `config` trained under: its own, or for a run without one, the protocol whose
-    training settings its game options match (e.g. the trainers' defaults are ``nature``'s), or ""."""
-    if config.get("protocol"):
-        return str(config["protocol"])
-    options = {
-        "life_loss": config.get("life_loss"),
-        "noop_max": config.get("noop_max"),
-        "sticky_actions": 0.0,
-        "full_action_space": False,
-    }
-    return next((name for name in PROTOCOLS if not protocol_conflict(name, options)), "")
 
 
 def evaluate_checkpoint(

@@ -138,3 +138,17 @@ def apply_protocol(name: str, options: Mapping[str, Any], phase: str = "train") 
     if problem := protocol_conflict(name, options, phase):
         raise ValueError(problem)
     return {**options, **get_protocol(name).fixed(phase)}
+
+
+def trained_protocol(config: Mapping[str, Any]) -> str:
+    """The protocol a trainer's saved `config` trained under: its own, or for a run without one, the protocol whose
+    training settings its game options match (e.g. the trainers' defaults are ``nature``'s), or ""."""
+    if config.get("protocol"):
+        return str(config["protocol"])
+    options = {
+        "life_loss": config.get("life_loss"),
+        "noop_max": config.get("noop_max"),
+        "sticky_actions": 0.0,
+        "full_action_space": False,
+    }
+    return next((name for name in PROTOCOLS if not protocol_conflict(name, options)), "")

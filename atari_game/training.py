@@ -35,13 +35,12 @@ from torch import nn
 from tqdm import tqdm
 
 from atari_game.arguments import TRAINERS, game_name, integer, protocol_name
-from atari_game.evaluation import trained_protocol
 from atari_game.extras import install_command
 from atari_game.game import LIFE_LOSS_MODES, Game, GameOptions, action_meanings, display_name, resolve_game
 from atari_game.learners import Learners, LearnersFailed, learners_problem, train_on_learners
 from atari_game.play import play_game
 from atari_game.pool import GamePool, PoolError
-from atari_game.protocols import PROTOCOLS, get_protocol
+from atari_game.protocols import PROTOCOLS, get_protocol, trained_protocol
 from atari_game.ray_pool import RayGamePool, check_address, free_cpus
 from atari_game.validation import at_least, broken_rule, flag_of
 from atari_game.worker import available_cores, sigterm_as_ctrl_c

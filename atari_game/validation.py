@@ -52,6 +52,14 @@ def check_number(name: str, value: Any, low: float, high: float, what: str = "a 
     return float(value)
 
 
+def check_agent_name(name: Any) -> str:
+    """`name` as an evaluation records an agent: without surrounding spaces; a `ValueError` for one that is not a
+    non-empty `str`, or holds a ``|`` or a line break (which would break the tables of ``atari-game report``)."""
+    if not isinstance(name, str) or not name.strip() or any(mark in name for mark in "|\n\r"):
+        raise ValueError(f"algorithm must be a non-empty name (str) without '|' or line breaks, got {name!r}")
+    return name.strip()
+
+
 def check_array(name: str, value: Any, shape: tuple[int, ...], kinds: str, what: str) -> np.ndarray:
     """`value` as an array of `shape` whose dtype kind is one of `kinds` (numpy's letters); `what` says what is
     valid in the message ("bools, one per env")."""
