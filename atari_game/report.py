@@ -220,11 +220,12 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
                 f"{path}/RUN-evaluation-PROTOCOL.json), or give the files `Evaluation.save` wrote by name"
             )
         for file in files:
+            resolved = file.resolve()
             if file == path:
-                by_name.add(file.resolve())
-            if file.resolve() in read:
+                by_name.add(resolved)
+            if resolved in read:
                 continue
-            read.add(file.resolve())
+            read.add(resolved)
             if file.suffix == ".csv":
                 rows = _read_csv(file)
                 scores += rows
@@ -546,7 +547,9 @@ def format_summary(report: Mapping[str, Any]) -> str:
 
 def _frames_cell(frames: list[int]) -> str:
     """The training budgets of an algorithm's runs: "10,000,000", "2,000,000-10,000,000", or "" if none is known."""
-    return "-".join(f"{n:,}" for n in sorted({frames[0], frames[-1]})) if frames else ""
+    if not frames:
+        return ""
+    return f"{frames[0]:,}" if len(frames) == 1 else f"{frames[0]:,}-{frames[-1]:,}"
 
 
 def _notes(entry: Mapping[str, Any]) -> list[str]:
