@@ -136,15 +136,8 @@ def check_config(config: Config) -> str:
     if min(config.n_envs, config.n_step, config.train_frequency, config.target_network_frequency) < 1:
         return "n_envs, n_step, train_frequency and target_network_frequency must be at least 1"
     # A run that ends before its first gradient step (learning_events' first "learn") plays and never learns.
-    first_step = (config.learning_starts // config.train_frequency + 1) * config.train_frequency
-    if first_step >= config.total_transitions:
-        least = 4 * config.n_envs * -(-(first_step + 1) // config.n_envs)
-        return (
-            f"--learning-starts {config.learning_starts:,} leaves this run no gradient step: its first is due at "
-            f"transition {first_step:,}, and the run plays {config.total_transitions:,} (--total-frames "
-            f"{config.total_frames:,} in whole steps of its {config.n_envs} envs, 4 frames each); raise --total-frames "
-            f"to at least {least:,} or lower --learning-starts"
-        )
+    if problem := no_gradient_step(config, config.learning_starts):
+        return f"--learning-starts {config.learning_starts:,} {problem} or lower --learning-starts"
     if config.torch_threads < 0:
         return "torch_threads must be 0 (one per core) or more"
     if config.learners and config.batch_size % config.learners:
@@ -207,6 +200,20 @@ def choose_actions(
 
 
 # --- training -------------------------------------------------------------------------------------------
+
+
+def no_gradient_step(config: Config, learning_after: int) -> str:
+    """What a run learning after transition `learning_after` (`learning_events`' argument) lacks if its first gradient
+    step falls at or past its end, as the end of a usage error ("leaves this run no gradient step: ..."); else ""."""
+    first_step = (learning_after // config.train_frequency + 1) * config.train_frequency
+    if first_step < config.total_transitions:
+        return ""
+    least = 4 * config.n_envs * -(-(first_step + 1) // config.n_envs)
+    return (
+        f"leaves this run no gradient step: its first is due at transition {first_step:,}, and the run plays "
+        f"{config.total_transitions:,} (--total-frames {config.total_frames:,} in whole steps of its {config.n_envs} "
+        f"envs, 4 frames each); raise --total-frames to at least {least:,}"
+    )
 
 
 def learning_events(config: Config, first: int, stop: int, learning_after: int) -> list[tuple[int, str]]:
@@ -287,6 +294,13 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     buffer, learning_after = replay_memory(
         config, training.observation_shape(config), steps, saved if config.resume else None, replay_path, learners
     )
+    # A resumed run whose emptied memory would refill past its end plays on and never learns (check_config sees a
+    # new run's start only).
+    if config.resume and (problem := no_gradient_step(config, learning_after)):
+        raise SystemExit(
+            f"--resume: the replay memory refills for --learning-starts {config.learning_starts:,} transitions from "
+            f"the checkpoint's {steps:,}, which {problem} (or resume with the memory saved, --save-memory)"
+        )
 
     # The envs, started once the run can begin (one that cannot resume starts no process), and closed by the finally
     # whatever fails from here: same-step autoreset, so the true final observation of an episode is there to store.

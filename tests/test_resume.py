@@ -23,6 +23,7 @@ import copy
 import csv
 import dataclasses
 import multiprocessing
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -264,6 +265,18 @@ def test_dqn_without_its_saved_memory_resumes_refilling_it(tmp_path, monkeypatch
     config = dataclasses.replace(DQN_CONFIG, run_dir=str(tmp_path / "stopped"), save_memory=False)
     watched_train(monkeypatch, config=config, at=set(), stop=True, **DQN_WATCH)
     assert not (tmp_path / "stopped" / "replay.npz").exists()
+    # Shortened to 36 transitions, the run would refill its memory past its end (learning after transition 24 + 8, the
+    # first gradient step due at 36): refused before any env worker started, naming the least length that learns.
+    short = dqn.parse_config(["--run-dir", config.run_dir, "--resume", "--total-frames", "144"])
+    message = (
+        "--resume: the replay memory refills for --learning-starts 8 transitions from the checkpoint's 24, which leaves"
+        " this run no gradient step: its first is due at transition 36, and the run plays 36 (--total-frames 144 in "
+        "whole steps of its 2 envs, 4 frames each); raise --total-frames to at least 152 (or resume with the memory "
+        "saved, --save-memory)"
+    )
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        dqn.train(short)
+    assert not multiprocessing.active_children()
     # Whether to save the memory is not what the run learns: a resumed run may turn it on.
     resumed = dqn.parse_config(["--run-dir", config.run_dir, "--resume", "--save-memory"])
     assert resumed.save_memory
