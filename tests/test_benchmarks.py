@@ -25,7 +25,7 @@ import pytest
 import replay_memory
 import restart_states
 import run_figures
-import step_instructions
+import step_costs
 import torch
 import trainers
 import update_breakdown
@@ -334,11 +334,64 @@ def test_pool_versus_can_slow_the_first_worker_down_with_a_cpu_cgroup():
         Path(tasks).parent.rmdir()
 
 
-def test_step_instructions_plays_each_system_as_callgrind_would_count_it():
-    for system in step_instructions.SYSTEMS:
-        step_instructions.play(system, 5)
-    with pytest.raises(ValueError, match="system must be one of game, ale-vector, bare-ale, got 'ale'"):
-        step_instructions.play("ale", 5)  # not counted as some other system's
+def test_step_costs_plays_each_system_as_callgrind_would_count_it():
+    for system in step_costs.SYSTEMS:
+        step_costs.play(system, 8, 4)
+    with pytest.raises(ValueError, match="system must be one of bare-ale, game, block, parent, ale-vector, got 'ale'"):
+        step_costs.play("ale", 8, 4)  # not counted as some other system's
+
+
+def test_step_costs_replays_a_pools_steps_as_the_same_emulation():
+    # The time part takes a sync pool's play from its envs replayed in one process: the same games, frame for frame.
+    stepped, actions = step_costs.sync_pool(4, 0.2)
+    assert set(stepped) == {"wall_x_workers", "workers", "parent"} and actions.shape[1] == 4
+    with GamePool(4, n_workers=2, **OUR_GAME) as pool:
+        pool.reset(seed=0)
+        for row in actions:
+            obs = pool.step(row)[0]
+    blocks = [step_costs.game_block([0, 1]), step_costs.game_block([2, 3])]
+    for row in actions:
+        for block in blocks:
+            block.arrays["actions"][:] = row[block.env_ids]
+            block.step(block.env_ids)
+    np.testing.assert_array_equal(np.concatenate([block.arrays["obs"] for block in blocks]), obs)
+    play, wait = step_costs.replayed_blocks(actions)
+    assert play > 0 and 0 <= wait < 1
+
+
+def test_step_costs_splits_callgrind_counts_by_library_counting_each_function_once():
+    site = "/usr/lib/python3.11/site-packages"
+    text = f"""events: Ir
+ob=(1) {site}/ale_py/_ale_py.cpython-311-x86_64-linux-gnu.so
+fn=(1) act
+10 500
++2 20
+cob=(2) {site}/cv2/cv2.abi3.so
+cfn=(2) resize
+calls=1 0
+12 300
+ob=(2)
+fn=(2)
+3 300
+ob=(3) /usr/lib/libpython3.11.so.1.0
+fn=(3) eval
+1 7
+2
+ob=(4) {site}/numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so
+fn=(4) copy
+* 4
+ob=(5) /usr/lib/x86_64-linux-gnu/libc.so.6
+fn=(5) memcpy
+1 9
+ob=(6) /usr/lib/python3.11/lib-dynload/_socket.cpython-311-x86_64-linux-gnu.so
+fn=(6) recv
+1 1
+ob=(7) /usr/lib/x86_64-linux-gnu/libz.so.1
+fn=(7) inflate
+1 2
+"""
+    # The call's line (300, resize's inclusive cost) is not ALE's: resize's own 300 is OpenCV's, counted once.
+    assert step_costs.by_library(text) == {"ALE": 520, "OpenCV": 300, "Python": 8, "numpy": 4, "libc": 9, "other": 2}
 
 
 def test_the_parent_fit_recovers_its_costs_and_the_ceiling_follows_from_them():

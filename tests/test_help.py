@@ -62,7 +62,7 @@ def shown_as(value) -> list[str]:
 def test_every_flag_has_a_description_its_default_and_its_choices():
     parsers = all_parsers()
     # The scripts with a command line of their own: a walk that found none would check nothing.
-    assert {"examples/demo.py", "benchmarks/trainers.py", "benchmarks/step_instructions.py"} <= set(parsers)
+    assert {"examples/demo.py", "benchmarks/trainers.py", "benchmarks/step_costs.py"} <= set(parsers)
     flags = 0
     for name, parser in parsers.items():
         whole_help = " ".join(parser.format_help().split())  # also fails on a help with a stray %
