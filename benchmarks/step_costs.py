@@ -4,7 +4,8 @@
   not depend on the CPU's speed or load, so they travel between machines and show what a change to the per-step code
   costs. Needs valgrind (apt install valgrind).
 - ``time``: CPU µs per agent step of each system on this CPU (medians of alternating rounds), and a sync `GamePool`
-  step's wall time split into what the workers play, the parent's own part and the wait for the slower worker.
+  step's wall time split into what the workers play, the parent's own part, the wait for the slower worker and the
+  rest.
 
     python benchmarks/step_costs.py                              # both parts; --envs 8 is the trainers' pool
     python benchmarks/step_costs.py --parts time --envs 32 --rounds 5
@@ -132,7 +133,7 @@ def by_library(text: str) -> dict[str, int]:
     totals: collections.Counter = collections.Counter()
     library, after_call = "other", False
     for line in text.splitlines():
-        if line[:1].isdigit() or line[:1] in "+-*":
+        if line and (line[0].isdigit() or line[0] in "+-*"):
             fields = line.split()  # a position, then the count (none: zero)
             if not after_call and len(fields) > 1:
                 totals[library] += int(fields[1])
