@@ -240,7 +240,7 @@ def timings(args: argparse.Namespace) -> dict[str, float]:
 
     A sync step's wall time on the workers' cores (wall x workers) is split into the envs' play (`replayed_blocks`:
     the same work alone in this process), the parent's own part (both cores wait for it: twice its CPU), the wait for
-    the slower worker (its share of the play in the replay: a lower bound, the plays of two processes side by side
+    the slower worker (its share of the play in the replay: a lower bound, the plays of two processes side by side can
     vary more) and the rest: wake-ups, the workers' reads and writes, the play's slowdown beside the other worker."""
     alone = ["bare-ale", "game", "ale-vector"]
     rounds: dict[str, list] = {system: [] for system in [*alone, "pool"]}
