@@ -70,13 +70,7 @@ def ready(system: str, n_envs: int) -> Iterator[Callable[[np.ndarray], None]]:
         yield lambda actions: [game.play(int(action), row) for action in actions[:, 0]]
     elif system == "block":
         block = game_block(list(range(n_envs)))
-
-        def step(actions: np.ndarray) -> None:
-            for row in actions:
-                block.arrays["actions"][:] = row
-                block.step(block.env_ids)
-
-        yield step
+        yield lambda actions: [play_block(block, row) for row in actions]
     elif system == "parent":
         with GamePool(n_envs, n_workers=POOL_WORKERS, **OUR_GAME) as pool:
             pool.reset(seed=0)
@@ -113,6 +107,12 @@ def game_block(env_ids: list[int]) -> GameBlock:
     block = GameBlock(env_ids, env_ids, True, [OUR_GAME] * len(env_ids), arrays)
     block.reset({i: i for i in env_ids}, [])
     return block
+
+
+def play_block(block: GameBlock, actions: np.ndarray) -> None:
+    """Step `block`'s envs with their actions in `actions`, a row of one per env of the pool, as its worker does."""
+    block.arrays["actions"][:] = actions[block.env_ids]
+    block.step(block.env_ids)
 
 
 def count(system: str, steps: int, n_envs: int, directory: Path) -> dict[str, int]:
@@ -179,38 +179,36 @@ def instructions(args: argparse.Namespace) -> dict[str, dict[str, float]]:
 
 
 def cpu_per_step(system: str, n_envs: int, seconds: float) -> float:
-    """CPU µs per agent step of `system` (not ``parent``) in this process, over about `seconds` of CPU after it is
-    made and warmed up (making an emulator takes as long as some 250 steps)."""
+    """CPU µs per agent step of `system` (not ``parent``) in this process, for about `seconds` after it is made and
+    warmed up (making an emulator takes as long as some 250 steps)."""
     n, rng = width(system, n_envs), np.random.default_rng(1)
+    rows = max(256 // n, 1)  # a call's steps: enough that the call's own cost is noise
     with ready(system, n_envs) as run:
         run(rng.integers(4, size=(max(64 // n, 1), n)))
-        steps, start = 0, time.process_time()
-        while time.process_time() - start < seconds:
-            run(rng.integers(4, size=(max(256 // n, 1), n)))
-            steps += max(256 // n, 1) * n
-        return 1e6 * (time.process_time() - start) / steps
+        spent = common.per_call(lambda: run(rng.integers(4, size=(rows, n))), seconds=seconds)
+    return 1e6 * spent["cpu"] / (rows * n)
 
 
 def sync_pool(n_envs: int, seconds: float) -> tuple[dict[str, float], np.ndarray]:
     """A sync `GamePool` of `n_envs` envs on `POOL_WORKERS` workers, stepped for about `seconds` after `WARM_UP`
     steps: per agent step, the wall µs times the workers (what the cores had to give), the workers' CPU µs and the
     parent's own; and the actions it played, a row per step (the warm-up's first)."""
-    rng = np.random.default_rng(0)
-    played = [rng.integers(4, size=n_envs) for _ in range(WARM_UP)]
+    rng, played = np.random.default_rng(0), []
     with GamePool(n_envs, n_workers=POOL_WORKERS, **OUR_GAME) as pool:
-        pool.reset(seed=0)
-        for actions in played:
-            pool.step(actions)
-        pids = [worker.process.pid for worker in pool._workers]
-        workers, parent, start = sum(map(_process_cpu, pids)), time.process_time(), time.perf_counter()
-        while time.perf_counter() - start < seconds:
+
+        def step() -> None:
             played.append(rng.integers(4, size=n_envs))
             pool.step(played[-1])
-        wall = time.perf_counter() - start
-        workers, parent = sum(map(_process_cpu, pids)) - workers, time.process_time() - parent
-    steps = (len(played) - WARM_UP) * n_envs
-    figures = {"wall_x_workers": wall * POOL_WORKERS, "workers": workers, "parent": parent}
-    return {key: 1e6 * value / steps for key, value in figures.items()}, np.array(played)
+
+        pool.reset(seed=0)
+        for _ in range(WARM_UP):
+            step()
+        pids = [worker.process.pid for worker in pool._workers]
+        workers = sum(map(_process_cpu, pids))
+        spent = common.per_call(step, seconds=seconds)
+        workers = (sum(map(_process_cpu, pids)) - workers) / spent["calls"]
+    figures = {"wall_x_workers": spent["wall"] * POOL_WORKERS, "workers": workers, "parent": spent["cpu"]}
+    return {key: 1e6 * value / n_envs for key, value in figures.items()}, np.array(played)
 
 
 def replayed_blocks(actions: np.ndarray) -> tuple[float, float]:
@@ -226,8 +224,7 @@ def replayed_blocks(actions: np.ndarray) -> tuple[float, float]:
         times = []
         for block in blocks:
             begin = time.perf_counter()
-            block.arrays["actions"][:] = row[block.env_ids]
-            block.step(block.env_ids)
+            play_block(block, row)
             times.append(time.perf_counter() - begin)
         if step >= WARM_UP:
             busy, slowest = busy + sum(times), slowest + max(times)

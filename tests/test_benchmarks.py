@@ -352,8 +352,7 @@ def test_step_costs_replays_a_pools_steps_as_the_same_emulation():
     blocks = [step_costs.game_block([0, 1]), step_costs.game_block([2, 3])]
     for row in actions:
         for block in blocks:
-            block.arrays["actions"][:] = row[block.env_ids]
-            block.step(block.env_ids)
+            step_costs.play_block(block, row)
     np.testing.assert_array_equal(np.concatenate([block.arrays["obs"] for block in blocks]), obs)
     play, wait = step_costs.replayed_blocks(actions)
     assert play > 0 and 0 <= wait < 1
