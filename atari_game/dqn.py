@@ -100,6 +100,11 @@ class Config(RunConfig):
         """The run's transitions: whole pool steps of n_envs transitions, 4 frames each."""
         return self.total_frames // (4 * self.n_envs) * self.n_envs
 
+    @property
+    def final_frames(self) -> int:
+        """The emulator frames the run ends at: `total_frames` rounded down to whole steps of every env."""
+        return 4 * self.total_transitions
+
 
 # --compression's values, and FrameReplay's compression for each.
 COMPRESSIONS = {"zstd": "zstd", "none": None}

@@ -15,6 +15,7 @@ import numpy as np
 from atari_game.game import Game, list_games
 from atari_game.pool import GamePool
 from atari_game.spaces import action_space, observation_space
+from atari_game.validation import check_count
 
 # The Atari 2600 draws 60 frames per second (NTSC); an agent step lasts `frame_skip` of them.
 ATARI_FPS = 60
@@ -156,6 +157,8 @@ def make_game_pool(
             "use make_vec(..., vectorization_mode='sync') or 'async' for rendering"
         )
     _refuse_seed(options)
+    # Checked under make_vec's name for it (GamePool calls it n_envs).
+    num_envs = check_count("num_envs", num_envs, 1, 1 << 16)
     return GamePool(num_envs, game, seed=None, **options)
 
 

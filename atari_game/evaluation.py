@@ -246,7 +246,7 @@ def evaluate_checkpoint(
         )
     note = ""
     if trained and not saved["config"].get("protocol"):
-        note = f"{checkpoint} trained with no protocol named; its game settings are {trained}'s"
+        note = f"scored under {trained}, the protocol whose game settings {checkpoint} trained with (it named none)"
     if protocol != trained:
         note = f"{checkpoint} trained under {trained or 'no protocol'}, scored under {protocol}"
         learned = GameOptions.from_kwargs(**game_options(config)).n_actions

@@ -67,6 +67,11 @@ class Config(RunConfig):
         """Agent steps an update learns from: ``n_envs * n_steps``."""
         return self.n_envs * self.n_steps
 
+    @property
+    def final_frames(self) -> int:
+        """The emulator frames the run ends at: `total_frames` rounded down to whole updates."""
+        return self.total_frames // (4 * self.batch_size) * 4 * self.batch_size
+
 
 def parse_config(argv: list[str] | None = None, prog: str | None = None) -> Config:
     """A `Config` from the command line: ``--field-name value`` for every field, ``--[no-]flag`` for booleans."""

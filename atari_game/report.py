@@ -169,8 +169,9 @@ def _read_csv(path: Path) -> list[Score]:
     return scores
 
 
-def _read_evaluation(path: Path) -> tuple[Score, str]:
-    """The score of an evaluation JSON written by ``atari-game evaluate``, and its protocol."""
+def _read_evaluation(path: Path) -> tuple[Score, str, str]:
+    """The score of an evaluation JSON written by ``atari-game evaluate``, its protocol, and the checkpoint it scored
+    if that was saved after the evaluation (a run resumed since: the score is of an older agent), else ""."""
     try:
         data = json.loads(path.read_text())
     except ValueError as error:
@@ -185,21 +186,25 @@ def _read_evaluation(path: Path) -> tuple[Score, str]:
         frames = None if data.get("frames_trained") is None else int(data["frames_trained"])
         game, mean = resolve_game(data["game"]), float(data["mean"])
         score = Score(str(data["algorithm"]), game, int(data["seed"]), mean, str(path), frames)
-        return score, str(data["protocol"]) or "no protocol"
+        checkpoint = Path(str(data.get("checkpoint") or ""))
+        newer = checkpoint.is_file() and checkpoint.stat().st_mtime > path.stat().st_mtime
+        return score, str(data["protocol"]) or "no protocol", str(checkpoint) if newer else ""
     except KeyError as error:
         raise ValueError(f"{path}: the evaluation has no {error} field") from None
     except (TypeError, ValueError) as error:
         raise ValueError(f"{path}: {error}") from None
 
 
-def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, list[str]]]:
-    """The scores of all inputs, checked for duplicate runs, and each algorithm's protocols."""
+def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, list[str]], dict[str, str]]:
+    """The scores of all inputs, checked for duplicate runs, each algorithm's protocols, and the evaluations whose
+    checkpoint was saved after them (evaluation file: checkpoint)."""
     scores: list[Score] = []
     evaluated: dict[str, dict[str, str]] = {}  # algorithm -> protocol -> first file
     published: set[str] = set()  # algorithms with CSV rows
     read: set[Path] = set()  # the files read so far: one given more than once (by name, in its folder) counts once
     by_name: set[Path] = set()  # the files given by name (whether or not a folder given holds them too)
     protocol_of: dict[str, str] = {}  # each evaluation file's protocol
+    outdated: dict[str, str] = {}  # evaluation file -> its checkpoint, saved after it
     for path in map(Path, paths):
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or run directory")
@@ -231,8 +236,10 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
                 scores += rows
                 published.update(score.algorithm for score in rows)
             elif file.suffix == ".json":
-                score, protocol = _read_evaluation(file)
+                score, protocol, newer = _read_evaluation(file)
                 scores.append(score)
+                if newer:
+                    outdated[score.source] = newer
                 protocol_of[score.source] = protocol
                 evaluated.setdefault(score.algorithm, {}).setdefault(protocol, score.source)
             else:
@@ -272,10 +279,11 @@ def _read_inputs(paths: Sequence[str | Path]) -> tuple[list[Score], dict[str, li
                 f"algorithm {algorithm!r} was evaluated under different protocols: {named}; scores under different "
                 "protocols are not comparable"
             )
-    return scores, {
+    protocols_of = {
         algorithm: sorted(evaluated.get(algorithm, {})) + (["as published"] if algorithm in published else [])
         for algorithm in sorted({score.algorithm for score in scores})
     }
+    return scores, protocols_of, outdated
 
 
 def load_scores(paths: Sequence[str | Path]) -> list[Score]:
@@ -363,7 +371,7 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
         raise ValueError(f"resamples must be an integer >= 1, got {resamples}")
     if Path(out).exists() and not Path(out).is_dir():  # before the work, not after it
         raise ValueError(f"{out} is a file: the report needs a folder to write report.md, report.json and the PNG in")
-    scores, protocols = _read_inputs(inputs)
+    scores, protocols, outdated = _read_inputs(inputs)
     if not scores:
         raise ValueError(f"no scores in {', '.join(map(str, inputs)) or 'no inputs'}")
     try:  # matplotlib's Figure (no pyplot: no backend or global state), before the work that needs it
@@ -395,6 +403,7 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
         "seed": seed,
         "confidence": CONFIDENCE,
         "taus": taus.tolist(),
+        "outdated_evaluations": outdated,
         "algorithms": {a: _algorithm(raw[a], hns[a], protocols[a], frames[a], taus, resamples, rng) for a in raw},
         "probability_of_improvement": [
             pair for x in raw for y in raw if x != y and (pair := _improvement(x, y, hns, resamples, rng))
@@ -486,6 +495,10 @@ def _markdown(report: Mapping[str, Any]) -> str:
     for algorithm, entry in algorithms.items():
         lines += [f"- {algorithm}: {note}." for note in _notes(entry)]
     lines += [
+        f"- `{evaluation}` scores an older agent: `{checkpoint}` was saved after it."
+        for evaluation, checkpoint in report["outdated_evaluations"].items()
+    ]
+    lines += [
         "",
         "## Atari-5",
         "",
@@ -541,6 +554,11 @@ def format_summary(report: Mapping[str, Any]) -> str:
     lines += [
         f"P({p['x']} > {p['y']}) = {_cell(p)} over {_counted(p['games'], 'game')}"
         for p in report["probability_of_improvement"]
+    ]
+    lines += [
+        f"note: {checkpoint} was saved after {evaluation}, which scores the agent it held before: atari-game "
+        f"evaluate {checkpoint} scores it as it is now"
+        for evaluation, checkpoint in report["outdated_evaluations"].items()
     ]
     return "\n".join(lines)
 

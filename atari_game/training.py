@@ -43,7 +43,7 @@ from atari_game.pool import GamePool, PoolError
 from atari_game.protocols import PROTOCOLS, get_protocol, trained_protocol
 from atari_game.ray_pool import RayGamePool, check_address, free_cpus
 from atari_game.validation import at_least, broken_rule, flag_of
-from atari_game.worker import available_cores, sigterm_as_ctrl_c
+from atari_game.worker import available_cores, check_main_guard, sigterm_as_ctrl_c, start_context
 
 # --- the network ----------------------------------------------------------------------------------------
 
@@ -218,6 +218,11 @@ class RunConfig:
     video: bool = True
     """At the end, record one whole game of the trained agent as agent.mp4."""
 
+    @property
+    def final_frames(self) -> int:
+        """The emulator frames the run ends at: `total_frames`, rounded down as each trainer's ``Config`` says."""
+        return self.total_frames
+
 
 #: A trainer's config: `RunConfig` or a subclass (`parse_config` returns the class it is given).
 ConfigT = TypeVar("ConfigT", bound=RunConfig)
@@ -258,8 +263,16 @@ def shown_default(value: Any) -> str:
 def config_parser(config_class: type, doc: str, prog: str | None = None) -> argparse.ArgumentParser:
     """The command line of the dataclass `config_class`: ``--field-name value`` for every field, ``--[no-]flag``
     for booleans, each helped by its field's docstring (`field_docs`), default and choices; `doc`'s first line
-    describes the command, `prog` names it. Without defaults (``argparse.SUPPRESS``): --resume sees what was given."""
-    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0], argument_default=argparse.SUPPRESS)
+    describes the command, `prog` names it. Without defaults (``argparse.SUPPRESS``): --resume sees what was given.
+    No abbreviations: DQN's --n-step given to PPO would be its --n-steps, the other trainer's flag taken silently.
+    A one-line usage: argparse's own errors (a misspelt game, a bad number) show it above the problem, not 25 lines."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        usage="%(prog)s [-h] [--flag VALUE ...] (--help lists the flags)",
+        description=doc.splitlines()[0],
+        argument_default=argparse.SUPPRESS,
+        allow_abbrev=False,
+    )
     docs = field_docs(config_class)
     for field in dataclasses.fields(config_class):
         flag = flag_of(field.name)
@@ -356,6 +369,13 @@ def parse_config(
         if not config.eval:
             resumed, problem = resumed_config(config_class, given, saved["config"], run_dir)
             config = resumed or usage_error(parser, problem)
+            # A run at its end already: say so, rather than rewrite its curve, video and checkpoint as if it trained.
+            if saved["frames"] >= config.final_frames:
+                print(
+                    f"{run_dir} is trained to {saved['frames']:,} frames, where --total-frames "
+                    f"{config.total_frames:,} ends: nothing to train (a larger --total-frames goes on)"
+                )
+                raise SystemExit(0)
     problem = broken_rule(config, RUN_RULES) or device_problem(config.device) or ray_problem(config.ray)
     problem = problem or learners_problem(config.learners, config.ray, config.n_envs) or check(config)
     try:  # a misspelt game or a bad env option is a usage error too, found before the run directory is made
@@ -455,6 +475,9 @@ def run_trainer(
     if config.eval:
         evaluate(config)
         return
+    # Called from a script's top level: refused before the run starts, with the fix a trainer's caller has.
+    if not config.ray:
+        check_main_guard(start_context(None), f"the {algo.upper()} trainer's GamePool", fork_fix=False)
     sigterms: list[int] = []
     try:
         with sigterm_as_ctrl_c(sigterms):

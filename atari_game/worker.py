@@ -76,11 +76,12 @@ def start_context(
     return context
 
 
-def check_main_guard(context: multiprocessing.context.BaseContext, starting: str) -> None:
+def check_main_guard(context: multiprocessing.context.BaseContext, starting: str, fork_fix: bool = True) -> None:
     """Refuse, before any process starts, to start `starting` from the top level of a main script that every new
     process will run again (under "spawn" and "forkserver"; the Worker guide says why).
 
-    Notebooks, ``python -c``, a package's ``__main__.py`` and "fork" re-run nothing, so they pass.
+    Notebooks, ``python -c``, a package's ``__main__.py`` and "fork" re-run nothing, so they pass. `fork_fix`: the
+    message offers ``start_method="fork"`` as a fix too (not for a caller that takes no start method).
 
     Raises:
         RuntimeError: naming the script, the line and the fixes; always for a script read from a pipe.
@@ -88,14 +89,16 @@ def check_main_guard(context: multiprocessing.context.BaseContext, starting: str
     method, main = context.get_start_method(), sys.modules["__main__"]
     if method == "fork" or not _main_is_rerun(main):
         return
-    fork_fix = (
-        'pass start_method="fork" (fast, but unsafe once the process runs threads, as it does after importing torch)'
+    fork = (
+        ', or pass start_method="fork" (fast, but unsafe once the process runs threads, as it does after importing '
+        "torch)"
     )
+    fork = fork if fork_fix else ""
     if main.__spec__ is None and not os.path.isfile(main.__file__ or ""):  # a script read from a pipe: "<stdin>"
         raise RuntimeError(
             f"{starting} cannot start under the {method!r} start method from a script read from {main.__file__}: "
             f"every new process first runs the main script again, and that one is no file. Fix: save the script "
-            f"to a file and run that, or {fork_fix}."
+            f"to a file and run that{fork}."
         )
     # The main module's own frame, if this call comes from its top-level code (directly or through functions).
     frame: FrameType | None = sys._getframe(1)
@@ -112,7 +115,7 @@ def check_main_guard(context: multiprocessing.context.BaseContext, starting: str
         f"`{linecache.getline(script, line).strip()}`), outside an `{guard}` block. Under the {method!r} "
         f"start method every new process first runs that script again, and there it would start {starting} "
         "of its own, which multiprocessing refuses: the new process would die at once. "
-        f"Fix: put the script's top-level code under `{guard}`, or {fork_fix}."
+        f"Fix: put the script's top-level code under `{guard}`{fork}."
     )
 
 

@@ -181,6 +181,9 @@ def test_train_with_a_misspelt_game_or_option_is_a_usage_error_and_makes_no_run_
         # A misspelt flag, or the other trainer's: the closest of this trainer's.
         ("ppo", ["--totl-frames", "5"], "unrecognized arguments: --totl-frames 5 (closest: --total-frames)"),
         ("dqn", ["--n-steps", "3"], "unrecognized arguments: --n-steps 3 (--n-steps is PPO's: atari-game train --algo"),
+        # Not an abbreviation of PPO's --n-steps: DQN's flag, named as such.
+        ("ppo", ["--n-step", "3"], "unrecognized arguments: --n-step 3 (--n-step is DQN's: atari-game train --algo"),
+        ("ppo", ["--total-frame", "5"], "unrecognized arguments: --total-frame 5 (closest: --total-frames)"),
         ("dqn", ["--seed", "-1"], "--seed must be at least 0, got -1"),
         ("dqn", ["--device", "cudaa"], "--device must be auto, cpu, cuda or cuda:N"),
     ]:
@@ -325,6 +328,10 @@ def test_counts_take_the_forms_papers_write_them_in(tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists()
 
 
+# A trainer's usage line: its flags are too many for one (--help lists them).
+TRAINER_USAGE = "[-h] [--flag VALUE ...] (--help lists the flags)"
+
+
 @pytest.mark.parametrize(
     ("command", "usage"),
     [
@@ -333,8 +340,8 @@ def test_counts_take_the_forms_papers_write_them_in(tmp_path, monkeypatch):
         (["play", "Breakout", "--seed", "1.5"], "usage: atari-game play [-h]"),
         (["bench", "--bogus"], "usage: atari-game bench [-h] [--envs ENVS [ENVS ...]]"),
         (["bench", "--rounds", "0"], "usage: atari-game bench [-h]"),
-        (["train", "--bogus"], "usage: atari-game train --algo ppo [-h] [--game GAME]"),
-        (["train", "--algo", "dqn", "--bogus"], "usage: atari-game train --algo dqn [-h] [--game GAME]"),
+        (["train", "--bogus"], f"usage: atari-game train --algo ppo {TRAINER_USAGE}\n"),
+        (["train", "--algo", "dqn", "--bogus"], f"usage: atari-game train --algo dqn {TRAINER_USAGE}\n"),
         (["train", "--algo", "sarsa"], "usage: atari-game train [--algo {ppo,dqn}] [the trainer's flags"),
     ],
 )

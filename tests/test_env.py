@@ -306,6 +306,9 @@ def test_make_vec_passes_pool_options_and_refuses_rendering():
         assert len(envs.unwrapped._workers) == 1 and envs.single_action_space.n == 6
     with pytest.raises(ValueError, match=r"a GamePool does not render; use make_vec.*vectorization_mode='sync'"):
         gym.make_vec("atari_game/Pong-v0", num_envs=2, vectorization_mode="vector_entry_point", render_mode="rgb_array")
+    # The count is named as make_vec names it.
+    with pytest.raises(ValueError, match=r"^num_envs must be an integer in \[1, 65536\], got 0$"):
+        gym.make_vec("atari_game/Pong-v0", num_envs=0, vectorization_mode="vector_entry_point")
 
 
 def test_make_vec_takes_a_list_of_games_for_a_mixed_pool(no_warnings):

@@ -185,7 +185,8 @@ def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs
     checkpoint = runs / "default" / "checkpoint.pt"
     first = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--seed", "5", timeout=300)
     assert first.returncode == 0, first.stderr
-    assert f"note: {checkpoint} trained with no protocol named; its game settings are nature's" in first.stdout
+    expected = f"note: scored under nature, the protocol whose game settings {checkpoint} trained with (it named none)"
+    assert expected in first.stdout
     assert "Breakout: ppo (run seed 1), 2 games under nature: mean" in first.stdout
     data = json.loads((runs / "default" / "evaluation-nature.json").read_text())
     assert (data["protocol"], data["evaluation_seed"], data["frames_trained"], len(data["episodes"])) == (

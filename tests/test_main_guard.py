@@ -117,6 +117,23 @@ def test_a_script_read_from_a_pipe_is_refused_even_guarded(tmp_path):
     )
 
 
+# The trainer called from a script, as the "From Python" snippet of the Training PPO guide does (unguarded here).
+TRAINER = 'from atari_game.ppo import main\nmain(["--total-frames", "4096", "--run-dir", "run", "--no-video"])\n'
+
+
+def test_a_trainer_called_from_a_scripts_top_level_is_refused_with_the_fixes_a_trainer_has(tmp_path):
+    # The trainer takes no start method: the message offers only the fixes that apply, and no run directory is made.
+    (tmp_path / "train.py").write_text(TRAINER)
+    result = run(["train.py"], tmp_path)
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and not (tmp_path / "run").exists(), result.stderr
+    assert last.startswith("RuntimeError: the PPO trainer's GamePool is started at the top level of ")
+    assert last.endswith('Fix: put the script\'s top-level code under `if __name__ == "__main__":`.')
+    result = run(["-"], tmp_path, stdin=TRAINER)
+    assert result.stderr.strip().splitlines()[-1].endswith("Fix: save the script to a file and run that.")
+    assert not (tmp_path / "run").exists()
+
+
 # atari_game/worker.py copied whole, then its Worker used: the tutorial's code pasted rather than imported.
 COPIED_WORKER = """
 w = Worker(0)

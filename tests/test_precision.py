@@ -164,7 +164,7 @@ def test_a_checkpoint_from_before_precision_resumes_in_fp32(tmp_path, monkeypatc
     saved = torch.load(run_dir / "checkpoint.pt")
     del saved["config"]["precision"]  # as the checkpoints written before --precision
     torch.save(saved, run_dir / "checkpoint.pt")
-    assert ppo.parse_config(["--run-dir", str(run_dir), "--resume"]).precision == "fp32"
+    assert ppo.parse_config(["--run-dir", str(run_dir), "--resume", "--total-frames", "1024"]).precision == "fp32"
     assert not ppo.load_agent(load_checkpoint(run_dir / "checkpoint.pt"), CPU)[0].trunk.bf16
 
 

@@ -3,6 +3,7 @@ the report's files."""
 
 import csv
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -291,6 +292,29 @@ def test_evaluations_and_run_directories(tmp_path):
     one_budget = write_report([run], tmp_path / "out", resamples=10)
     assert format_summary(one_budget).startswith("ppo (nature): 2 games, 2 runs, 10,000,000 frames trained\n")
     assert "mix" not in format_summary(one_budget)
+
+
+def test_an_evaluation_older_than_its_checkpoint_is_noted_where_the_report_is_read(tmp_path):
+    # A run resumed after its evaluation: the score is of the agent the checkpoint held before.
+    checkpoint = tmp_path / "run" / "checkpoint.pt"
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(b"the agent")
+    before = evaluation(tmp_path / "run" / "evaluation-nature.json", checkpoint=str(checkpoint))
+    report = write_report([before], tmp_path / "out", resamples=10)
+    assert report["outdated_evaluations"] == {} and "note" not in format_summary(report)
+    stamp = before.stat().st_mtime
+    os.utime(checkpoint, (stamp + 60, stamp + 60))  # saved a minute after the evaluation
+    report = write_report([tmp_path / "run"], tmp_path / "out", resamples=10)
+    assert report["outdated_evaluations"] == {str(before): str(checkpoint)}
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["outdated_evaluations"] == {
+        str(before): str(checkpoint)
+    }
+    assert format_summary(report).endswith(
+        f"\nnote: {checkpoint} was saved after {before}, which scores the agent it held before: atari-game evaluate "
+        f"{checkpoint} scores it as it is now"
+    )
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert f"- `{before}` scores an older agent: `{checkpoint}` was saved after it." in markdown
 
 
 @pytest.mark.parametrize(

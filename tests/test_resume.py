@@ -313,3 +313,23 @@ def test_dqn_refuses_to_resume_on_a_corrupt_or_another_checkpoints_memory(tmp_pa
     with pytest.raises(SystemExit, match=f"--resume: {memory} is not the memory of the checkpoint beside it: it has"):
         dqn.train(dqn.parse_config(resume))
     assert not multiprocessing.active_children()
+
+
+@pytest.mark.parametrize(("trainer", "unit"), [(ppo, 4 * 8 * 128), (dqn, 4 * 8)])  # a whole update; a step of 8 envs
+def test_resuming_a_run_at_its_end_says_there_is_nothing_to_train_and_rewrites_nothing(trainer, unit, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    algo = trainer.__name__.rsplit(".", 1)[-1]
+    torch.save({"algo": algo, "config": {"total_frames": 4_096_000}, "frames": 4_096_000}, run / "checkpoint.pt")
+    # The same end, or one short of the next whole update (PPO) or step of the envs (DQN): the trainer rounds down.
+    for total in (4_096_000, 4_096_000 + unit - 1, 1_000_000):
+        with pytest.raises(SystemExit) as exit_:
+            trainer.parse_config(["--run-dir", str(run), "--resume", "--total-frames", str(total)])
+        assert exit_.value.code == 0
+        assert capsys.readouterr().out == (
+            f"{run} is trained to 4,096,000 frames, where --total-frames {total:,} ends: nothing to train (a larger "
+            "--total-frames goes on)\n"
+        )
+    assert [path.name for path in run.iterdir()] == ["checkpoint.pt"]
+    config = trainer.parse_config(["--run-dir", str(run), "--resume", "--total-frames", str(4_096_000 + unit)])
+    assert config.resume and config.final_frames == 4_096_000 + unit
