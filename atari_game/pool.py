@@ -147,12 +147,14 @@ def _check_arguments(
 
 def _check_seeds(seed: int | list[int | None] | None, n_envs: int) -> list[int | None]:
     """`GamePool.reset`'s `seed` (None, an int: env ``i`` gets ``seed + i``, or one per env) as one seed per env."""
-    if seed is None or isinstance(seed, (int, np.integer)):
+    if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)):
         seeds = [None if seed is None else int(seed) + i for i in range(n_envs)]
-    elif isinstance(seed, (Sequence, np.ndarray)) and len(seed) == n_envs:
+    elif isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
+        if len(seed) != n_envs:
+            raise ValueError(f"seed: a list of seeds gives one per env, {n_envs}, got {len(seed)}")
         seeds = list(seed)
-    else:
-        raise ValueError(f"seed must be None, an int or a list of {n_envs} seeds, got {seed!r}")
+    else:  # a float, a string: the wrong kind of thing, as Game.reset says
+        raise TypeError(f"seed must be None, an int or a list of {n_envs} seeds, got {type(seed).__name__} {seed!r}")
     for i, env_seed in enumerate(seeds):
         if env_seed is not None:
             check_int(f"the seed of env {i}", env_seed, low=0)
@@ -275,8 +277,8 @@ class GamePool(gymnasium.vector.VectorEnv):
         """Restart every game; `seed` (an int: env ``i`` gets ``seed + i``, or one per env) re-seeds them; without
         one, the games' generators go on (a second reset does not replay the first). Voids whatever `send` started.
 
-        Raises ValueError for a bad seed or any `options` (before any env is reset), `PoolError` on a closed pool,
-        and the worker's failure as `step` does."""
+        Raises TypeError for a seed of the wrong type, ValueError for a bad seed value or any `options` (before any env
+        is reset), `PoolError` on a closed pool, and the worker's failure as `step` does."""
         with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
             self._check_usable(stepping=False)
             if options:

@@ -1099,8 +1099,12 @@ def test_reset_refuses_a_negative_seed_before_any_env_is_reset():
             pool.reset(seed=[5, 6, -1, 7])
         with pytest.raises(TypeError, match="the seed of env 0 must be an integer"):
             pool.reset(seed=["a", 1, 2, 3])
-        with pytest.raises(ValueError, match=r"seed must be None, an int or a list of 4 seeds, got 1\.5"):
-            pool.reset(seed=1.5)
+        # The wrong kind of seed is a TypeError, as for Game.reset; a list of the wrong length a ValueError.
+        for seed in (1.5, "x", True):
+            with pytest.raises(TypeError, match=rf"seed must be None, an int or a list of 4 seeds, got \w+ {seed!r}"):
+                pool.reset(seed=seed)
+        with pytest.raises(ValueError, match=r"^seed: a list of seeds gives one per env, 4, got 3$"):
+            pool.reset(seed=[1, 2, 3])
         obs = pool.step(np.zeros(4, int))[0]
         for i in range(4):  # every env went on with its game: its 4th step, as a local Game's
             assert np.array_equal(obs[i], play_one(i, [0] * 4, same_step=False, **options)[1][3][0])
