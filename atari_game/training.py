@@ -325,7 +325,11 @@ def parse_config(
 ) -> ConfigT:
     """The config (a `config_class`) of the command line `argv`; with ``--resume``, the run's own (`resumed_config`).
     What `check(config)` returns ("" if nothing is wrong) is a usage error (exit status 2), as are values out of
-    `RUN_RULES`, a bad env option, a checkpoint that is missing or another trainer's, and a new run over an old one."""
+    `RUN_RULES`, a bad env option, a checkpoint that is missing or another trainer's, and a new run over an old one.
+    Flags given from Python (`argv` a list) and no `prog`: the messages name ``atari_game.<trainer>.main``, not the
+    interpreter's script (``-c``, a notebook's kernel)."""
+    if prog is None and argv is not None:
+        prog = f"atari_game.{trainer_of(config_class)}.main"
     parser = config_parser(config_class, doc, prog)
     namespace, unknown = parser.parse_known_args(argv)
     if unknown:  # a misspelt flag, or another trainer's: argparse's own way (the usage, then the problem)

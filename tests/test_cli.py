@@ -409,3 +409,15 @@ def test_version_names_the_release_with_the_emulator_and_python(capsys):
     shown = capsys.readouterr().out
     assert shown.startswith(f"atari-game {release} (ale-py {importlib.metadata.version('ale-py')}, gymnasium ")
     assert shown.endswith(f", Python {sys.version.split()[0]})\n")
+
+
+def test_a_trainer_called_from_python_names_itself_in_its_errors_not_the_interpreters_script(capsys):
+    # A notebook's kernel or `python -c` is sys.argv[0] there: the error names the function that was called.
+    from atari_game import dqn, ppo
+
+    for name, trainer in (("ppo", ppo), ("dqn", dqn)):
+        with pytest.raises(SystemExit) as exit_:
+            trainer.main(["--n-envs", "x"])
+        lines = capsys.readouterr().err.splitlines()
+        assert exit_.value.code == 2 and lines[0].startswith(f"usage: atari_game.{name}.main [-h]")
+        assert lines[-1].startswith(f"atari_game.{name}.main: error: argument --n-envs: expected an integer")
