@@ -89,11 +89,8 @@ def check_main_guard(context: multiprocessing.context.BaseContext, starting: str
     method, main = context.get_start_method(), sys.modules["__main__"]
     if method == "fork" or not _main_is_rerun(main):
         return
-    fork = (
-        ', or pass start_method="fork" (fast, but unsafe once the process runs threads, as it does after importing '
-        "torch)"
-    )
-    fork = fork if fork_fix else ""
+    fork = ', or pass start_method="fork" (fast, but unsafe once the process runs threads, as it does after importing'
+    fork = f"{fork} torch)" if fork_fix else ""
     if main.__spec__ is None and not os.path.isfile(main.__file__ or ""):  # a script read from a pipe: "<stdin>"
         raise RuntimeError(
             f"{starting} cannot start under the {method!r} start method from a script read from {main.__file__}: "
