@@ -318,7 +318,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         placement, where = training.env_placement([pool], learners)
         if learners.lead:
             print(where)
-        progress = training.progress_bar(4 * config.total_transitions, 4 * steps, shown=learners.lead)
+        progress = training.progress_bar(config.final_frames, 4 * steps, shown=learners.lead)
         # Only the first learner writes the run's files and shows the progress bar.
         resumed_at = 4 * steps if config.resume else None
         log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None

@@ -217,7 +217,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         placement, where = training.env_placement(pools, learners)
         if learners.lead:
             print(where)
-        progress = training.progress_bar(4 * config.batch_size * n_updates, frames, shown=learners.lead)  # (updates)
+        progress = training.progress_bar(config.final_frames, frames, shown=learners.lead)  # (whole updates)
         # Only the first learner writes the run's files and shows the progress bar.
         resumed_at = frames if config.resume else None
         log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None
