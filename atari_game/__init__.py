@@ -16,7 +16,7 @@ from atari_game.game import (
     resolve_game,
 )
 from atari_game.pool import GamePool
-from atari_game.pool_errors import PoolError, WorkerDied
+from atari_game.pool_errors import CommandFailed, PoolError, WorkerDied
 from atari_game.protocols import PROTOCOLS, Protocol
 from atari_game.ray_pool import RayGamePool
 from atari_game.replay import FrameReplay
@@ -28,6 +28,7 @@ __all__ = [
     "OBS_TYPES",
     "PROTOCOLS",
     "AtariGameEnv",
+    "CommandFailed",
     "Evaluation",
     "FrameReplay",
     "Game",

@@ -1,8 +1,8 @@
 """The local transport of a `GamePool`: worker processes on this machine, one shared-memory segment, the wake-up path.
 
 A step is a byte into each worker's pipe (`atari_game.pool_worker`) and its first env's id back into one answer
-socket, the last worker to finish waking the parent (the Design page's "A pool step"); rare commands and errors go
-pickled through the pipes.
+socket, the last worker to finish waking the parent (the Design page's "A pool step"); rare commands and failed
+commands' reports (`CommandFailed`) go pickled through the pipes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from atari_game.pool_errors import WorkerDied, describe_worker
+from atari_game.pool_errors import WorkerDied, WorkerHandle, describe_worker
 from atari_game.pool_worker import MESSAGE, POOL_STEP_BYTES, POOL_STEP_TAGS, STEP_ALL, pool_worker
 from atari_game.segment import Layout, Segment, arrays, create
 from atari_game.worker import ParentEnd, available_cores, check_main_guard, end_process, pipe, start_context
@@ -33,14 +33,18 @@ NO_ANSWER = np.iinfo(np.int32).min
 
 
 @dataclasses.dataclass(eq=False)  # handles are the same only if they are one object
-class LocalWorker:
-    """The parent's handle on one worker process and the envs it hosts."""
+class LocalWorker(WorkerHandle):
+    """The parent's handle on one worker process (`WorkerHandle`: its envs and the pool's books of it).
+
+    Attributes:
+        process (multiprocessing.process.BaseProcess): the worker process.
+        pipe (ParentEnd): the parent's end of its pipe, for pickled commands and failed commands' reports.
+        command_fd (int): the pipe's descriptor, for the one-byte commands of `LocalTransport.step_all`'s loop.
+    """
 
     process: Any
     pipe: ParentEnd
-    env_ids: list[int]
-    command_fd: int  # the pipe's descriptor, for step_all's loop
-    in_flight: list[list[int]] = dataclasses.field(default_factory=list)  # the ids of each unanswered command
+    command_fd: int
 
     def describe(self) -> str:
         """How a message names it: ``"pool worker (pid 12, envs 0-3)"``."""
@@ -91,12 +95,10 @@ class LocalTransport:
         """One worker per core this process may run on."""
         return available_cores()
 
-    def open(
-        self, n_envs: int, layout: Layout, arguments: Callable[[list[int]], tuple], restart_workers: bool
-    ) -> dict[str, np.ndarray]:
+    def open(self, layout: Layout, arguments: Callable[[list[int]], tuple]) -> dict[str, np.ndarray]:
         """Create the segment (its memory taken now), sockets, tickets' pipe and their finalizer; return its arrays."""
         check_main_guard(self.context, "a GamePool")
-        self.layout, self.arguments = layout, arguments
+        self.layout, self.arguments, n_envs = layout, arguments, layout["actions"][0][0]  # (a row per env)
         # Every worker gets the child's ends: answers, and the wake-up of a whole-pool step.
         (parent_end, child_end), (wake_end, wake_child) = socket.socketpair(), socket.socketpair()
         self.answers = (parent_end, connection.Connection(child_end.detach()))
@@ -151,10 +153,11 @@ class LocalTransport:
         process = self.context.Process(target=pool_worker, args=args, daemon=True)  # type: ignore[attr-defined]
         process.start()
         child_end.close()  # only the child holds it now, so a dead child reads as EOF
-        self.owner[env_ids[0]] = worker = LocalWorker(process, parent_end, env_ids, parent_end.fileno())
+        worker = LocalWorker(env_ids, process=process, pipe=parent_end, command_fd=parent_end.fileno())
+        self.owner[env_ids[0]] = worker
         return worker
 
-    def post(self, worker: LocalWorker, command: str, data: Any, ids: list[int]) -> None:
+    def post(self, worker: LocalWorker, command: str, data: Any) -> None:
         """`Transport.post`: a step of all the worker's envs is one byte (it reads the actions from the segment)."""
         if command == "step" and data is None:
             # (try costs nothing here, contextlib.suppress a call per command)
@@ -217,8 +220,9 @@ class LocalTransport:
                 self.answers[0].recv_into(view[got:], 0, socket.MSG_WAITALL)
 
     def next_answer(self, busy: set[LocalWorker], everything: bool) -> tuple[LocalWorker, tuple[str, list[int], Any]]:
-        """`Transport.next_answer` (the payload: None or a traceback): one read sleeps until every answer in flight
-        (`everything`) or the first is in, giving up after `LIVENESS_CHECK_SECONDS` to see if its workers are alive."""
+        """`Transport.next_answer` (the payload: None or a `CommandFailed`): one read sleeps until every answer in
+        flight (`everything`) or the first is in, giving up after `LIVENESS_CHECK_SECONDS` to see if its workers are
+        alive."""
         while not self.unread:
             answers = np.full(sum(len(worker.in_flight) for worker in busy) if everything else 1, NO_ANSWER, np.int32)
             try:
@@ -239,8 +243,8 @@ class LocalTransport:
         worker = self.owner[first if first >= 0 else -1 - first]
         if first >= 0:
             return worker, ("ok", worker.in_flight[0], None)
-        try:  # the traceback follows the answer
-            return worker, ("error", worker.in_flight[0], worker.pipe.recv())
+        try:  # the report follows the answer
+            return worker, ("error", [], worker.pipe.recv())
         except (EOFError, OSError):  # (OSError: the pipe ended in the middle of it)
             return worker, ("died", [], worker.died(cause="it died while sending the traceback of an error"))
 

@@ -11,70 +11,76 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, cast
 
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
+from typing_extensions import TypeVar
 
 from atari_game.game import GameOptions, check_continuous_actions
 from atari_game.local_transport import LocalTransport
-from atari_game.pool_errors import PoolError, WorkerDied
+from atari_game.pool_errors import CommandFailed, PoolError, WorkerDied, WorkerHandle
 from atari_game.segment import Layout, layout
 from atari_game.spaces import action_space, observation_space
 from atari_game.validation import check_choice, check_count, check_int
 from atari_game.worker import interrupts_deferred
 
+#: The type of a transport's handles on its workers, a `WorkerHandle`: `LocalWorker` for `LocalTransport` (the
+#: default), `RayActor` for `RayTransport`. Unsaid (a bare ``GamePool`` annotation, a pool made without a transport)
+#: it is any handle type, so that ``GamePool`` names every pool, a `RayGamePool` too.
+W = TypeVar("W", bound=WorkerHandle, default=Any)
 
-class Transport(Protocol):
-    """Where a `GamePool`'s workers run, and how its commands and their answers travel.
 
-    The Design page says when the pool calls each method. `workers` are its handles, one per block, in order, each
-    with ``env_ids`` (its block), ``in_flight`` (the pool's books: the ids of each unanswered command), ``describe()``
-    (its name in messages) and ``died(**fields)``.
+class Transport(Protocol[W]):
+    """Where a `GamePool`'s workers run, and how its commands and their answers travel; `W` is its handles' type.
+
+    The Design page says when the pool calls each method. `workers` are its handles, one per block, in order: the pool
+    keeps its books of each in the handle (`WorkerHandle`) and gives the handles back to the methods below. An answer
+    is ``(status, ids, payload)``: ``("ok", ids, ...)``, the envs answered (their results in the arrays);
+    ``("error", [], CommandFailed)``, a command that raised; ``("died", [], WorkerDied)``, a worker that died.
     """
 
-    workers: list[Any]
+    workers: list[W]
 
     def default_n_workers(self) -> int:
         """How many workers a pool has by default."""
 
-    def open(
-        self, n_envs: int, layout: Layout, arguments: Callable[[list[int]], tuple], restart_workers: bool
-    ) -> dict[str, np.ndarray]:
+    def open(self, layout: Layout, arguments: Callable[[list[int]], tuple]) -> dict[str, np.ndarray]:
         """Make what the workers need; return the arrays of `layout` (a row per env) for actions and results.
-        `arguments(env_ids)`: `GameBlock`'s arguments for a block but the arrays (its seeds change with restarts); with
-        `restart_workers`, dead workers are replaced."""
+        `arguments(env_ids)`: `GameBlock`'s arguments for a block but the arrays (its seeds change with restarts)."""
 
     def start(self, blocks: list[list[int]]) -> None:
         """Start a worker for each block of env ids; `workers` holds their handles."""
 
-    def replace(self, worker: Any) -> Any:
+    def replace(self, worker: W) -> W:
         """A worker for a dead one's envs, in its place in `workers`; raises `PoolError` if there can be none."""
 
-    def post(self, worker: Any, command: str, data: Any, ids: list[int]) -> None:
-        """Send `GameBlock.run`'s ``(command, data)``; `ids`: the envs a step plays (their actions in the arrays)."""
+    def post(self, worker: W, command: str, data: Any) -> None:
+        """Send `GameBlock.run`'s ``(command, data)``; a step's actions are in the arrays (``data``: the envs it plays,
+        None for all of the worker's)."""
 
     def step_all(self) -> bool:
         """Step every env, each worker all of its envs; True if every worker answered ``"ok"``. Else (False, or an
         exception) the pool books a step of every worker and takes the answers in with `next_answer`."""
 
-    def next_answer(self, busy: set[Any], everything: bool) -> tuple[Any, tuple[str, list[int], Any]]:
-        """Wait for the next answer of a `busy` worker: the worker and ``(status, ids, payload)`` as `GameBlock.run`
-        answers, or ``("died", [], a WorkerDied)``; its results are in the arrays. With `everything` the pool waits for
-        all its commands in flight (a transport may wait for them at once)."""
+    def next_answer(self, busy: set[W], everything: bool) -> tuple[W, tuple[str, list[int], Any]]:
+        """Wait for the next answer of a `busy` worker: the worker and its answer (see above); its results are in the
+        arrays. With `everything` the pool waits for all its commands in flight (a transport may wait for them at
+        once)."""
 
     def close(self) -> None:
         """Stop the workers and free what `open` made; nothing if it did not run."""
 
 
 @dataclasses.dataclass
-class Books:
-    """A `GamePool`'s state between calls, in one place (as Gymnasium's `AsyncVectorEnv` keeps its state)."""
+class Books(Generic[W]):
+    """A `GamePool`'s state between calls, in one place (as Gymnasium's `AsyncVectorEnv` keeps its state), but what
+    it keeps of each worker, in the worker's handle (`WorkerHandle.in_flight`)."""
 
     pending: np.ndarray  # bool per env: sent by send() and not yet returned by recv()
     ready: list[int] = dataclasses.field(default_factory=list)  # envs answered by their worker, not yet returned
-    busy: set[Any] = dataclasses.field(default_factory=set)  # the workers with unanswered commands
+    busy: set[W] = dataclasses.field(default_factory=set)  # the workers with unanswered commands
     restarted: set[int] = dataclasses.field(default_factory=set)  # envs restarted with a new worker, not yet reported
     restarts: int = 0  # workers replaced so far: a replacement's games get seeds never used before
     broken: PoolError | None = None  # what broke the pool: raised (a copy) by every call
@@ -168,7 +174,7 @@ def _describe_games(games: tuple[str, ...]) -> str:
     return ", ".join(distinct[:4]) + more
 
 
-class GamePool(gymnasium.vector.VectorEnv):
+class GamePool(gymnasium.vector.VectorEnv, Generic[W]):
     """`n_envs` games (each a `Game`) in `n_workers` processes: the Gymnasium `VectorEnv` API, EnvPool-style async.
 
     Args:
@@ -187,8 +193,8 @@ class GamePool(gymnasium.vector.VectorEnv):
             ``info["worker_restarted"]``. Without it, a dead worker raises `WorkerDied`.
         start_method: a `multiprocessing` start method (default `DEFAULT_START_METHOD`, "forkserver" on Linux: the
             Worker guide says why); all but "fork" need a script to start the pool under ``if __name__ == "__main__":``.
-        transport: where the workers run (a `Transport`); the default is ``LocalTransport(start_method)``, processes
-            on this machine. `RayGamePool` passes a `RayTransport`.
+        transport: where the workers run (a `Transport` whose handles are of type `W`); the default is
+            ``LocalTransport(start_method)``, processes on this machine. `RayGamePool` passes a `RayTransport`.
 
     ``step(actions)`` takes integer actions ``(n_envs,)`` (``continuous=True``: floats ``(n_envs, 3)``) and returns
     ``obs`` (``(n_envs, *GameOptions.observation_shape)`` of ``observation_dtype``: ``uint8 (n_envs, 4, 84, 84)`` by
@@ -219,7 +225,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         copy: bool = True,
         restart_workers: bool = False,
         start_method: str | None = None,
-        transport: Transport | None = None,
+        transport: Transport[W] | None = None,
         **game_options: Any,
     ) -> None:
         # Validate everything before any process or shared memory exists.
@@ -232,7 +238,8 @@ class GamePool(gymnasium.vector.VectorEnv):
             raise TypeError("start_method is for local worker processes; the transport given starts its own workers")
         self.autoreset_mode = AutoresetMode(mode)
         self.copy, self.restart_workers = bool(copy), bool(restart_workers)
-        self._transport: Transport = LocalTransport(start_method) if transport is None else transport
+        # (no transport given: W is LocalWorker, which a type checker cannot tell from the None)
+        self._transport = cast(Transport[W], LocalTransport(start_method)) if transport is None else transport
 
         # What Gymnasium's VectorEnv promises.
         self.num_envs, self.action_meanings = n_envs, self.options.action_meanings
@@ -244,15 +251,16 @@ class GamePool(gymnasium.vector.VectorEnv):
         # info["game_name"] of a whole step, made once: read-only, so every step can hand out the same arrays.
         self._game_names, self._every_env = np.array(self.games, dtype=object), np.ones(n_envs, bool)
         self._game_names.flags.writeable = self._every_env.flags.writeable = False
-        self._books, self._all_ids = Books(pending=np.zeros(n_envs, bool)), np.arange(n_envs)
+        self._books: Books[W] = Books(pending=np.zeros(n_envs, bool))
+        self._all_ids = np.arange(n_envs)
 
         # The arrays and the workers, closed by close() (or the transport's finalizer) whatever happens from here.
         try:
             n_workers = n_workers or min(n_envs, self._transport.default_n_workers())
             shapes = layout(n_envs, self.options, same_step=self.autoreset_mode == AutoresetMode.SAME_STEP)
-            self._shared = self._transport.open(n_envs, shapes, self._block_arguments, self.restart_workers)
+            self._shared = self._transport.open(shapes, self._block_arguments)
             # (the transport's list: replacements take their places in it)
-            self._workers: list[Any] = self._transport.workers
+            self._workers = self._transport.workers
             self._transport.start([block.tolist() for block in np.array_split(self._all_ids, n_workers)])
         except BaseException:  # a worker that cannot start, Ctrl-C: leave nothing behind
             self.close()
@@ -286,7 +294,7 @@ class GamePool(gymnasium.vector.VectorEnv):
             seeds = _check_seeds(seed, self.num_envs)  # checked first, so a bad seed leaves every env as it was
             self._finish_in_flight()  # whatever send() started is void now
             # Reset every worker; one replaced meanwhile (restart_workers) had seeds of its own: reset it again.
-            answered: list[Any] = []
+            answered: list[W] = []
             while unanswered := [worker for worker in self._workers if worker not in answered]:
                 for worker in unanswered:
                     self._send(worker, "reset", ({i: seeds[i] for i in worker.env_ids}, []), [])
@@ -300,9 +308,10 @@ class GamePool(gymnasium.vector.VectorEnv):
         """Play one step of every env (see the class docstring).
 
         Raises TypeError or ValueError for actions of the wrong dtype, shape or range (nothing is sent, the pool stays
-        usable); `PoolError` before `reset`, while `send` results are pending, on a closed pool, or when a worker's
-        command raised (with its traceback; the pool stays usable); `WorkerDied` (a `PoolError`) when a worker died
-        and `restart_workers` is off, then on every later call."""
+        usable); `PoolError` before `reset`, while `send` results are pending, or on a closed pool; `CommandFailed` (a
+        `PoolError`: the exception's type, message and traceback as fields; the pool stays usable) when a worker's
+        command raised; `WorkerDied` (a `PoolError`) when a worker died and `restart_workers` is off, then on every
+        later call."""
         with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
             self._check_usable()
             if self._books.pending.any():
@@ -354,7 +363,7 @@ class GamePool(gymnasium.vector.VectorEnv):
         self._shared = {}  # drop our views, so the segment can really close
         self._transport.close()
 
-    def __enter__(self) -> GamePool:
+    def __enter__(self) -> GamePool[W]:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -373,8 +382,9 @@ class GamePool(gymnasium.vector.VectorEnv):
         For a `RayGamePool` node actor's pool, made without ``restart_workers`` (else a ValueError: the caller restarts
         a dead block). ``("step", ids)`` plays the envs `ids` (None: all) with `actions` (one per env of `ids`, checked
         by the caller); ``("reset", (seeds, owed))`` as `GameBlock.run` takes it. `recv` reports none of it. Returns
-        the answer, ``("ok", ids, ended)``, ``("error", ids, message)`` or ``("died", [], its WorkerDied)`` (the pool
-        is then broken: close it), and the pool's arrays (a row per env, overwritten by the next command)."""
+        the answer, ``("ok", ids, ended)``, ``("error", [], its CommandFailed)`` (the first command that raised, its
+        worker named; the pool goes on) or ``("died", [], its WorkerDied)`` (the pool is then broken: close it), and
+        the pool's arrays (a row per env, overwritten by the next command)."""
         if self.restart_workers:
             raise ValueError("run_block needs a pool made with restart_workers=False: its caller restarts the block")
         with interrupts_deferred():  # Ctrl-C once the books of what was sent and answered are straight
@@ -397,24 +407,24 @@ class GamePool(gymnasium.vector.VectorEnv):
                     self._finish_in_flight()
                 else:
                     raise ValueError(f"unknown command {command!r}; valid commands: 'step', 'reset'")
-            except PoolError as error:
-                if self._books.broken is not None:
-                    return ("died", [], self._books.broken), self._shared
-                return ("error", ids, str(error)), self._shared
+            except WorkerDied as died:  # (the pool's books.broken)
+                return ("died", [], died), self._shared
+            except CommandFailed as failed:
+                return ("error", [], failed), self._shared
             finally:
                 self._books.ready.clear()  # answers for this call, not for recv()
             return ("ok", ids, bool(self._shared["ended"][ids].any())), self._shared
 
     def _send_steps(self, ids: list[int]) -> None:
         """A step command to each worker with envs among `ids`: one byte if they are all its envs."""
-        mine: dict[Any, list[int]] = {}
+        mine: dict[W, list[int]] = {}
         for i in ids:
             mine.setdefault(self._owner[i], []).append(i)
         for worker, envs in mine.items():
             self._send(worker, "step", None if envs == worker.env_ids else envs, envs)
 
-    def _send(self, worker: Any, command: str, data: Any, ids: list[int]) -> None:
-        self._transport.post(worker, command, data, ids)
+    def _send(self, worker: W, command: str, data: Any, ids: list[int]) -> None:
+        self._transport.post(worker, command, data)
         worker.in_flight.append(ids)
         self._books.busy.add(worker)
 
@@ -464,11 +474,11 @@ class GamePool(gymnasium.vector.VectorEnv):
         worker.in_flight.pop(0)
         if not worker.in_flight:
             self._books.busy.discard(worker)
-        if status == "error":
-            raise PoolError(f"{worker.describe()} failed on envs {list(ids)}:\n{payload}")
+        if status == "error":  # the worker's report, named as this pool names the worker
+            raise payload.replace(worker=worker.describe())
         self._books.ready.extend(ids)
 
-    def _worker_died(self, worker: Any, died: WorkerDied) -> None:
+    def _worker_died(self, worker: W, died: WorkerDied) -> None:
         if not self.restart_workers:
             self._books.broken = died.replace(fatal=True)
             raise self._books.broken

@@ -7,13 +7,13 @@ import contextlib
 import os
 import struct
 import time
-import traceback
 from multiprocessing import connection
 from typing import Any
 
 import numpy as np
 
 from atari_game.game import Game
+from atari_game.pool_errors import CommandFailed
 from atari_game.segment import Layout, Segment, SegmentFile, arrays
 from atari_game.worker import prepare_worker_process
 
@@ -51,7 +51,8 @@ class GameBlock:
         """Carry out one command and answer it: ``("step", ids)`` plays the envs `ids` (None: all) with the actions in
         the arrays; ``("reset", (seeds, owed))`` resets the envs `seeds` maps to their seeds (None: not re-seeded) and
         owes those in `owed` a next-step reset step. The answer: ``("ok", ids, ended)``, the envs played (none for a
-        reset) and whether an episode ended (its statistics in the arrays), or ``("error", ids, traceback)``."""
+        reset) and whether an episode ended (its statistics in the arrays), or ``("error", [], CommandFailed)``, the
+        exception the command raised as a report (its envs: a step's, a reset's all)."""
         ids = self.env_ids
         try:
             if command == "step":
@@ -61,8 +62,8 @@ class GameBlock:
                 self.reset(*data)
                 return "ok", [], False  # nothing for recv(): reset() reads the arrays itself
             raise ValueError(f"unknown command {command!r}; valid commands: 'step', 'reset'")
-        except Exception:
-            return "error", ids, traceback.format_exc()
+        except Exception as error:
+            return "error", [], CommandFailed.of(error, ids)
 
     def step(self, ids: list[int]) -> bool:
         """Play envs `ids`; True if an episode ended (the env's ``ended`` row and statistics say which)."""
@@ -152,7 +153,8 @@ def pool_worker(
     """Host the `GameBlock` of envs `env_ids` over their rows of the shared segment and run its commands until
     ``("close", None)`` or the parent's end of `remote` closes: each starts with a byte on `remote` (`STEP_ALL`, a tag
     below `POOL_STEP_TAGS`, or `MESSAGE` and a pickled ``(command, data)``) and is answered, its results in the
-    segment, with the first env's id as an int32 on `answers` (failed: ``-1 - id``, then the traceback on `remote`)."""
+    segment, with the first env's id as an int32 on `answers` (failed: ``-1 - id``, then its `CommandFailed` on
+    `remote`)."""
     prepare_worker_process()
     segment = Segment(segment_file)
     shared = arrays(segment, layout)
@@ -184,7 +186,7 @@ def pool_worker(
             os.write(answers_fd, failed if status == "error" else done)
             if last:  # the parent sleeps once a step, not once a worker
                 os.write(wake_fd, byte)
-            if status == "error":  # after the answer: a traceback longer than the pipe holds waits for the parent
+            if status == "error":  # after the answer: a report longer than the pipe holds waits for the parent
                 remote.send(payload)
     except (EOFError, OSError):  # the parent is gone (or was killed with unread data in the pipe)
         return

@@ -29,7 +29,7 @@ from gymnasium.vector import AutoresetMode
 
 from atari_game.extras import install_command
 from atari_game.pool import GamePool
-from atari_game.pool_errors import PoolError, WorkerDied, describe_worker
+from atari_game.pool_errors import CommandFailed, PoolError, WorkerDied, WorkerHandle, describe_worker
 from atari_game.pool_worker import GameBlock
 from atari_game.segment import Layout
 from atari_game.validation import check_choice
@@ -191,9 +191,12 @@ def _location() -> tuple[int, str, str]:
 
 
 def _reply(answer: tuple[str, list[int], Any], arrays: dict[str, np.ndarray], rows: list[int], same_step: bool) -> dict:
-    """What an actor sends back for a command `answer`ed: the rows `rows` of its `arrays` that the parent reads."""
+    """What an actor sends back for a command `answer`ed: the rows `rows` of its `arrays` that the parent reads (of a
+    failed command: none)."""
+    if answer[0] != "ok":
+        return {}
     names = ["obs", "rewards", "terminations", "truncations", "lives", "ended", "game_ended"]
-    if answer[0] == "ok" and answer[2]:  # episodes ended: their statistics
+    if answer[2]:  # episodes ended: their statistics
         names += ["episode_return", "episode_length", "game_return", "game_length"]
         if same_step:
             names.append("final_obs")  # only same-step autoreset writes the ended episodes' last observations
@@ -247,7 +250,8 @@ class NodeActor:
     where = GameActor.where
 
     def run(self, command: str, data: Any, actions: np.ndarray | None) -> tuple[tuple, dict, tuple[int, str, str]]:
-        """`GameActor.run`; its pool's dead worker is answered ``("died", [], its WorkerDied)``, the pool restarted."""
+        """`GameActor.run`; its pool's dead worker is answered ``("died", [], its WorkerDied)``, the pool restarted, a
+        failed command ``("error", [], its CommandFailed)``, each with the parent's env ids."""
         first = self.first
         local: Any  # the command's data, as the hosted pool numbers its envs
         if command == "step":
@@ -258,10 +262,11 @@ class NodeActor:
             seeds, owed = data
             local = ({i - first: seed for i, seed in seeds.items()}, [i - first for i in owed])
         (status, ids, payload), arrays = self.pool.run_block(command, local, actions)
-        if status == "died":
+        if status == "died":  # its pool cannot go on: a new one
             self.pool.close()
             self.pool = self.make_pool()
-            return (status, [], payload.with_env_offset(first)), {}, self.location  # the parent's env ids
+        if status != "ok":  # a report: its env ids as the parent numbers them
+            payload = payload.with_env_offset(first)
         answer = (status, [i + first for i in ids], payload)
         return answer, _reply(answer, arrays, rows, self.same_step), self.location
 
@@ -273,14 +278,18 @@ class NodeActor:
 
 
 @dataclasses.dataclass(eq=False)  # handles are the same only if they are one object
-class RayActor:
-    """The parent's handle on one actor and the envs it hosts."""
+class RayActor(WorkerHandle):
+    """The parent's handle on one actor (`WorkerHandle`: its envs and the pool's books of it).
 
-    actor: Any  # None until launched
-    env_ids: list[int]
-    where: tuple[int, str, str] | None = None  # GameActor.where(), once it runs
-    in_flight: list[list[int]] = dataclasses.field(default_factory=list)  # the ids of each unanswered call
-    calls: list[Any] = dataclasses.field(default_factory=list)  # their object refs, in the same order
+    Attributes:
+        actor (ray.actor.ActorHandle | None): Ray's handle on the `GameActor` or `NodeActor`; None until launched.
+        where (tuple[int, str, str] | None): `GameActor.where`, its pid, node id and node address, once it runs.
+        calls (list[ray.ObjectRef]): the object refs of its unanswered calls, in the order of `in_flight`.
+    """
+
+    actor: Any
+    where: tuple[int, str, str] | None = None
+    calls: list[Any] = dataclasses.field(default_factory=list)
 
     def describe(self) -> str:
         """How a message names it: ``"ray actor (pid 12 on node 1a2b3c4d at 10.0.0.2, envs 0-3)"``."""
@@ -316,7 +325,7 @@ def _shut_down(actors: list[RayActor], pool_id: int, node_actors: bool) -> None:
         ray.shutdown()
 
 
-class RayGamePool(GamePool):
+class RayGamePool(GamePool[RayActor]):
     """`GamePool` with its games on Ray actors: the same `VectorEnv` API, sync and async, on a Ray cluster.
 
     Args:
@@ -351,13 +360,15 @@ class RayGamePool(GamePool):
         n_workers: int | None = None,
         address: str | None = None,
         actor_options: dict[str, Any] | None = None,
+        restart_workers: bool = False,
         **pool_options: Any,
     ) -> None:
         for name in ("start_method", "transport"):  # a RayGamePool's transport is Ray
             if name in pool_options:
                 raise TypeError(f"{name} is for local worker processes (a GamePool); Ray starts its actors itself")
-        self.actors, transport = actors, RayTransport(actors, address, actor_options)
-        super().__init__(n_envs, game, seed, n_workers=n_workers, transport=transport, **pool_options)
+        self.actors, transport = actors, RayTransport(actors, address, actor_options, restart_workers)
+        pool_options.update(n_workers=n_workers, restart_workers=restart_workers, transport=transport)
+        super().__init__(n_envs, game, seed, **pool_options)
 
     def placement(self) -> list[tuple[str, str, list[int]]]:
         """Where the envs run now: each actor's node id and address (after a lost node, Ray's new one) and env ids."""
@@ -368,12 +379,14 @@ class RayTransport:
     """`GamePool`'s `Transport` over Ray actors, a `GameActor` or `NodeActor` per block of envs (`RayGamePool` says what
     its arguments take): `next_answer` copies each call's results into the pool's arrays (plain: none are shared)."""
 
-    def __init__(self, actors: str, address: str | None, actor_options: dict[str, Any] | None) -> None:
+    def __init__(
+        self, actors: str, address: str | None, actor_options: dict[str, Any] | None, restart_workers: bool
+    ) -> None:
         check_choice("actors", actors, ACTORS)
         if actor_options is not None and not isinstance(actor_options, dict):
             raise TypeError(f"actor_options must be a dict of Ray actor options, got {actor_options!r}")
         check_address(address)
-        self.actors, self.address = actors, address
+        self.actors, self.address, self.restart_workers = actors, address, bool(restart_workers)
         # A node actor's CPUs default to a node's, known once connected (`connect`).
         cpus = {"num_cpus": 1} if actors == "worker" else {}
         self.actor_options = {**cpus, "scheduling_strategy": "SPREAD", **(actor_options or {})}
@@ -395,12 +408,10 @@ class RayTransport:
             return max(1, sum(cpus >= each for cpus in _node_cpus(ray)))
         return max(1, int(ray.available_resources().get("CPU", 0.0) // each))
 
-    def open(
-        self, n_envs: int, layout: Layout, arguments: Callable[[list[int]], tuple], restart_workers: bool
-    ) -> dict[str, np.ndarray]:
+    def open(self, layout: Layout, arguments: Callable[[list[int]], tuple]) -> dict[str, np.ndarray]:
         """Plain arrays the actors' results are copied into, and the finalizer that kills the actors."""
         self.connect()
-        self.layout, self.arguments, self.restart_workers = layout, arguments, restart_workers
+        self.layout, self.arguments = layout, arguments
         self.finalizer = weakref.finalize(self, _shut_down, self.workers, id(self), self.actors == "node")
         self.shared = {name: np.zeros(shape, dtype) for name, (shape, dtype) in layout.items()}
         return self.shared
@@ -412,7 +423,7 @@ class RayTransport:
 
     def start(self, blocks: list[list[int]]) -> None:
         """An actor for each block once their CPUs are free, each waited for: one that cannot start fails here."""
-        self.workers += [RayActor(None, env_ids) for env_ids in blocks]
+        self.workers += [RayActor(env_ids, actor=None) for env_ids in blocks]
         # Ray would leave the actors waiting for as long as the CPUs they ask for stay taken: wait FREE_CPU_WAIT.
         ray, needed = _ray(), len(self.workers) * self.actor_options.get("num_cpus", 1)
         deadline = time.monotonic() + FREE_CPU_WAIT
@@ -469,33 +480,40 @@ class RayTransport:
 
     def replace(self, worker: RayActor) -> RayActor:
         """The same actor once Ray has restarted it, in its place in `workers`; the calls it lost are void."""
-        replacement = RayActor(worker.actor, worker.env_ids, self._locate(worker))
+        replacement = RayActor(worker.env_ids, actor=worker.actor, where=self._locate(worker))
         self.workers[self.workers.index(worker)] = replacement
         return replacement
 
-    def post(self, worker: RayActor, command: str, data: Any, ids: list[int]) -> None:
-        """Call the actor's `GameActor.run`; a step names its envs `ids` and carries their actions."""
-        actions = self.shared["actions"][ids] if command == "step" else None
-        worker.calls.append(worker.actor.run.remote(command, ids if command == "step" else data, actions))
+    def post(self, worker: RayActor, command: str, data: Any) -> None:
+        """Call the actor's `GameActor.run`; a step names its envs (`data`, None: all the actor's) and carries their
+        actions."""
+        if command == "step":
+            ids = worker.env_ids if data is None else data
+            worker.calls.append(worker.actor.run.remote(command, ids, self.shared["actions"][ids]))
+        else:
+            worker.calls.append(worker.actor.run.remote(command, data, None))
 
     def step_all(self) -> bool:
         """A step call to every actor; the pool takes the answers in (GamePool's one-read fast path is local)."""
         for worker in self.workers:
-            self.post(worker, "step", None, worker.env_ids)
+            self.post(worker, "step", None)
         return False
 
     def next_answer(self, busy: set[RayActor], everything: bool) -> tuple[RayActor, tuple[str, list[int], Any]]:
         """The answer of the first call of the `busy` actors to finish (`everything` or not), its results copied into
-        `shared`; an actor that died, or that Ray restarted since it last answered, is ``("died", [], WorkerDied)``."""
+        `shared`; an actor that died, or that Ray restarted since it last answered, is ``("died", [], WorkerDied)``, a
+        call that raised ``("error", [], CommandFailed)``."""
         ray = _ray()
         first_calls = {worker.calls[0]: worker for worker in busy}
         [done], _ = ray.wait(list(first_calls), num_returns=1)
         worker = first_calls[done]
         try:
             answer, results, location = ray.get(done)
-        except ray.exceptions.RayTaskError as error:  # GameActor.run itself failed: the actor lives on
+        except ray.exceptions.RayTaskError as error:  # GameActor.run itself raised: the actor lives on
             worker.calls.pop(0)
-            return worker, ("error", worker.in_flight[0], str(error))
+            # Ray's message holds the actor's traceback; a reset's envs are all the actor's, as GameBlock reports them.
+            failed = CommandFailed.of(error.cause, worker.in_flight[0] or worker.env_ids, traceback=str(error))
+            return worker, ("error", [], failed)
         except ray.exceptions.RayError as error:  # the actor died, or its node was lost with the result
             return worker, ("died", [], worker.died(cause=f"{type(error).__name__}: {str(error).splitlines()[0]}"))
         if location != worker.where:  # Ray restarted the actor since it last answered: its games are new
