@@ -14,9 +14,6 @@ from atari_game.play import check_video_path
 from atari_game.protocols import get_protocol
 from atari_game.validation import check_agent_name
 
-#: The trainers, atari_game.ppo and atari_game.dqn: the choices of ``atari-game train --algo``.
-TRAINERS = ("ppo", "dqn")
-
 # Counts are written in every way Python and papers write them.
 INTEGER_EXAMPLES = "1000000, 1_000_000 or 1e6"
 

@@ -10,6 +10,7 @@ import importlib
 import importlib.metadata
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,12 +18,12 @@ import numpy as np
 
 import atari_game
 from atari_game import benchmark
-from atari_game.arguments import TRAINERS, checkpoint_file, count, game_name, label, mp4_file, scoring_protocol, seed
+from atari_game.arguments import checkpoint_file, count, game_name, label, mp4_file, scoring_protocol, seed
 from atari_game.evaluation import evaluate_checkpoint
 from atari_game.extras import install_command
 from atari_game.game import Game, action_meanings, list_games
 from atari_game.play import play_game
-from atari_game.report import format_summary, write_report
+from atari_game.report import PROFILES, format_summary, write_report
 
 
 def missing_extra(command: str, error: ImportError, extra: str) -> None:
@@ -43,7 +44,7 @@ def games() -> None:
 def play(args: argparse.Namespace) -> None:
     if args.checkpoint:
         try:
-            from atari_game.training import trained_policy
+            from atari_game.algorithms import trained_policy
         except ImportError as error:
             missing_extra("play --checkpoint", error, "train")
         try:
@@ -68,24 +69,39 @@ def play(args: argparse.Namespace) -> None:
 
 
 def trainer_parser() -> argparse.ArgumentParser:
-    """`atari-game train`'s own flag, --algo; every other flag is the chosen trainer's (its `Config`'s fields)."""
-    usage = f"atari-game train [--algo {{{','.join(TRAINERS)}}}] [the trainer's flags, below with --help]"
+    """`atari-game train`'s own flag, --algorithm, choosing among the registry's trainers (the first the default);
+    every other flag is the chosen trainer's (its `Config`'s fields). --algo, its spelling until 0.2, is taken with a
+    warning. (It imports the trainers, and so torch: the ``train`` extra.)"""
+    from atari_game.algorithms import ALGORITHMS
+
+    names = list(ALGORITHMS)
+    usage = f"atari-game train [--algorithm {{{','.join(names)}}}] [the trainer's flags, below with --help]"
     parser = argparse.ArgumentParser(prog="atari-game train", usage=usage, add_help=False, allow_abbrev=False)
-    trainers = " or ".join(f"atari_game/{name}.py" for name in TRAINERS)
-    parser.add_argument("--algo", choices=TRAINERS, default="ppo", help=f"the trainer: {trainers} (default: ppo)")
+    trainers = " or ".join(f"atari_game/{name}.py" for name in names)
+    parser.add_argument(
+        "--algorithm", choices=names, default=names[0], help=f"the trainer: {trainers} (default: {names[0]})"
+    )
+    parser.add_argument("--algo", choices=names, help=argparse.SUPPRESS)
     return parser
 
 
 def train(arguments: list[str]) -> None:
-    chooser = trainer_parser()
-    choice, options = chooser.parse_known_args(arguments)
     try:
-        trainer = importlib.import_module(f"atari_game.{choice.algo}")
+        from atari_game.algorithms import main
+
+        chooser = trainer_parser()
     except ImportError as error:
         missing_extra("train", error, "train")
+    choice, options = chooser.parse_known_args(arguments)
+    if choice.algo:  # the old spelling, for one release
+        print(
+            f"atari-game train: --algo is now --algorithm (--algo goes in 0.3): --algorithm {choice.algo}",
+            file=sys.stderr,
+        )
+        choice.algorithm = choice.algo
     if "-h" in options or "--help" in options:
         print(chooser.format_help())
-    trainer.main(options, prog=f"atari-game train --algo {choice.algo}")
+    main(choice.algorithm, options, prog=f"atari-game train --algorithm {choice.algorithm}")
 
 
 def evaluate(args: argparse.Namespace) -> None:
@@ -115,14 +131,18 @@ def evaluate(args: argparse.Namespace) -> None:
 
 
 def report(args: argparse.Namespace) -> None:
-    try:
-        summary = write_report(args.inputs, args.out, resamples=args.resamples, seed=args.seed)
-    except ImportError as error:
-        missing_extra("report", error, "report")
-    except (ValueError, OSError) as error:  # bad inputs; a folder that cannot be read or written
-        args.command_parser.error(str(error))
+    # What the report warns of (no plot without matplotlib, an input's old spelling) is a line for its user each.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            summary = write_report(args.inputs, args.out, resamples=args.resamples, seed=args.seed)
+        except (ValueError, OSError) as error:  # bad inputs; a folder that cannot be read or written
+            args.command_parser.error(str(error))
+    for warning in caught:
+        print(f"note: {warning.message}", file=sys.stderr)
     print(format_summary(summary))
-    print(f"written to {args.out}: report.md, report.json, performance_profiles.png")
+    plot = f", {PROFILES}" if (args.out / PROFILES).is_file() else ""
+    print(f"written to {args.out}: report.md, report.json{plot}")
 
 
 # These commands have their own options (and --help): everything after the command name goes to them.
@@ -223,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="INPUT",
         help="run directories (or a folder of them, or an `atari-game evaluate --out` folder), evaluation JSONs of"
-        " `atari-game evaluate`, or CSVs of algorithm,game,seed,score rows",
+        " `atari-game evaluate`, or CSVs of algorithm,game,run_seed,score rows",
     )
     report_parser.add_argument(
         "--out",

@@ -1,6 +1,6 @@
 """DQN on Atari with atari_game: CleanRL's dqn_atari.py with Rainbow-lite switches, on a GamePool and a FrameReplay.
 
-    python examples/dqn.py --game Breakout --total-frames 10000000    # train (or: atari-game train --algo dqn ...)
+    python examples/dqn.py --game Breakout --total-frames 10000000    # train (or: atari-game train --algorithm dqn ...)
     python examples/dqn.py --eval runs/Breakout-1-dqn/checkpoint.pt     # play one game with a trained agent
 
 Standard DQN (Mnih et al. 2015) with CleanRL's settings and, by default, the Rainbow-lite switches on: Double DQN's
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import overload
 
@@ -21,21 +20,25 @@ import numpy as np
 import torch
 from torch import nn
 
-from atari_game import training
+from atari_game.algorithm import Algorithm, BatchPolicy, Policy
+from atari_game.checkpoints import restore_torch_generators, save_checkpoint, torch_generators
 from atari_game.game import action_meanings
 from atari_game.learners import Learners
+from atari_game.networks import NatureCNN, on_device
 from atari_game.pool import GamePool
-from atari_game.protocols import get_protocol
 from atari_game.replay import FrameReplay
-from atari_game.training import NatureCNN, RunConfig, save_checkpoint
+from atari_game.run import finish_run, run_files, set_precision, start_run
+from atari_game.run_config import RunConfig, full_action_space, observation_shape
+from atari_game.run_envs import env_placement, make_pools
+from atari_game.run_log import whole_games
 from atari_game.validation import POSITIVE, at_least, between, broken_rule
 
 
 @dataclasses.dataclass
 class Config(RunConfig):
     """All settings of a DQN run: `RunConfig`'s and DQN's own below, whose defaults are CleanRL's dqn_atari.py ones
-    but for the Rainbow-lite switches (``cleanrl`` turns them off). Each is a flag of ``atari-game train --algo dqn``
-    and ``examples/dqn.py``, as `RunConfig` says. A transition is one agent step of one env: 4 emulator frames."""
+    but for the Rainbow-lite switches (``cleanrl`` turns them off). Each is a flag of ``atari-game train --algorithm
+    dqn`` and ``examples/dqn.py``, as `RunConfig` says. A transition is one agent step of one env: 4 emulator frames."""
 
     learning_rate: float = 1e-4
     """Adam's learning rate."""
@@ -86,10 +89,11 @@ class Config(RunConfig):
     threads that lose their core to another process spin-wait for it."""
     log_every: int = 40_000
     """Emulator frames between rows of progress.csv."""
-    checkpoint_every: int = 1_000_000
-    """Emulator frames between checkpoints (each also saved at the end)."""
     eval_epsilon: float = 0.01
     """Epsilon of the recorded games (agent.mp4 and --eval), in [0, 1]: a greedy agent can get stuck forever."""
+
+    #: What a --resume may change besides `RunConfig`'s: how it logs, saves and shows, and on how many threads.
+    RESUMABLE = (*RunConfig.RESUMABLE, "log_every", "torch_threads", "eval_epsilon", "save_memory")
 
     def __post_init__(self) -> None:
         if self.cleanrl:  # CleanRL's algorithm: the Rainbow-lite switches off
@@ -112,7 +116,6 @@ COMPRESSIONS = {"zstd": "zstd", "none": None}
 RULES = {
     "learning_rate": POSITIVE,
     "gamma": between(0, 1),
-    "checkpoint_every": at_least(1),
     "batch_size": at_least(1),
     "alpha": at_least(0),
     "beta": between(0, 1),
@@ -152,11 +155,6 @@ def check_config(config: Config) -> str:
     return ""
 
 
-def parse_config(argv: list[str] | None = None, prog: str | None = None) -> Config:
-    """A `Config` from the command line: ``--field-name value`` for every field, ``--[no-]flag`` for booleans."""
-    return training.parse_config(Config, argv, __doc__, check_config, prog)
-
-
 # --- the agent ------------------------------------------------------------------------------------------
 
 
@@ -175,7 +173,7 @@ class QNetwork(nn.Module):
 
 def build_q_network(game: str, device: torch.device, full_action_space: bool = False) -> QNetwork:
     """A new `QNetwork` for `game`'s minimal action set (all 18 with `full_action_space`), on `device` (`on_device`)."""
-    return training.on_device(QNetwork(len(action_meanings(game, full_action_space))), device)
+    return on_device(QNetwork(len(action_meanings(game, full_action_space))), device)
 
 
 @overload
@@ -258,28 +256,15 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     process's place among the run's learners (`atari_game.learners`; by default, the only one), each playing its share
     of the envs into a memory of its own (``buffer_size / learners``), all taking the same gradient steps."""
     learners = learners or Learners(n_envs=config.n_envs)
-    run_dir = training.run_directory(config, "dqn")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    device = training.pick_device(config.device)
-    # torch's threads while it learns; the caller's, given back at the end (a notebook's torch as it was).
-    threads, callers_threads = config.torch_threads or learners.cores, torch.get_num_threads()
-    torch.manual_seed(config.seed)
+    run_dir, device = start_run(config, "dqn")
+    threads = config.torch_threads or learners.cores  # torch's, while it plays and learns
     # Exploration (which envs explore, and their random actions): each learner its own stream, the first the seed's.
     rng = np.random.default_rng(config.seed * learners.count + learners.rank)
 
-    q_network = build_q_network(config.game, device, training.full_action_space(config))
-    target_network = build_q_network(config.game, device, training.full_action_space(config))
+    q_network = build_q_network(config.game, device, full_action_space(config))
+    target_network = build_q_network(config.game, device, full_action_space(config))
     target_network.load_state_dict(q_network.state_dict())
-    # Probed before the env workers start and take the cores; every learner takes the first one's choice.
-    with training.torch_threads(threads):
-        precision, about = training.choose_precision(config.precision, q_network.trunk, device, resumed=config.resume)
-    precision = learners.first(precision)
-    q_network.trunk.bf16 = target_network.trunk.bf16 = precision == "bf16"
-    config = dataclasses.replace(config, precision=precision)
-    if learners.lead:
-        print(about)
-    if config.protocol and learners.lead:
-        print(get_protocol(config.protocol).describe())
+    config = set_precision(config, [q_network.trunk, target_network.trunk], device, learners, threads)
     # Adam as CleanRL's, in its fused implementation: the same update in one kernel, in about a fifth less CPU time.
     optimizer = torch.optim.Adam(q_network.parameters(), lr=config.learning_rate, fused=True)
     steps = 0  # transitions played, over all envs
@@ -290,14 +275,14 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         target_network.load_state_dict(saved["target_network"])
         optimizer.load_state_dict(saved["optimizer"])
         steps = saved["steps"]
-        training.restore_torch_generators(saved, device)
+        restore_torch_generators(saved, device)
         # Each learner's exploration generator, as saved by rank; resumed with another number of learners, anew.
         rng_states = saved["numpy_rng"] if isinstance(saved["numpy_rng"], list) else [saved["numpy_rng"]]
         if len(rng_states) == learners.count:
             rng.bit_generator.state = rng_states[learners.rank]
     replay_path = run_dir / learners.file_name("replay.npz")  # each learner's own memory
     buffer, learning_after = replay_memory(
-        config, training.observation_shape(config), steps, saved if config.resume else None, replay_path, learners
+        config, observation_shape(config), steps, saved if config.resume else None, replay_path, learners
     )
     # A resumed run whose emptied memory would refill past its end plays on and never learns (check_config sees a
     # new run's start only).
@@ -309,19 +294,9 @@ def train(config: Config, learners: Learners | None = None) -> Path:
 
     # The envs, started once the run can begin (one that cannot resume starts no process), and closed by the finally
     # whatever fails from here: same-step autoreset, so the true final observation of an episode is there to store.
-    [pool] = training.make_pools(config, 1, learners)
-    progress = None  # (made once the envs' placement is printed, above it)
-    log: training.RunLog | None = None
-    torch.set_num_threads(threads)
-    try:
-        # Where the envs run, for the log (asked of the cluster for Ray actors: it can fail), and the bar below it.
-        placement, where = training.env_placement([pool], learners)
-        if learners.lead:
-            print(where)
-        progress = training.progress_bar(config.final_frames, 4 * steps, shown=learners.lead)
-        # Only the first learner writes the run's files and shows the progress bar.
-        resumed_at = 4 * steps if config.resume else None
-        log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None
+    [pool] = make_pools(config, 1, learners)
+    with run_files(config, run_dir, [pool], learners, 4 * steps, UPDATE_FIELDS) as (log, progress, placement):
+        torch.set_num_threads(threads)
         obs = pool.reset()[0]
         games: list[tuple[int, float, int]] = []  # the whole games this learner's envs ended since the last row
         losses: list[tuple[float, float]] = []  # (TD loss, mean Q) of each gradient step since the last row
@@ -358,7 +333,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             buffer.add(obs, actions, rewards, real_next_obs, terminations, truncations)
             obs = next_obs
             steps += config.n_envs
-            games += training.whole_games(info, 4 * steps)
+            games += whole_games(info, 4 * steps)
             seconds["store"] += time.perf_counter() - store_start
 
             # A row, a checkpoint, where this pool step's frames passed a multiple of log_every, checkpoint_every.
@@ -370,14 +345,14 @@ def train(config: Config, learners: Learners | None = None) -> Path:
                 games = learners.gather(games)
                 learners.check_identical(q_network, f"at {frames:,} frames")
                 if not learners.on_ray_train:
-                    placement = training.env_placement([pool])[0]
+                    placement = env_placement([pool])[0]
                 if log:
                     log.record_games(games)
                 games = []
             if row and log:
                 elapsed = time.perf_counter() - start
                 stats: dict[str, float | str] = {
-                    "precision": precision,
+                    "precision": config.precision,
                     **placement,
                     "epsilon": float(epsilon(config, steps)),
                     "gradient_steps": len(losses),
@@ -404,20 +379,8 @@ def train(config: Config, learners: Learners | None = None) -> Path:
                 if learners.lead:
                     save_checkpoint(checkpoint_path, {**saved, "replay_added": buffer.added})
                 learners.report(checkpoint_path, frames)
-    finally:
-        if progress is not None:
-            progress.close()
-        pool.close()
-        if log:
-            log.close()
-        torch.set_num_threads(callers_threads)
-    if not log:  # the first learner draws the curve and records the video
-        return run_dir
-    training.plot_learning_curve(log.games, run_dir / "learning_curve.png", f"DQN on {config.game}")
-    if config.video:
-        policy = agent_policy(q_network, device, config.eval_epsilon, config.seed)
-        training.record_game(policy, config, run_dir / "agent.mp4")
-    return run_dir
+    policy = agent_policy(q_network, device, config.eval_epsilon, config.seed)
+    return finish_run(config, run_dir, f"DQN on {config.game}", log, policy)
 
 
 def replay_memory(
@@ -532,13 +495,13 @@ def checkpoint_state(
     """What checkpoint.pt holds: everything --resume needs but the replay memories (replay.npz beside it, one per
     learner), the learners' exploration generators' `rng_states` by rank included, and the config for --eval."""
     return {
-        "algo": "dqn",
+        "algorithm": "dqn",
         "q_network": q_network.state_dict(),
         "target_network": target_network.state_dict(),
         "optimizer": optimizer.state_dict(),
         "steps": steps,
         "frames": 4 * steps,
-        **training.torch_generators(next(q_network.parameters()).device),
+        **torch_generators(next(q_network.parameters()).device),
         "numpy_rng": rng_states,
         "config": dataclasses.asdict(config),
     }
@@ -547,10 +510,9 @@ def checkpoint_state(
 # --- results: a trained agent's policy ------------------------------------------------------------------
 
 
-def agent_policy(
-    q_network: QNetwork, device: torch.device, eval_epsilon: float, seed: int
-) -> Callable[[np.ndarray], int]:
-    """The Q-network as a policy for one game: an observation in, an epsilon-greedy action out."""
+def agent_policy(q_network: QNetwork, device: torch.device, eval_epsilon: float, seed: int) -> Policy:
+    """The Q-network as a policy for one game: an observation in, an epsilon-greedy action out (`eval_epsilon`, its
+    draws seeded with `seed`)."""
     rng = np.random.default_rng(seed)
 
     def policy(obs: np.ndarray) -> int:
@@ -559,53 +521,27 @@ def agent_policy(
     return policy
 
 
-def load_q_network(saved: dict, device: torch.device) -> tuple[QNetwork, Config]:
-    """The Q-network of a checkpoint (`training.load_checkpoint`) on `device`, and the config it trained with."""
-    config = Config(**saved["config"])
-    q_network = build_q_network(config.game, device, training.full_action_space(config))
-    q_network.load_state_dict(saved["q_network"])
-    q_network.trunk.bf16 = config.precision == "bf16"  # as it was trained (before --precision: fp32)
-    return q_network, config
-
-
-def checkpoint_policy(saved: dict) -> tuple[Callable[[np.ndarray], int], Config]:
-    """For `atari-game play --checkpoint`: the checkpoint's policy on the CPU (its eval_epsilon), and its config."""
-    q_network, config = load_q_network(saved, torch.device("cpu"))
-    return agent_policy(q_network, torch.device("cpu"), config.eval_epsilon, config.seed), config
-
-
-def batch_policy(saved: dict) -> tuple[Callable[[np.ndarray], np.ndarray], Config]:
-    """For `atari_game.evaluation`: the checkpoint's Q-network on the CPU as a greedy policy for a batch of games
-    (``(n, *obs_shape)`` in, ``n`` argmax actions out; the evaluation adds a protocol's epsilon), and its config."""
-    q_network, config = load_q_network(saved, torch.device("cpu"))
+def batch_policy(q_network: QNetwork) -> BatchPolicy:
+    """The Q-network (on the CPU) as a greedy policy for a batch of games: ``(n, *obs_shape)`` in, ``n`` argmax
+    actions out (an evaluation adds its protocol's epsilon)."""
 
     def policy(obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
             return q_network(torch.from_numpy(obs)).argmax(1).numpy()
 
-    return policy, config
+    return policy
 
 
-def evaluate(config: Config) -> None:
-    """Play and record one whole game with the Q-network of the checkpoint ``config.eval`` (eval.mp4 beside it),
-    epsilon-greedy with ``config.eval_epsilon``, seeded with ``config.seed``, and print its unclipped score and
-    length in steps."""
-    device = training.pick_device(config.device)
-    q_network, trained = load_q_network(training.load_checkpoint(config.eval), device)
-    path = Path(config.eval).with_name("eval.mp4")
-    policy = agent_policy(q_network, device, config.eval_epsilon, config.seed)
-    score, length = training.record_game(policy, dataclasses.replace(trained, seed=config.seed), path)
-    print(
-        f"{trained.game}: one game scored {score:g} in {length} steps (unclipped, epsilon {config.eval_epsilon:g}); "
-        f"video: {path}"
-    )
-
-
-def main(argv: list[str] | None = None, prog: str | None = None) -> None:
-    """The command line (`python examples/dqn.py`, `atari-game train --algo dqn`): `evaluate` with ``--eval``,
-    else `train` and print where the run's files are; `argv` defaults to ``sys.argv[1:]``, `prog` names it."""
-    training.run_trainer(parse_config(argv, prog), "dqn", train, evaluate)
-
-
-if __name__ == "__main__":
-    main()
+#: DQN, as the registry (`atari_game.algorithms`) lists it.
+ALGORITHM = Algorithm(
+    name="dqn",
+    doc=__doc__,
+    config=Config,
+    check=check_config,
+    train=train,
+    build=build_q_network,
+    network_key="q_network",
+    policy=lambda q_network, device, config: agent_policy(q_network, device, config.eval_epsilon, config.seed),
+    batch_policy=batch_policy,
+    acting=lambda config: f"epsilon {config.eval_epsilon:g}",
+)

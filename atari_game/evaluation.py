@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib
 import json
 import math
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,8 @@ class Evaluation:
     Attributes:
         game: the ROM id, e.g. ``"ms_pacman"``.
         protocol: the protocol the games were played under (`atari_game.protocols`), or "" for options as given.
-        seed: the evaluation's seed (env ``i`` of the pool: ``seed + i``; the epsilon draws: ``seed``).
+        evaluation_seed: the evaluation's seed, `evaluate`'s `seed` (env ``i`` of the pool: ``evaluation_seed + i``;
+            the epsilon draws: ``evaluation_seed``).
         returns: ``float64 (episodes,)``, each game's whole return (all its lives, unclipped), in the order env 0's
             games, env 1's games, ...
         lengths: ``int64 (episodes,)``, each game's length in agent steps.
@@ -51,13 +52,23 @@ class Evaluation:
 
     game: str
     protocol: str
-    seed: int
+    evaluation_seed: int
     returns: np.ndarray
     lengths: np.ndarray
     algorithm: str = "agent"
     run_seed: int = 0
     checkpoint: str = ""
     frames_trained: int | None = None
+
+    @property
+    def seed(self) -> int:
+        """`evaluation_seed` by its old name, for one more release (a `DeprecationWarning`)."""
+        warnings.warn(
+            "Evaluation.seed is now Evaluation.evaluation_seed; the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.evaluation_seed
 
     @property
     def mean(self) -> float:
@@ -93,11 +104,11 @@ class Evaluation:
             "version": VERSION,
             "algorithm": self.algorithm,
             "game": self.game,
-            "seed": self.run_seed,
+            "run_seed": self.run_seed,
             "protocol": self.protocol,
             "checkpoint": self.checkpoint,
             "frames_trained": self.frames_trained,
-            "evaluation_seed": self.seed,
+            "evaluation_seed": self.evaluation_seed,
             "episodes": [
                 {"return": float(r), "length": int(n)} for r, n in zip(self.returns, self.lengths, strict=True)
             ],
@@ -154,7 +165,7 @@ def evaluate(
 
     Returns:
         The `Evaluation`: the games' returns and lengths (in agent steps) in the order of the count above, with who
-        played, the protocol and the seed.
+        played, the protocol and `seed` (its `evaluation_seed`).
 
     Raises:
         TypeError: `episodes`, `seed`, `n_envs` or `run_seed` not an integer; an unknown game option.
@@ -205,7 +216,7 @@ def evaluate(
     return Evaluation(
         game=resolve_game(game),
         protocol=protocol or "",
-        seed=seed,
+        evaluation_seed=seed,
         returns=np.array([r for r, _ in played], dtype=np.float64),
         lengths=np.array([n for _, n in played], dtype=np.int64),
         algorithm=algorithm,
@@ -232,11 +243,13 @@ def evaluate_checkpoint(
     """
     import torch
 
-    from atari_game.training import game_options, load_checkpoint, torch_threads
+    from atari_game.algorithms import batch_policy
+    from atari_game.checkpoints import load_checkpoint
+    from atari_game.networks import torch_threads
+    from atari_game.run_config import game_options
 
     saved = load_checkpoint(checkpoint)
-    trainer = importlib.import_module(f"atari_game.{saved['algo']}")
-    policy, config = trainer.batch_policy(saved)
+    policy, config = batch_policy(saved)
     trained = trained_protocol(saved["config"])
     protocol = protocol or trained
     if not protocol:
@@ -274,7 +287,7 @@ def evaluate_checkpoint(
             episodes,
             seed,
             n_envs,
-            algorithm=algorithm or saved["algo"],
+            algorithm=algorithm or saved["algorithm"],
             run_seed=config.seed,
             **free,
         )

@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from atari_game import training
+from atari_game.algorithm import Algorithm, BatchPolicy, Policy
+from atari_game.checkpoints import restore_torch_generators, save_checkpoint, torch_generators
 from atari_game.game import action_meanings
 from atari_game.learners import Learners
+from atari_game.networks import NatureCNN, on_device
 from atari_game.pool import GamePool
-from atari_game.protocols import get_protocol
-from atari_game.training import NatureCNN, RunConfig, save_checkpoint
+from atari_game.run import finish_run, run_files, set_precision, start_run
+from atari_game.run_config import RunConfig, full_action_space, observation_shape
+from atari_game.run_envs import env_placement, make_pools
+from atari_game.run_log import whole_games
 from atari_game.validation import POSITIVE, at_least, between, broken_rule
 
 
@@ -59,8 +62,7 @@ class Config(RunConfig):
     async_envs: bool = True
     """Overlap env stepping with inference: two halves of the envs take turns (the pool's send/recv); needs an even
     n_envs."""
-    checkpoint_every: int = 50
-    """Updates between checkpoints (each also saved at the end)."""
+    checkpoint_every: int = 200_000
 
     @property
     def batch_size(self) -> int:
@@ -73,15 +75,9 @@ class Config(RunConfig):
         return self.total_frames // (4 * self.batch_size) * 4 * self.batch_size
 
 
-def parse_config(argv: list[str] | None = None, prog: str | None = None) -> Config:
-    """A `Config` from the command line: ``--field-name value`` for every field, ``--[no-]flag`` for booleans."""
-    return training.parse_config(Config, argv, __doc__, check_config, prog)
-
-
 RULES = {
     "learning_rate": POSITIVE,
     "gamma": between(0, 1),
-    "checkpoint_every": at_least(1),
     "n_steps": at_least(1),
     "n_epochs": at_least(1),
     "n_minibatches": at_least(1),
@@ -109,6 +105,14 @@ def check_config(config: Config) -> str:
         return f"--async-envs plays two halves of {whose} envs in turn: {envs} must be even (or --no-async-envs)"
     if config.total_frames < 4 * config.batch_size:
         return f"--total-frames must be at least one update's 4 x --n-envs x --n-steps = {4 * config.batch_size}"
+    # Counted in updates until 0.2 (50 by default): a count below one update's frames is one of those.
+    update_frames = 4 * config.batch_size
+    if config.checkpoint_every < update_frames:
+        return (
+            f"--checkpoint-every {config.checkpoint_every} is under one update's 4 x --n-envs x --n-steps = "
+            f"{update_frames} frames: it counts emulator frames (it counted updates before 0.2; "
+            f"{config.checkpoint_every} updates are --checkpoint-every {config.checkpoint_every * update_frames})"
+        )
     return ""
 
 
@@ -175,52 +179,30 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there (new games).
     `learners`: this process's place among the run's learners (`atari_game.learners`; by default, the only one)."""
     learners = learners or Learners(n_envs=config.n_envs)
-    run_dir = training.run_directory(config, "ppo")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    device = training.pick_device(config.device)
-    cores, callers_threads = learners.cores, torch.get_num_threads()  # (the caller's given back at the end)
-    torch.manual_seed(config.seed)
-
-    agent = build_agent(config.game, device, training.full_action_space(config))
-    # Probed before the env workers start and take the cores; every learner takes the first one's choice.
-    precision, about = training.choose_precision(config.precision, agent.trunk, device, resumed=config.resume)
-    precision = learners.first(precision)
-    agent.trunk.bf16 = precision == "bf16"
-    config = dataclasses.replace(config, precision=precision)
-    if learners.lead:
-        print(about)
-    if config.protocol and learners.lead:
-        print(get_protocol(config.protocol).describe())
+    run_dir, device = start_run(config, "ppo")
+    cores = learners.cores
+    agent = build_agent(config.game, device, full_action_space(config))
+    config = set_precision(config, [agent.trunk], device, learners, torch.get_num_threads())
 
     # Adam in its fused implementation: the same update in one kernel, 6 % faster (benchmarks/learn_step.py).
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
     n_updates = config.total_frames // (4 * config.batch_size)
     first_update, frames = 0, 0
     checkpoint_path = run_dir / "checkpoint.pt"
-    rollout = Rollout(config, training.observation_shape(config), learners)
+    rollout = Rollout(config, observation_shape(config), learners)
     if config.resume:  # from the run's checkpoint, or the one Ray Train restarts the learners from
         saved = torch.load(learners.restart or checkpoint_path, map_location=device)
         agent.load_state_dict(saved["agent"])
         optimizer.load_state_dict(saved["optimizer"])
         first_update, frames = saved["update"], saved["frames"]
-        training.restore_torch_generators(saved, device)
+        restore_torch_generators(saved, device)
         if "action_rng" in saved:  # (the checkpoints from before it drew the actions from torch's generator)
             rollout.generator.set_state(saved["action_rng"])
 
-    # The envs, started once the run can begin, and closed by the finally whatever fails from here: with async_envs,
-    # two pools of half the envs each, each with half the worker processes (or actors).
-    pools = training.make_pools(config, 2 if config.async_envs else 1, learners)
-    progress = None  # (made once the envs' placement is printed, above it)
-    log: training.RunLog | None = None
-    try:
-        # Where the envs run, for the log (asked of the cluster for Ray actors: it can fail), and the bar below it.
-        placement, where = training.env_placement(pools, learners)
-        if learners.lead:
-            print(where)
-        progress = training.progress_bar(config.final_frames, frames, shown=learners.lead)  # (whole updates)
-        # Only the first learner writes the run's files and shows the progress bar.
-        resumed_at = frames if config.resume else None
-        log = training.RunLog(run_dir, UPDATE_FIELDS, resumed_at=resumed_at) if learners.lead else None
+    # The envs, started once the run can begin, and closed whatever fails from here: with async_envs, two pools of
+    # half the envs each, each with half the worker processes (or actors).
+    pools = make_pools(config, 2 if config.async_envs else 1, learners)
+    with run_files(config, run_dir, pools, learners, frames, UPDATE_FIELDS) as (log, progress, placement):
         for k, pool in enumerate(pools):
             rollout.next_obs[k * pool.num_envs : (k + 1) * pool.num_envs] = torch.from_numpy(pool.reset()[0])
         start, start_frames = time.perf_counter(), frames
@@ -237,7 +219,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             torch.set_num_threads(cores)
             learn_start = time.perf_counter()
             learners.sync_seconds = 0.0
-            stats: dict[str, float | str] = {"precision": precision, **placement}
+            stats: dict[str, float | str] = {"precision": config.precision, **placement}
             stats.update(learn(config, agent, optimizer, device, rollout, learners))
             # Where the wall time goes: playing (env steps and inference), and learning (of it, summing over learners).
             stats["rollout_seconds"] = learn_start - rollout_start
@@ -247,7 +229,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             # Every learner's games, in the first one's log and curve; the envs may have moved (Ray actors).
             games = learners.gather(games)
             if not learners.on_ray_train:
-                placement = training.env_placement(pools)[0]
+                placement = env_placement(pools)[0]
             seconds = time.perf_counter() - start
             stats["frames_per_second"] = (frames - start_frames) / seconds
             progress.update(4 * config.batch_size)
@@ -255,25 +237,14 @@ def train(config: Config, learners: Learners | None = None) -> Path:
                 log.record_games(games)
                 log.update(frames, seconds, stats)
                 progress.set_postfix(game_return=f"{log.recent_return():.1f}", fps=f"{stats['frames_per_second']:.0f}")
-            if (update + 1) % config.checkpoint_every == 0 or update + 1 == n_updates:
+            # A checkpoint where this update's frames passed a multiple of checkpoint_every, and at the end.
+            before = frames - 4 * config.batch_size
+            if frames // config.checkpoint_every > before // config.checkpoint_every or update + 1 == n_updates:
                 state = checkpoint_state(agent, optimizer, update + 1, frames, config, rollout.generator)
                 if learners.lead:
                     save_checkpoint(checkpoint_path, state)
                 learners.report(checkpoint_path, frames)
-    finally:
-        if progress is not None:
-            progress.close()
-        for pool in pools:
-            pool.close()
-        if log:
-            log.close()
-        torch.set_num_threads(callers_threads)
-    if not log:  # the first learner draws the curve and records the video
-        return run_dir
-    training.plot_learning_curve(log.games, run_dir / "learning_curve.png", f"PPO on {config.game}")
-    if config.video:
-        training.record_game(agent_policy(agent, device), config, run_dir / "agent.mp4")
-    return run_dir
+    return finish_run(config, run_dir, f"PPO on {config.game}", log, agent_policy(agent, device))
 
 
 class Rollout:
@@ -321,7 +292,7 @@ def collect(
         rollout.rewards[step, envs] = torch.from_numpy(reward)
         rollout.next_obs[envs] = torch.from_numpy(obs)
         rollout.next_done[envs] = torch.from_numpy(terminated | truncated).float()
-        games.extend(training.whole_games(info, frames + 4 * config.n_envs * (step + 1)))
+        games.extend(whole_games(info, frames + 4 * config.n_envs * (step + 1)))
 
     if len(pools) == 1:
         for step in range(config.n_steps):
@@ -441,12 +412,12 @@ def checkpoint_state(
 ) -> dict:
     """What checkpoint.pt holds: what --resume goes on from (not the games in progress) and the config for --eval."""
     return {
-        "algo": "ppo",
+        "algorithm": "ppo",
         "agent": agent.state_dict(),
         "optimizer": optimizer.state_dict(),
         "update": update,
         "frames": frames,
-        **training.torch_generators(next(agent.parameters()).device),
+        **torch_generators(next(agent.parameters()).device),
         "action_rng": action_generator.get_state(),
         "config": dataclasses.asdict(config),
     }
@@ -455,7 +426,7 @@ def checkpoint_state(
 # --- results: a trained agent's policy ------------------------------------------------------------------
 
 
-def agent_policy(agent: Agent, device: torch.device) -> Callable[[np.ndarray], int]:
+def agent_policy(agent: Agent, device: torch.device) -> Policy:
     """The agent as a policy for one game: an observation in, an action sampled from its policy out."""
 
     def policy(obs: np.ndarray) -> int:
@@ -467,52 +438,29 @@ def agent_policy(agent: Agent, device: torch.device) -> Callable[[np.ndarray], i
 
 def build_agent(game: str, device: torch.device, full_action_space: bool = False) -> Agent:
     """A new `Agent` for `game`'s minimal action set (all 18 with `full_action_space`), on `device` (`on_device`)."""
-    return training.on_device(Agent(len(action_meanings(game, full_action_space))), device)
+    return on_device(Agent(len(action_meanings(game, full_action_space))), device)
 
 
-def load_agent(saved: dict, device: torch.device) -> tuple[Agent, Config]:
-    """The agent of a checkpoint loaded by `training.load_checkpoint`, on `device`, and the config it trained with."""
-    config = Config(**saved["config"])
-    agent = build_agent(config.game, device, training.full_action_space(config))
-    agent.load_state_dict(saved["agent"])
-    agent.trunk.bf16 = config.precision == "bf16"  # as it was trained (before --precision: fp32)
-    return agent, config
-
-
-def checkpoint_policy(saved: dict) -> tuple[Callable[[np.ndarray], int], Config]:
-    """For `atari-game play --checkpoint`: the checkpoint's policy on the CPU, and the config it was trained with."""
-    agent, config = load_agent(saved, torch.device("cpu"))
-    return agent_policy(agent, torch.device("cpu")), config
-
-
-def batch_policy(saved: dict) -> tuple[Callable[[np.ndarray], np.ndarray], Config]:
-    """For `atari_game.evaluation`: the checkpoint's agent on the CPU as a policy for a batch of games (observations
-    ``(n, *obs_shape)`` in, ``n`` actions sampled from its policy out, with torch's generator), and its config."""
-    agent, config = load_agent(saved, torch.device("cpu"))
+def batch_policy(agent: Agent) -> BatchPolicy:
+    """The agent (on the CPU) as a policy for a batch of games: observations ``(n, *obs_shape)`` in, ``n`` actions
+    sampled from its policy out, with torch's generator."""
 
     def policy(obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
             return agent.act(torch.from_numpy(obs))[0].numpy()
 
-    return policy, config
+    return policy
 
 
-def evaluate(config: Config) -> None:
-    """Play and record one whole game with the agent of the checkpoint ``config.eval`` (eval.mp4 beside it), seeded
-    with ``config.seed``, and print its unclipped score and length in steps."""
-    device = training.pick_device(config.device)
-    agent, trained = load_agent(training.load_checkpoint(config.eval), device)
-    path = Path(config.eval).with_name("eval.mp4")
-    policy, replayed = agent_policy(agent, device), dataclasses.replace(trained, seed=config.seed)
-    score, length = training.record_game(policy, replayed, path)
-    print(f"{trained.game}: one game scored {score:g} in {length} steps (unclipped); video: {path}")
-
-
-def main(argv: list[str] | None = None, prog: str | None = None) -> None:
-    """The command line (`python examples/ppo.py`, `atari-game train`): `evaluate` with ``--eval``, else `train`
-    and print where the run's files are. `argv` defaults to ``sys.argv[1:]``, `prog` names the command."""
-    training.run_trainer(parse_config(argv, prog), "ppo", train, evaluate)
-
-
-if __name__ == "__main__":
-    main()
+#: PPO, as the registry (`atari_game.algorithms`) lists it.
+ALGORITHM = Algorithm(
+    name="ppo",
+    doc=__doc__,
+    config=Config,
+    check=check_config,
+    train=train,
+    build=build_agent,
+    network_key="agent",
+    policy=lambda agent, device, config: agent_policy(agent, device),
+    batch_policy=batch_policy,
+)

@@ -4,7 +4,7 @@ python examples/ppo.py --game Breakout --total-frames 1000000
 python examples/ppo.py --help
 """
 
-from atari_game.ppo import main
+from atari_game.algorithms import main
 
 if __name__ == "__main__":
-    main()
+    main("ppo")

@@ -92,7 +92,7 @@ def train_ppo() -> argparse.ArgumentParser:
 
 
 def train_dqn() -> argparse.ArgumentParser:
-    return catch(lambda: cli.main(["train", "--algo", "dqn", "--help"]))
+    return catch(lambda: cli.main(["train", "--algorithm", "dqn", "--help"]))
 
 
 def bench() -> argparse.ArgumentParser:
