@@ -1,12 +1,6 @@
-"""A short GIF of a trained agent playing, from its checkpoint: small enough for a web page, exact in colour.
-
-    python benchmarks/agent_gif.py runs/Breakout-1/checkpoint.pt docs/_static/ppo_breakout_10m.gif --seconds 30
-
-Plays one game (seeded ``--seed``) with the checkpoint's agent (either trainer's, as ``atari-game play --checkpoint``
-does) and writes the emulator's colour screen at every ``--every``-th agent step of the first ``--seconds`` seconds as
-a looping GIF at the game's speed. Atari screens hold few colours, so the GIF keeps them exact and stays small, and
-browsers play it everywhere (an .mp4 of OpenCV's mp4v codec plays in few). Prints the GIF's length and size, and
-writes them as common.py says.
+"""A short looping GIF of a checkpoint's agent playing one game, in the emulator's exact colours, at the game's speed
+(docs/results.md; either trainer's checkpoint). Run ``python benchmarks/agent_gif.py CHECKPOINT OUT.gif``; it prints the
+GIF's length and size and writes them as common.py says.
 """
 
 import argparse
@@ -16,9 +10,9 @@ import common
 import torch
 from PIL import Image
 
-from atari_game.arguments import count, seed
+from atari_game.algorithms import trained_policy
+from atari_game.arguments import seed
 from atari_game.game import Game
-from atari_game.training import trained_policy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +21,6 @@ def build_parser() -> argparse.ArgumentParser:
     add("checkpoint", type=Path, help="a checkpoint.pt of atari-game train (PPO or DQN)")
     add("gif", type=Path, help="the GIF to write")
     add("--seconds", type=float, default=30.0, help="game time to show (default: %(default)s)")
-    add("--every", type=count, default=2, help="keep every N-th agent step (default: %(default)s)")
     add("--seed", type=seed, default=10_001, help="the game's seed (default: %(default)s)")
     return parser
 
@@ -44,12 +37,12 @@ def main(argv: list[str] | None = None) -> None:
     steps = int(args.seconds * 60 / game.options.frame_skip)  # the Atari draws 60 frames a second, a step frame_skip
     obs, frames = game.reset(), []
     for step in range(steps):
-        if step % args.every == 0:
+        if step % 2 == 0:
             frames.append(Image.fromarray(game.screen_rgb()))
         obs, _, _, info = game.step(policy(obs))
         if info is not None and "game_reward" in info:  # the whole game is over
             break
-    duration_ms = round(1000 * args.every * game.options.frame_skip / 60)  # GIFs count in milliseconds
+    duration_ms = round(1000 * 2 * game.options.frame_skip / 60)  # GIFs count in milliseconds
     frames[0].save(args.gif, save_all=True, append_images=frames[1:], duration=duration_ms, loop=0, optimize=True)
     seconds, size = len(frames) * duration_ms / 1000, args.gif.stat().st_size
     print(f"{args.gif}: {len(frames)} frames ({seconds:.0f} s), {size / 1e6:.2f} MB")

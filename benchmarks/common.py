@@ -7,6 +7,7 @@ the file `save` writes holds ``script``, ``command``, ``date``, ``machine`` (`ma
 
 import argparse
 import contextlib
+import csv
 import datetime
 import functools
 import importlib.metadata
@@ -19,6 +20,7 @@ import resource
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -142,6 +144,25 @@ def mean_returns(games: list[tuple[int, float]], frames: int, every: int) -> lis
     `frames` (a game ending at frame ``k * every`` closes span k - 1); NaN where none ended."""
     spans = [[r for f, r in games if start < f <= start + every] for start in range(0, frames, every)]
     return [float(np.mean(span)) if span else float("nan") for span in spans]
+
+
+def read_progress(run_dir: Path) -> tuple[list[tuple[int, float]], list[dict[str, float]]]:
+    """A run's progress.csv: its whole games as (frames at their end, return), and its update rows (those with
+    ``seconds``), each column with a value as a number."""
+    with (run_dir / "progress.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    games = [(int(row["frames"]), float(row["game_return"])) for row in rows if row["game_return"]]
+    return games, [{key: float(value) for key, value in row.items() if value} for row in rows if row["seconds"]]
+
+
+def ppo_run(n_envs: int, updates: int, *flags: str) -> list[dict[str, float]]:
+    """The update rows (`read_progress`'s) of a PPO run of `updates` updates of `n_envs` envs with the command-line
+    `flags`, run as a user runs it, in a process of its own."""
+    with tempfile.TemporaryDirectory() as run_dir:
+        command = [sys.executable, "-m", "atari_game", "train", "--n-envs", str(n_envs), "--run-dir", run_dir]
+        command += ["--total-frames", str(4 * n_envs * 128 * updates), "--no-video", *flags]
+        subprocess.run(command, check=True, capture_output=True)
+        return read_progress(Path(run_dir))[1]
 
 
 def parser(doc: str) -> argparse.ArgumentParser:

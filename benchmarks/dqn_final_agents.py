@@ -1,14 +1,7 @@
-"""How good the final agents of DQN runs are: each run's last Q-network plays the same fresh games, in both envs.
-
-    python benchmarks/dqn_final_agents.py --ours runs/ours-1/checkpoint.pt runs/ours-2/checkpoint.pt \\
-        --cleanrl runs/cleanrl-1/runs/<run name>/dqn_atari.cleanrl_model --games 50
-
-Why, and what it found: docs/results.md, "The final agents, on the same fresh games". Every run's final network (our
-checkpoint.pt, or the file CleanRL's dqn_atari.py writes with --save-model: the same Nature-CNN layers in the same
-order) plays ``--games`` whole games with epsilon ``--epsilon``, the same games (the same seeds) in atari_game's env
-(`play_atari_game`) and in CleanRL's (`play_cleanrl`): a network scored alike in both says the envs pose the same game,
-so a gap between the trainers is in the learning. It prints each network's mean with its standard error, each side's
-mean over its runs, and the sides' difference (`common.difference`), and writes them as common.py says.
+"""How good DQN runs' final agents are: each run's last Q-network (our checkpoint.pt, or CleanRL's ``--save-model``
+file) plays the same fresh games in atari_game's env (`play_atari_game`) and CleanRL's (`play_cleanrl`);
+docs/results.md, "The final agents, on the same fresh games", gives ``python benchmarks/dqn_final_agents.py``'s
+command. It prints each network's mean, each side's and their difference, and writes them as common.py says.
 """
 
 import argparse
@@ -23,9 +16,10 @@ import numpy as np
 import torch
 
 from atari_game.arguments import count, seed
-from atari_game.dqn import Config, QNetwork, build_q_network, choose_actions, load_q_network
+from atari_game.checkpoints import torch_file
+from atari_game.dqn import ALGORITHM, Config, QNetwork, build_q_network, choose_actions
 from atari_game.evaluation import evaluate
-from atari_game.training import game_options, torch_file
+from atari_game.run_config import game_options
 
 CPU = torch.device("cpu")
 
@@ -67,7 +61,7 @@ def load_network(path: Path) -> QNetwork:
     into our layers in order: the shapes must match one by one); a `ValueError` for a file that is neither."""
     saved = torch_file(path, "a checkpoint or a CleanRL model file")
     if isinstance(saved, dict) and "q_network" in saved:
-        return load_q_network(saved, CPU)[0]
+        return ALGORITHM.load(saved, CPU)[0]
     network = build_q_network("Breakout", CPU)
     shapes = [tuple(getattr(tensor, "shape", ())) for tensor in saved.values()] if isinstance(saved, dict) else []
     if shapes != [tuple(tensor.shape) for tensor in network.state_dict().values()]:
@@ -106,10 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--ours", type=Path, nargs="*", default=[], help="our runs' checkpoint.pt files (default: none)")
     add("--cleanrl", type=Path, nargs="*", default=[], help="CleanRL's .cleanrl_model files (default: none)")
     add("--games", type=count, default=50, help="whole games per network and env (default: %(default)s)")
-    add("--epsilon", type=float, default=0.01, help="the probability of a random action (default: %(default)s)")
     add("--seed", type=seed, default=10_000, help="game g's seed is seed + g, no training's (default: %(default)s)")
     common.add_cleanrl_arguments(parser)
-    add("--skip-cleanrl-env", action="store_true", help="play in atari_game's env only (default: off)")
     return parser
 
 
@@ -118,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not args.ours and not args.cleanrl:
         parser.error("give --ours checkpoints, --cleanrl model files, or both")
-    cleanrl = None if args.skip_cleanrl_env else common.cleanrl_paths(parser, args, "dqn")
+    cleanrl = common.cleanrl_paths(parser, args, "dqn")
     torch.set_num_threads(1)  # the pool's workers take the other cores
     # Every network loaded before any is played: a wrong file is a usage error at once, not an hour in.
     networks = {}
@@ -127,14 +119,13 @@ def main(argv: list[str] | None = None) -> None:
             networks[path] = load_network(path)
         except ValueError as error:  # (load_network says an unreadable file is one too)
             parser.error(str(error))
-
-    envs = ["atari_game"] + ([] if args.skip_cleanrl_env else ["CleanRL"])
-    means = {env: {"atari_game": [], "CleanRL": []} for env in envs}  # each run's mean, by env and trainer
+    # Each run's mean, by env and trainer.
+    means = {env: {"atari_game": [], "CleanRL": []} for env in ("atari_game", "CleanRL")}
     figures: dict = {"runs": [], "differences": {}}
     for trainer, paths in (("atari_game", args.ours), ("CleanRL", args.cleanrl)):
         for path in paths:
-            played = (networks[path], args.games, args.epsilon, args.seed)  # the network, and how it plays
-            for env in envs:
+            played = (networks[path], args.games, 0.01, args.seed)  # the network, and how it plays
+            for env in means:
                 returns = play_atari_game(*played) if env == "atari_game" else play_cleanrl(*played, *cleanrl)
                 mean, error = float(np.mean(returns)), float(np.std(returns, ddof=1) / np.sqrt(len(returns)))
                 means[env][trainer].append(mean)

@@ -1,11 +1,6 @@
-"""What one gradient step of the trainers' networks costs under each option the CPU path has.
-
-    python benchmarks/learn_step.py --repeats 30
-
-Times, in this process, a PPO minibatch step (`ppo_step`) and a DQN gradient step (`dqn_step`), each under every option
-of the table in docs/performance.md, "What the fp32 path leaves" (`main` lists them). Prints the median ms of
-``--repeats`` steps after warm-up, with the ratio to the first line, and writes them as common.py says. The losses are
-stand-ins with the real ones' shapes of work; what is timed is the network.
+"""What one gradient step of the trainers' networks costs under each option of the CPU path: a PPO minibatch step
+(`ppo_step`) and a DQN gradient step (`dqn_step`), stand-in losses, the network timed (docs/performance.md, "What the
+fp32 path leaves"). ``python benchmarks/learn_step.py`` prints median ms and writes them as common.py says.
 """
 
 import argparse

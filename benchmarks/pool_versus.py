@@ -1,19 +1,8 @@
-"""GamePool's agent steps/s and its parent's own CPU, side by side: this checkout against another git revision, or
-with each of its speed mechanisms against without it.
-
-    python benchmarks/pool_versus.py --base main --envs 8 16 --rounds 6
-    python benchmarks/pool_versus.py --without restored-restarts the-watch one-wake-up --envs 4 16 32 --loops sync
-    sudo python benchmarks/pool_versus.py --base HEAD --envs 16 32 --loops sync --slow-worker 0.5
-
-Each round runs, per N, loop and comparison, one process per side (which goes first alternates), stepping a GamePool
-with the throughput benchmark's settings (random actions, a worker per core, "fork") for ``--seconds``, in the sync
-loop (``step``) or the async one (``send``/``recv``, batch N/2): agent steps/s and the parent's own CPU per batch step
-(user and system, not the workers'), which shows µs that a throughput on a noisy machine does not. ``--base REV``: the
-package at REV (``git archive``, first on PYTHONPATH) against this checkout's; ``--without M``: this checkout with M
-switched off in the side's process and its forked workers (see `measure`) against on. It prints each side's medians
-and the first side's figures over the second's round by round, and writes them as common.py says. ``--slow-worker F``
-puts each pool's first worker in a CPU cgroup that gives it F of a core (a quota per 2 ms), as a core other work
-shares would; it needs root and cgroup v1's or v2's cpu controller.
+"""GamePool's agent steps/s and its parent's own CPU, side by side: this checkout against another git revision
+(``--base REV``), or with each speed mechanism against without it (``--without M``); docs/design.md gives the commands,
+e.g. ``python benchmarks/pool_versus.py --base main``. Each round runs one process per side (`run_side`, alternating
+first); ``--slow-worker F`` gives each pool's first worker F of a core (`slow_cgroup`; root). It prints the sides'
+medians and ratios round by round, and writes them as common.py says.
 """
 
 import argparse

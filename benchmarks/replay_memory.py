@@ -1,26 +1,7 @@
-"""FrameReplay against Stable-Baselines3's ReplayBuffer and sb3-extra-buffers' compressed ones: bytes per transition
-per game and compression, the time of sample and add, a filled memory's resident size, saving and loading it.
-
-    pip install torch==2.13.0 && pip install -e ".[train,sb3]"
-    python benchmarks/replay_memory.py --recordings /tmp/recordings [--fill 1000000]
-
-The parts (``--only``), on ``(4, 84, 84)`` uint8 observations of ``--envs`` envs of real play (`PLAYS`: random
-actions; Breakout by the PPO agent of ``--checkpoint`` too), recorded (kept in ``--recordings``) and replayed
-cyclically where a part needs more (the cycle written into one pixel of each new frame, so that every frame is new):
-
-- ``bytes``: FrameReplay's ``nbytes / len`` with each compression; SB3's ReplayBuffer's, with and without
-  ``optimize_memory_usage``;
-- ``sample``: ``sample(32)``: ours as numpy and as torch tensors, SB3's (torch), in CPU time, alternating rounds;
-  torch on ``--torch-threads`` (1: with two, SB3's copy into a tensor busy-waits for the second);
-- ``add``: CPU time of adding a pool step of live Breakout in each compression, against the pool step's wall time;
-- ``peers``: sb3-extra-buffers' every method, with and without ``optimize_memory_usage``, and ours: bytes (theirs as
-  their example counts them, ``sys.getsizeof`` of every compressed observation) and ``sample(32)``. It needs the
-  package: ``python -m venv --system-site-packages sb3x && sb3x/bin/pip install "sb3-extra-buffers[fast]" &&
-  sb3x/bin/python benchmarks/replay_memory.py --only peers``;
-- ``--fill N``: a zstd FrameReplay of N transitions filled by live play of ``--fill-game``: its ``nbytes``, the
-  process's resident memory before and after, its peak RSS; then ``save`` and ``load`` (time, file size).
-
-Times are medians, ratios to SB3's plain ``ReplayBuffer.sample``; it writes the figures as common.py says.
+"""FrameReplay against Stable-Baselines3's ReplayBuffer and sb3-extra-buffers' compressed ones (docs/performance.md,
+"Replay memory", gives the commands): ``python benchmarks/replay_memory.py`` runs the parts of ``--only`` on recorded
+real play (`PLAYS`): ``bytes`` (`bytes_table`), ``sample`` (`sample_times`), ``add`` (`add_table`), ``peers`` (needs
+sb3-extra-buffers, in a venv of its own), and ``--fill N`` (`fill`). It writes the figures as common.py says.
 """
 
 import argparse
@@ -41,10 +22,10 @@ import torch
 from stable_baselines3.common.buffers import ReplayBuffer
 
 from atari_game import FrameReplay, GamePool
+from atari_game.algorithms import trained_policy
 from atari_game.arguments import count, integer
 from atari_game.game import action_meanings
 from atari_game.replay import COMPRESSIONS
-from atari_game.training import trained_policy
 
 SHAPE = (4, 84, 84)
 # The recordings: name (its game's, but for "-trained") -> played by the trained agent.
@@ -91,46 +72,25 @@ class RecordedPlay:
             self.firsts[step, ended] = next_obs[ended, -1]  # the next episode's first frame, in every slot
         self.envs, self.steps = envs, steps
 
-    def save(self, path: Path) -> None:
-        np.savez(path, **vars(self))
-
-    @classmethod
-    def load(cls, path: Path) -> "RecordedPlay":
-        record = cls.__new__(cls)
-        with np.load(path) as arrays:
-            vars(record).update({name: arrays[name] for name in arrays.files})
-        record.steps, record.envs = record.frames.shape[:2]  # (not the 0-d arrays saved)
-        return record
-
     def transitions(self, count: int) -> Iterator:
-        """`count` pool steps as ``(obs, actions, rewards, next_obs, terminations, truncations)``, cyclically."""
+        """The first `count` pool steps as ``(obs, actions, rewards, next_obs, terminations, truncations)``."""
+        if count > self.steps:
+            raise ValueError(f"the recording holds {self.steps} pool steps, not {count}: raise --record-steps")
         obs = self.start.copy()
-        for step in range(count):
-            k, cycle = step % self.steps, step // self.steps
-            frames = self.frames[k].copy()
-            frames[:, 0, 0] ^= np.uint8(cycle % 256)  # a new frame each cycle
-            next_obs = np.concatenate([obs[:, 1:], frames[:, None]], axis=1)
+        for k in range(count):
+            next_obs = np.concatenate([obs[:, 1:], self.frames[k][:, None]], axis=1)
             ended = self.terminations[k] | self.truncations[k]
             yield obs, self.actions[k], self.rewards[k], next_obs, self.terminations[k], self.truncations[k]
-            firsts = self.firsts[k, ended]
-            firsts[:, 0, 0] ^= np.uint8(cycle % 256)
             obs = next_obs
-            obs[ended] = firsts[:, None]  # the next episode's first observation: its first frame in every slot
+            obs[ended] = self.firsts[k, ended][:, None]  # the next episode's first frame in every slot
 
 
 def record(name: str, args: argparse.Namespace) -> RecordedPlay:
-    """The recording `name` of `PLAYS`: from --recordings if there with as many steps, else played (and kept there)."""
-    path = Path(args.recordings) / f"{name}-{args.envs}x{args.record_steps}.npz" if args.recordings else None
-    if path is not None and path.exists():
-        return RecordedPlay.load(path)
+    """The recording `name` of `PLAYS`, played now."""
     game = name.removesuffix("-trained")
     policy, options = trained_policy(args.checkpoint, game) if PLAYS[name] else (None, {})
     options.pop("game", None)
-    play = RecordedPlay(args.envs, args.record_steps, game, policy, **options)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        play.save(path)
-    return play
+    return RecordedPlay(args.envs, args.record_steps, game, policy, **options)
 
 
 def sb3_buffer(capacity: int, envs: int, optimize: bool, method: str = "") -> ReplayBuffer:
@@ -291,14 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--games", nargs="+", choices=list(PLAYS), default=list(PLAYS), help="the recordings, in order (default: all)")
     add("--record-steps", type=count, default=12_500, help="pool steps of each recording (default: %(default)s)")
     add("--checkpoint", default="runs/Breakout-1/checkpoint.pt", help="Breakout-trained's (default: %(default)s)")
-    add("--recordings", default="", help="a directory to keep the recordings in (default: none)")
-    add("--transitions", type=count, default=40_000, help="transitions of the sample part (default: %(default)s)")
-    add("--peer-transitions", type=count, default=10_000, help="transitions of the peers part (default: %(default)s)")
     add("--rounds", type=count, default=5, help="alternating rounds of sample (default: %(default)s)")
-    add("--batches", type=count, default=200, help="sample(32) calls per round (default: %(default)s)")
-    add("--add-steps", type=count, default=2000, help="pool steps of the add part (default: %(default)s)")
     add("--fill", type=integer, default=0, help="transitions to fill (default: 0: no --fill)")
-    add("--fill-game", default="MsPacman", help="the game --fill plays (default: %(default)s)")
     add("--torch-threads", type=count, default=1, help="torch's intra-op threads (default: 1)")
     return parser
 
@@ -314,17 +268,17 @@ def main(argv: list[str] | None = None) -> None:
         figures["bytes"] = bytes_table(plays, lambda play: {**ours(play), **sb3})
     first = next(iter(plays.values()), None)  # the one the sample and peers parts sample
     if "sample" in args.only:
-        figures["sample"] = sample_times(sample_buffers(first, args.transitions), args.rounds, args.batches)
+        figures["sample"] = sample_times(sample_buffers(first, 40_000), args.rounds, 200)
     if "peers" in args.only:
         from sb3_extra_buffers.compressed.compression_methods import COMPRESSION_METHOD_MAP
 
-        peers = functools.partial(sample_buffers, transitions=args.peer_transitions, methods=COMPRESSION_METHOD_MAP)
+        peers = functools.partial(sample_buffers, transitions=10_000, methods=COMPRESSION_METHOD_MAP)
         figures["peers_bytes"] = bytes_table(plays, peers)
-        figures["peers_sample"] = sample_times(peers(first), args.rounds, args.batches)
+        figures["peers_sample"] = sample_times(peers(first), args.rounds, 200)
     if "add" in args.only:
-        figures["add"] = add_table(args.envs, args.add_steps)
+        figures["add"] = add_table(args.envs, 2000)
     if args.fill:
-        figures["fill"] = fill(args.fill, args.envs, args.fill_game)
+        figures["fill"] = fill(args.fill, args.envs, "MsPacman")
     common.save(__file__, args, figures, argv)
 
 

@@ -1,23 +1,7 @@
-"""Which games restart to one and the same emulator state, so that a Game may restore that state instead of emulating
-ALE's reset again?
-
-    python benchmarks/restart_states.py [--resets 1000] [--histories 200] [--plays 3000] [--games Breakout Pong]
-
-Why, and when to run it: docs/design.md, "Restored restarts", and docs/contributing.md, "Re-checking restored restarts".
-Restoring the state of a `Game`'s first restart is exact only where a reset depends neither on the console's generator
-(the RIOT timer's start, RAM a cartridge fills) nor on the game before (the RIOT's RAM, which a reset leaves as it was),
-and where what ALE's state leaves out (the TIA's frame buffers; in ale-py 0.12.1 its flag of a frame cut short) does not
-show. For each game (default mode and difficulty, no sticky actions) it checks:
-
-1. *states*: `--resets` restarts from random RAM, then `AFTER_PLAY` after up to `PLAY_FRAMES` frames of random play,
-   must all reach one state (ALE's ``cloneState`` without the generators and its count of frames);
-2. *histories*: two emulators that played `--histories` times different random games (up to `HISTORY_FRAMES`
-   frames), restored to that state, must show the same screens for `FRAMES_AFTER` random frames;
-3. *plays*: a restoring Game and an emulating one, same seed and actions, `--plays` plays with each of `OPTIONS`,
-   must give the same observations, rewards, ends, episode statistics and lives.
-
-It prints the games that pass under the ale-py installed (restoring as if it were checked) and writes them as
-common.py says. It rests on samples: a state random play never reaches could still differ.
+"""Which games restart to one and the same emulator state, so that a Game may restore it instead of emulating ALE's
+reset (docs/design.md, "Restored restarts"; when to run ``python benchmarks/restart_states.py``: docs/contributing.md).
+Three checks per game: `states_differ`, `histories_differ`, `plays_differ`; samples, not proof. It prints the games
+that pass and writes them as common.py says.
 """
 
 import argparse

@@ -1,23 +1,8 @@
-"""Where an agent step's time goes, ours against ale-py's C++ vector env, in two ways:
-
-- ``instructions``: instructions per agent step, split by the library they run in (valgrind's callgrind). Counts do
-  not depend on the CPU's speed or load, so they travel between machines and show what a change to the per-step code
-  costs. Needs valgrind (apt install valgrind).
-- ``time``: CPU µs per agent step of each system on this CPU (medians of alternating rounds), and a sync `GamePool`
-  step's wall time split into what the workers play, the parent's own part, the wait for the slower worker and the
-  rest.
-
-    python benchmarks/step_costs.py                              # both parts; --envs 8 is the trainers' pool
-    python benchmarks/step_costs.py --parts time --envs 32 --rounds 5
-
-The systems, each Breakout with the throughput benchmark's settings and the same random actions: ``bare-ale``, ALE's
-own work (`bare_steps`: the emulation limit's loop, the least any pool must do); ``game``, `Game.play` into an
-observation row, as a worker plays each env; ``block``, a worker's `GameBlock` stepping ``--envs`` envs (its loop
-over them and the rows it writes, without the wake-up and the answer); ``parent``, the parent process of a sync
-`GamePool` of ``--envs`` envs on 2 workers (callgrind does not follow the workers; user space only); ``ale-vector``,
-ale-py's `AtariVectorEnv` of ``--envs`` envs on one thread. Each is counted in a process of its own for S and 2S agent
-steps: (count(2S) - count(S)) / S is one agent step without the start-up. It prints its tables and writes the
-figures as common.py says.
+"""Where an agent step's time goes, ours against ale-py's C++ vector env (docs/performance.md, "Where a sync step's time
+goes", gives the commands, e.g. ``python benchmarks/step_costs.py --envs 8``): ``instructions`` by library (valgrind's
+callgrind), and ``time``, CPU µs per agent step and a sync step's wall time split. Each system (`SYSTEMS`, `ready`) is
+counted for S and 2S agent steps: (count(2S) - count(S)) / S is one step without the start-up. It prints its tables and
+writes the figures as common.py says.
 """
 
 import argparse
@@ -48,6 +33,9 @@ from atari_game.game import GameOptions, resolve_game
 from atari_game.pool_worker import GameBlock
 from atari_game.segment import layout
 
+PARTS = ("instructions", "time")
+# In `ready`: ALE's own work (`bare_steps`, the emulation limit's loop), `Game.play`, a worker's `GameBlock` of --envs
+# envs, the parent of a sync `GamePool` of --envs envs (callgrind follows no worker), ale-py's vector env on one thread.
 SYSTEMS = ("bare-ale", "game", "block", "parent", "ale-vector")
 # The libraries instructions are split by (`library`). ale-py's vector env resizes with an OpenCV built into its own
 # library, so its resize counts as ALE's.
@@ -277,34 +265,12 @@ def timings(args: argparse.Namespace) -> dict[str, float]:
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
-    add(
-        "--parts",
-        nargs="+",
-        choices=("instructions", "time"),
-        default=["instructions", "time"],
-        help="what to measure (default: instructions time)",
-    )
-    add(
-        "--steps",
-        type=arguments.count,
-        default=400,
-        help="S: each system is counted for S and 2S agent steps (default: %(default)s)",
-    )
-    add(
-        "--envs",
-        type=arguments.count,
-        default=8,
-        help="the envs of block, parent, ale-vector and the timed pool (default: %(default)s)",
-    )
+    add("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure (default: all)")
+    add("--steps", type=arguments.count, default=400, help="counted for S and 2S agent steps (default: %(default)s)")
+    add("--envs", type=arguments.count, default=8, help="envs of the systems of several (default: %(default)s)")
     add("--rounds", type=arguments.count, default=5, help="time: alternating rounds (default: %(default)s)")
-    add("--seconds", type=float, default=2.0, help="time: about this long per system and round (default: %(default)s)")
-    add(
-        "--systems",
-        nargs="+",
-        choices=SYSTEMS,
-        default=list(SYSTEMS),
-        help="the systems to count (default: all; the time part measures all)",
-    )
+    add("--seconds", type=float, default=2.0, help="time: per system and round (default: %(default)s)")
+    add("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS), help="instructions: systems (default: all)")
     add("--play", choices=SYSTEMS, help=argparse.SUPPRESS)  # the counted process
     return parser
 

@@ -1,19 +1,8 @@
-"""atari_game's trainers against CleanRL's scripts, or against themselves in other settings: how well they learn
-Breakout and how fast they run, with the same budget, seeds and hyperparameters.
-
-    python benchmarks/trainers.py --algo ppo --frames 1000000 --seeds 1 --run-dir runs/ppo-learning
-    python benchmarks/trainers.py --algo ppo --sides bf16 fp32 --seeds 1 2 3 --run-dir runs/precision-ppo
-    python benchmarks/trainers.py --algo ppo --frames 40960 --seeds 1 2 --sides auto fp32 CleanRL   # speed
-
-Per seed every side trains once, in turns that rotate from seed to seed: ``CleanRL`` its ppo_atari.py or dqn_atari.py,
-``atari_game`` our trainer with its defaults, ``auto``/``fp32``/``bf16`` with that ``--precision``, ``none``/``zstd``
-with that ``--compression`` (DQN). Both run CleanRL's defaults but for ``--frames`` (PPO: whole updates of 8 envs x
-128 steps) and DQN's replay size, learning start and epsilon's fall; ours runs CleanRL's DQN algorithm (``--cleanrl``)
-unless ``--rainbow-lite``. A run goes into RUN_DIR/<side>-<seed>; one finished there before is read, not run again,
-so the same command goes on where it stopped. It prints each run's whole-game returns (unclipped: first and last 20
-games, per 100k frames), agent steps/s (DQN: also from learning starts on), peak RSS and where our trainer's wall time
-went; then each side's means, its steps/s over the last side's seed by seed, and the first side's mean last-20 return
-minus the last side's (or ``--given-last-20``) with its standard error; and writes them as common.py says.
+"""atari_game's trainers against CleanRL's scripts, or against themselves in other settings (``--sides``): how well
+they learn Breakout and how fast they run, with the same budget, seeds and hyperparameters. docs/performance.md and
+docs/results.md give the commands, e.g. ``python benchmarks/trainers.py --algorithm ppo --frames 40960``. Per seed
+every side trains once, in rotating turns; a run finished in RUN_DIR/<side>-<seed> is read, not run again. It prints
+each run's figures (`report`), the sides' means and ratios, and writes them as common.py says.
 
 CleanRL is not part of this repository: its scripts run unmodified in a venv of their own (gymnasium==0.29.1,
 ale-py==0.9.0, numpy<2, tyro, tensorboard, torch==2.13.0), started with ``ale_py`` imported and ``cleanrl_utils`` on
@@ -21,7 +10,6 @@ the path. Give ``--cleanrl-python`` and ``--cleanrl-script``, or set CLEANRL_PYT
 """
 
 import argparse
-import csv
 import dataclasses
 import os
 import re
@@ -33,7 +21,8 @@ from pathlib import Path
 import common
 import numpy as np
 
-from atari_game.arguments import TRAINERS, count, seed
+from atari_game.algorithms import ALGORITHMS
+from atari_game.arguments import count, seed
 from atari_game.benchmark import describe_ratios
 from atari_game.validation import flag_of
 
@@ -74,14 +63,23 @@ def run_child(command: list[str], output: Path, cwd: Path | None = None) -> floa
 def command(side: str, seed_: int, args: argparse.Namespace, run_dir: Path, script: tuple[str, str] | None) -> list:
     """The command line of `side`'s run with `seed_`, into `run_dir` (CleanRL's: run there, `script` = its python
     and script). Both trainers get DQN's `settings` as CleanRL's flags (in transitions)."""
-    names = ("buffer_size", "learning_starts", "exploration_fraction") if args.algo == "dqn" else ()
+    names = ("buffer_size", "learning_starts", "exploration_fraction") if args.algorithm == "dqn" else ()
     settings = [word for name in names for word in (flag_of(name), str(getattr(args, name)))]
     if side == "CleanRL":
         flags = ["--env-id", "BreakoutNoFrameskip-v4", "--seed", str(seed_), "--total-timesteps", str(args.frames // 4)]
         return [script[0], "-u", "-c", CLEANRL_LAUNCH, script[1], *flags, *settings]  # -u: readable as it runs
-    ours = [sys.executable, "-m", "atari_game", "train", "--algo", args.algo, "--total-frames", str(args.frames)]
+    ours = [
+        sys.executable,
+        "-m",
+        "atari_game",
+        "train",
+        "--algorithm",
+        args.algorithm,
+        "--total-frames",
+        str(args.frames),
+    ]
     ours += ["--seed", str(seed_), "--run-dir", str(run_dir), "--no-video", *OURS[side]]
-    if args.algo == "dqn":  # (PPO's trainer takes no --torch-threads: it sets its own per phase)
+    if args.algorithm == "dqn":  # (PPO's trainer takes no --torch-threads: it sets its own per phase)
         ours += [*settings, "--torch-threads", str(args.torch_threads), "--log-every", str(args.frames // 10)]
         ours += ["--no-save-memory"] + ([] if args.rainbow_lite else ["--cleanrl"])
     return ours
@@ -96,30 +94,26 @@ def trained(side: str, seed_: int, args: argparse.Namespace, run_dir: Path, scri
             (run_dir / stale).unlink(missing_ok=True)
         cwd = run_dir if side == "CleanRL" else None  # CleanRL's runs/ folder goes there
         finished.write_text(f"{run_child(command(side, seed_, args, run_dir, script), run_dir / 'out.txt', cwd):.1f}\n")
-    learning_starts = args.learning_starts if args.algo == "dqn" else None
+    learning_starts = args.learning_starts if args.algorithm == "dqn" else None
     if side == "CleanRL":
         run = read_cleanrl((run_dir / "out.txt").read_text(), learning_starts)
     else:
-        run = read_progress(run_dir / "progress.csv", learning_starts or 0)
+        run = read_progress(run_dir, learning_starts or 0)
     return dataclasses.replace(run, peak_rss_mb=float(finished.read_text()))
 
 
-def read_progress(path: Path, learning_starts: int) -> Run:
+def read_progress(run_dir: Path, learning_starts: int) -> Run:
     """Our run from its progress.csv: its last frames/s, the rate from learning starts on (agent steps are 4
     frames), its games and the *_seconds of its rows summed."""
-    with path.open() as file:
-        reader = csv.DictReader(file)
-        rows = list(reader)
-    logged = [row for row in rows if row["frames_per_second"]]
-    learning = [row for row in logged if int(row["frames"]) >= 4 * learning_starts]
+    games, logged = common.read_progress(run_dir)
+    learning = [row for row in logged if row["frames"] >= 4 * learning_starts]
     first, last = learning[0], learning[-1]
-    rate = float(last["frames_per_second"]) / 4
+    rate = last["frames_per_second"] / 4
     if last is not first:
-        rate = (int(last["frames"]) - int(first["frames"])) / 4 / (float(last["seconds"]) - float(first["seconds"]))
-    times = [name for name in reader.fieldnames or [] if name.endswith("_seconds")]
-    seconds = {name.removesuffix("_seconds"): sum(float(row[name] or 0) for row in logged) for name in times}
-    games = [(int(row["frames"]), float(row["game_return"])) for row in rows if row["game_return"]]
-    return Run(float(last["frames_per_second"]) / 4, rate, games, seconds=seconds)
+        rate = (last["frames"] - first["frames"]) / 4 / (last["seconds"] - first["seconds"])
+    times = dict.fromkeys(name for row in logged for name in row if name.endswith("_seconds"))
+    seconds = {name.removesuffix("_seconds"): sum(row.get(name, 0) for row in logged) for name in times}
+    return Run(last["frames_per_second"] / 4, rate, games, seconds=seconds)
 
 
 def read_cleanrl(output: str, learning_starts: int | None) -> Run:
@@ -157,7 +151,7 @@ def report(name: str, run: Run, frames: int, algo: str) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
-    add("--algo", choices=TRAINERS, default="ppo", help="the trainers (default: %(default)s)")
+    add("--algorithm", choices=ALGORITHMS, default="ppo", help="the trainers (default: %(default)s)")
     sides = {"choices": (*OURS, "CleanRL"), "default": ["atari_game", "CleanRL"]}
     add("--sides", nargs="+", **sides, help="ratios are to the last (default: atari_game CleanRL)")
     add("--seeds", type=seed, nargs="+", default=[1], help="the seeds, one run each (default: 1)")
@@ -176,21 +170,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
-    unit = FRAMES_PER_UPDATE if args.algo == "ppo" else 4
+    unit = FRAMES_PER_UPDATE if args.algorithm == "ppo" else 4
     args.frames -= args.frames % unit
     if not args.frames or len(set(args.sides)) != len(args.sides) or len(args.sides) < 1 + bool(args.given_last_20):
         parser.error(f"--frames must be at least {unit}; --sides distinct, two at least with --given-last-20")
     running = args.sides[:-1] if args.given_last_20 else args.sides
-    script = common.cleanrl_paths(parser, args, args.algo) if "CleanRL" in running else None
-    print(f"Breakout {args.algo.upper()}, {args.frames:,} frames, seeds {args.seeds}; {common.describe_machine()}")
+    script = common.cleanrl_paths(parser, args, args.algorithm) if "CleanRL" in running else None
+    print(f"Breakout {args.algorithm.upper()}, {args.frames:,} frames, seeds {args.seeds}; {common.describe_machine()}")
     runs: dict[str, list[Run]] = {side: [] for side in running}
-    figures: dict = {"algo": args.algo, "frames": args.frames, "runs": [], "means": {}, "ratios": {}}
+    figures: dict = {"algo": args.algorithm, "frames": args.frames, "runs": [], "means": {}, "ratios": {}}
     with tempfile.TemporaryDirectory() as scratch:
         for k, seed_ in enumerate(args.seeds):
             for side in common.turns(running, k):
                 run_dir = (args.run_dir or Path(scratch)) / f"{side}-{seed_}"
                 runs[side].append(trained(side, seed_, args, run_dir, script))
-                row = report(f"{side}, seed {seed_}", runs[side][-1], args.frames, args.algo)
+                row = report(f"{side}, seed {seed_}", runs[side][-1], args.frames, args.algorithm)
                 figures["runs"].append({"side": side, "seed": seed_, **row})
     for side, done in runs.items():
         finals = [run.mean_return(slice(-20, None)) for run in done]
@@ -201,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{side}, mean of {len(done)}: last 20 {np.mean(finals):.1f} ({each}); per 100k frames: {points}; "
               f"{rates['steps_per_s']:.0f} agent steps/s")  # fmt: skip
     first, base = args.sides[0], args.sides[-1]
-    keys = RATES if args.algo == "dqn" else {"steps_per_s": RATES["steps_per_s"]}
+    keys = RATES if args.algorithm == "dqn" else {"steps_per_s": RATES["steps_per_s"]}
     for side in [side for side in running if side != base and base in runs]:
         for key, what in keys.items():
             ratios = np.array([getattr(a, key) / getattr(b, key) for a, b in zip(runs[side], runs[base], strict=True)])

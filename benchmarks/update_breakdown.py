@@ -1,14 +1,6 @@
-"""Where a trainer's wall time goes, in each precision: env steps, inference, forward, backward, optimizer, the rest.
-
-    python benchmarks/update_breakdown.py --algo ppo --updates 8 --rounds 2
-    python benchmarks/update_breakdown.py --algo dqn --steps 12000 --learning-starts 2000 --rounds 2
-    python benchmarks/update_breakdown.py --algo dqn --precision fp32 --compression none zstd --rounds 3
-
-Runs atari_game's trainer (defaults, Breakout) in this process once per precision (DQN: and replay compression) and
-round, alternating, with a timer around each call of its work, by phase (PPO: rollout, learn; DQN: act, learn, the
-loop): the networks, ``backward``, the optimizer, the replay memory's sample and add, waiting for the envs (the pool's
-send and recv), and each phase's rest. Each line is ms of wall time per 1,000 agent steps (DQN: from learning's start
-on), summed over the rounds, printed and written as common.py says. Compare the columns: the numbers are the machine's.
+"""Where a trainer's wall time goes, in each precision (docs/performance.md gives the commands, e.g.
+``python benchmarks/update_breakdown.py --algorithm ppo``): a timer around each call of its work by phase
+(`instrument`), in ms of wall time per 1,000 agent steps, printed and written as common.py says.
 """
 
 import argparse
@@ -22,10 +14,11 @@ import common
 import torch
 
 from atari_game import dqn, ppo
-from atari_game.arguments import TRAINERS, count
+from atari_game.algorithms import ALGORITHMS
+from atari_game.arguments import count
+from atari_game.networks import PRECISIONS
 from atari_game.pool import GamePool
 from atari_game.replay import FrameReplay
-from atari_game.training import PRECISIONS
 
 
 class Clock:
@@ -87,7 +80,7 @@ def instrument(clock: Clock, algo: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
-    add("--algo", choices=TRAINERS, default="ppo", help="the trainer (default: %(default)s)")
+    add("--algorithm", choices=ALGORITHMS, default="ppo", help="the trainer (default: %(default)s)")
     add("--updates", type=count, default=8, help="PPO: updates per run, 1,024 agent steps each (default: %(default)s)")
     add("--steps", type=count, default=12_000, help="DQN: transitions (agent steps) per run (default: %(default)s)")
     add("--learning-starts", type=count, default=2_000, help="DQN: the table's start (default: %(default)s)")
@@ -100,37 +93,34 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     clock = Clock()
-    instrument(clock, args.algo)
-    compressions = args.compression if args.algo == "dqn" else ["none"]
+    instrument(clock, args.algorithm)
+    compressions = args.compression if args.algorithm == "dqn" else ["none"]
     # The runs of a round, each a (precision, compression) and the table's column for it.
     variants = {(p, c): p if len(compressions) == 1 else f"{p} {c}" for p, c in product(args.precision, compressions)}
     tables: dict[str, dict[str, float]] = {column: defaultdict(float) for column in variants.values()}
     # Each column's agent steps over the rounds (DQN's from learning's start on).
-    steps = args.rounds * (1024 * args.updates if args.algo == "ppo" else args.steps - args.learning_starts)
+    steps = args.rounds * (1024 * args.updates if args.algorithm == "ppo" else args.steps - args.learning_starts)
     for _ in range(args.rounds):
         for (precision, compression), column in variants.items():
             clock.seconds.clear()
-            clock.on = args.algo == "ppo"  # DQN's timers: off until the first gradient step
+            clock.on = args.algorithm == "ppo"  # DQN's timers: off until the first gradient step
             with tempfile.TemporaryDirectory() as run_dir:
                 settings = {"run_dir": run_dir, "video": False, "precision": precision}
-                if args.algo == "ppo":
+                if args.algorithm == "ppo":
                     ppo.train(ppo.Config(total_frames=4 * 1024 * args.updates, **settings))
                 else:
+                    settings |= {
+                        "buffer_size": args.steps,
+                        "learning_starts": args.learning_starts,
+                        "save_memory": False,
+                    }
                     dqn.train(
-                        dqn.Config(
-                            total_frames=4 * args.steps,
-                            buffer_size=args.steps,
-                            cleanrl=True,
-                            learning_starts=args.learning_starts,
-                            compression=compression,
-                            save_memory=False,
-                            **settings,
-                        )
+                        dqn.Config(total_frames=4 * args.steps, cleanrl=True, compression=compression, **settings)
                     )
             for line, seconds in clock.table().items():
                 tables[column][line] += seconds
     lines = sorted({line for table in tables.values() for line in table})  # the phases' lines together
-    print(f"\n{args.algo.upper()}, Breakout, ms of wall time per 1,000 agent steps ({args.rounds} runs each):")
+    print(f"\n{args.algorithm.upper()}, Breakout, ms of wall time per 1,000 agent steps ({args.rounds} runs each):")
     print(f"{'':48}" + "".join(f"{column:>12}" for column in tables))
     figures: dict[str, dict[str, float]] = {column: {} for column in tables}
     for line in [*lines, "total"]:  # (the time outside the timed calls, logging and checkpoints, is not in it)
