@@ -1,6 +1,5 @@
-"""A short looping GIF of a checkpoint's agent playing one game, in the emulator's exact colours, at the game's speed
-(docs/results.md; either trainer's checkpoint). Run ``python benchmarks/agent_gif.py CHECKPOINT OUT.gif``; it prints the
-GIF's length and size and writes them as common.py says.
+"""A short looping GIF of a checkpoint's agent playing one game, in the emulator's colours at the game's speed:
+``python benchmarks/agent_gif.py CHECKPOINT OUT.gif`` (docs/results.md); its length written as common.py says.
 """
 
 import argparse

@@ -1,9 +1,5 @@
-"""What the benchmark scripts share: their common flags, the machine's description, a stopwatch, and results files.
-
-Every script writes its figures, and compares them with an earlier run's, as docs/contributing.md, "Benchmarks", says:
-the file `save` writes holds ``script``, ``command``, ``date``, ``machine`` (`machine`), ``versions`` (`versions`) and
-``figures``.
-"""
+"""What the benchmark scripts share: flags, the machine, a stopwatch, alternating rounds, and results files (``script``,
+``command``, ``date``, ``machine``, ``versions``, ``figures``: docs/contributing.md, "Benchmarks")."""
 
 import argparse
 import contextlib
@@ -72,9 +68,7 @@ def versions() -> dict[str, str]:
 
 
 class Stopwatch:
-    """Wall seconds (``time.perf_counter``) and this process's CPU seconds (all its threads, not its children): in
-    all (``time.process_time``, to the ns) and split into user and system (``getrusage``, sampled at the kernel's
-    ticks: read it over many steps), since it was made."""
+    """Wall and CPU seconds of this process since it was made (user and system: at the kernel's ticks)."""
 
     def __init__(self) -> None:
         self.usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -87,8 +81,7 @@ class Stopwatch:
 
 
 def per_call(call: Callable[[], object], calls: int = 1, seconds: float = 0.0, warm_up: int = 0) -> dict[str, float]:
-    """The `Stopwatch` reading per call of `call`, called at least `calls` times and for at least `seconds`, after
-    `warm_up` untimed calls; and how many calls were timed (``calls``, a float like the rest)."""
+    """The `Stopwatch` reading per call of `call` (>= `calls` calls, >= `seconds`, after `warm_up`) and ``calls``."""
     for _ in range(warm_up):
         call()
     clock, done = Stopwatch(), 0
@@ -102,6 +95,15 @@ def turns(names: list[str], round_number: int) -> list[str]:
     """`names` rotated by the round's number: each round starts with another, so drift hits all alike."""
     shift = round_number % len(names)
     return names[shift:] + names[:shift]
+
+
+def alternate(measures: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list]:
+    """Each of `measures`' results, one per round of `rounds`, the rounds taking `turns`."""
+    found: dict[str, list] = {name: [] for name in measures}
+    for round_number in range(rounds):
+        for name in turns(list(measures), round_number):
+            found[name].append(measures[name]())
+    return found
 
 
 def median_seconds(step: Callable, repeats: int, warm_up: int = 0, before: Callable = lambda: None) -> float:
@@ -119,8 +121,7 @@ def median_seconds(step: Callable, repeats: int, warm_up: int = 0, before: Calla
 
 @contextlib.contextmanager
 def ray_cluster(node_cpus: int) -> Iterator[str]:
-    """Two Ray nodes of `node_cpus` CPUs each on this machine (ray.cluster_utils), standing for a cluster, listening
-    on 127.0.0.1 only, this process its driver: the cluster's address."""
+    """The address of two Ray nodes of `node_cpus` CPUs each on this machine, on 127.0.0.1, this process the driver."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -140,15 +141,13 @@ def ray_cluster(node_cpus: int) -> Iterator[str]:
 
 
 def mean_returns(games: list[tuple[int, float]], frames: int, every: int) -> list[float]:
-    """The mean return of the `games` (frames at their end, return) that ended in each `every` frames of a run of
-    `frames` (a game ending at frame ``k * every`` closes span k - 1); NaN where none ended."""
+    """The mean return of the `games` (frames at their end, return) ending in each `every` frames (NaN: none)."""
     spans = [[r for f, r in games if start < f <= start + every] for start in range(0, frames, every)]
     return [float(np.mean(span)) if span else float("nan") for span in spans]
 
 
 def read_progress(run_dir: Path) -> tuple[list[tuple[int, float]], list[dict[str, float]]]:
-    """A run's progress.csv: its whole games as (frames at their end, return), and its update rows (those with
-    ``seconds``), each column with a value as a number."""
+    """A run's whole games as (frames at their end, return), and its update rows (with ``seconds``) as numbers."""
     with (run_dir / "progress.csv").open(newline="") as file:
         rows = list(csv.DictReader(file))
     games = [(int(row["frames"]), float(row["game_return"])) for row in rows if row["game_return"]]
@@ -156,8 +155,7 @@ def read_progress(run_dir: Path) -> tuple[list[tuple[int, float]], list[dict[str
 
 
 def ppo_run(n_envs: int, updates: int, *flags: str) -> list[dict[str, float]]:
-    """The update rows (`read_progress`'s) of a PPO run of `updates` updates of `n_envs` envs with the command-line
-    `flags`, run as a user runs it, in a process of its own."""
+    """The update rows of a PPO run of `updates` updates of `n_envs` envs and `flags`, run by ``atari-game train``."""
     with tempfile.TemporaryDirectory() as run_dir:
         command = [sys.executable, "-m", "atari_game", "train", "--n-envs", str(n_envs), "--run-dir", run_dir]
         command += ["--total-frames", str(4 * n_envs * 128 * updates), "--no-video", *flags]
@@ -168,10 +166,9 @@ def ppo_run(n_envs: int, updates: int, *flags: str) -> list[dict[str, float]]:
 def parser(doc: str) -> argparse.ArgumentParser:
     """A script's command line, described by its docstring's first paragraph, with ``--out`` and ``--compare``."""
     made = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
-    add = made.add_argument
     default = "benchmarks/results/<script>-<cpu>-<cores>c-<date>-<time>.json"
-    add("--out", type=Path, help=f"the figures' file (default: {default})")
-    add("--compare", type=Path, help="an earlier results file: print each figure's ratio to it (default: none)")
+    made.add_argument("--out", type=Path, help=f"the figures' file (default: {default})")
+    made.add_argument("--compare", type=Path, help="an earlier results file: print each figure's ratio (default: none)")
     return made
 
 
@@ -183,8 +180,7 @@ def add_cleanrl_arguments(made: argparse.ArgumentParser) -> None:
 
 
 def cleanrl_paths(made: argparse.ArgumentParser, args: argparse.Namespace, algo: str) -> tuple[str, str]:
-    """CleanRL's python and `algo`'s script, from the flags or the environment (CLEANRL_PYTHON; CLEANRL_DIR, the
-    checkout); an error that names what to pass where one is missing or is no file."""
+    """CleanRL's python and `algo`'s script, from the flags or CLEANRL_PYTHON and CLEANRL_DIR (its checkout)."""
     python = args.cleanrl_python or os.environ.get("CLEANRL_PYTHON")
     checkout = os.environ.get("CLEANRL_DIR")
     script = args.cleanrl_script or (checkout and str(Path(checkout) / "cleanrl" / f"{algo}_atari.py"))
@@ -199,9 +195,7 @@ def cleanrl_paths(made: argparse.ArgumentParser, args: argparse.Namespace, algo:
 
 
 def save(script: str, args: argparse.Namespace, figures: dict, argv: list[str] | None = None) -> Path:
-    """Write `figures` (numbers, strings, lists and dicts of them) with the command line (`argv`, else this
-    process's), the machine and the versions to ``--out`` or the default path; print where, and with ``--compare``
-    each figure's ratio to the earlier run's."""
+    """The file written: `figures` with the command line, machine and versions; with ``--compare``, ratios printed."""
     name = Path(script).stem
     now = datetime.datetime.now()
     cpu = re.sub(r"[^a-z0-9]+", "-", machine()["cpu"].lower()).strip("-")
@@ -238,8 +232,7 @@ def compare(old: dict, new: dict) -> list[str]:
 
 
 def difference(a: list[float], b: list[float], names: tuple[str, str]) -> tuple[str, dict[str, float]]:
-    """The difference of two sides' means, `a`'s minus `b`'s (named by `names`), with its standard error (Welch's:
-    unequal variances; over runs, so the seed-to-seed spread is what it has to beat): a line, and the figures."""
+    """`a`'s mean minus `b`'s with its standard error (Welch's, over runs): a line, and the figures."""
     error = float(np.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b)))
     gap = float(np.mean(a) - np.mean(b))
     within = "within" if abs(gap) <= error else "not within"

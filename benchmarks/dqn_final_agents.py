@@ -1,7 +1,5 @@
-"""How good DQN runs' final agents are: each run's last Q-network (our checkpoint.pt, or CleanRL's ``--save-model``
-file) plays the same fresh games in atari_game's env (`play_atari_game`) and CleanRL's (`play_cleanrl`);
-docs/results.md, "The final agents, on the same fresh games", gives ``python benchmarks/dqn_final_agents.py``'s
-command. It prints each network's mean, each side's and their difference, and writes them as common.py says.
+"""How good DQN runs' final Q-networks (ours or CleanRL's) are on the same fresh games in both envs (docs/results.md:
+``python benchmarks/dqn_final_agents.py``). It prints the means and their difference, and writes them as common.py says.
 """
 
 import argparse
@@ -15,13 +13,14 @@ import common
 import numpy as np
 import torch
 
-from atari_game.arguments import count, seed
+from atari_game.arguments import count
 from atari_game.checkpoints import torch_file
 from atari_game.dqn import ALGORITHM, Config, QNetwork, build_q_network, choose_actions
 from atari_game.evaluation import evaluate
 from atari_game.run_config import game_options
 
 CPU = torch.device("cpu")
+SEED, EPSILON = 10_000, 0.01  # game g's seed is SEED + g (no training's); the agents' epsilon, as in evaluation
 
 # Played by CleanRL's python after common.CLEANRL_START: its make_env and QNetwork (from dqn_atari.py, imported
 # without running it) play `games` whole games one after the other; the returns printed as JSON.
@@ -57,8 +56,7 @@ print(json.dumps(returns))
 
 
 def load_network(path: Path) -> QNetwork:
-    """Our checkpoint's Q-network, or a CleanRL model file's (its ``network.0`` ... ``network.9`` state dict, loaded
-    into our layers in order: the shapes must match one by one); a `ValueError` for a file that is neither."""
+    """Our checkpoint's Q-network, or a CleanRL model file's (its layers in order); a `ValueError` for neither."""
     saved = torch_file(path, "a checkpoint or a CleanRL model file")
     if isinstance(saved, dict) and "q_network" in saved:
         return ALGORITHM.load(saved, CPU)[0]
@@ -71,9 +69,7 @@ def load_network(path: Path) -> QNetwork:
 
 
 def play_atari_game(network: QNetwork, games: int, epsilon: float, seed: int) -> list[float]:
-    """`games` whole games in atari_game's env (a `Game` with the DQN trainer's settings), one per env of a pool (env
-    i seeded seed + i; `evaluate` with no protocol), epsilon-greedy as the trainer acts (`choose_actions`, its
-    generator seeded `seed`); their returns."""
+    """The returns of `games` whole games in atari_game's env (the DQN trainer's), env i seeded seed + i."""
     options, rng = game_options(Config()), np.random.default_rng(seed)
     game, protocol = options.pop("game"), options.pop("protocol")  # the trainer's default: no protocol
     policy = functools.partial(choose_actions, network, epsilons=np.full(games, epsilon), rng=rng, device=CPU)
@@ -81,8 +77,7 @@ def play_atari_game(network: QNetwork, games: int, epsilon: float, seed: int) ->
 
 
 def play_cleanrl(network: QNetwork, games: int, epsilon: float, seed: int, python: str, script: str) -> list[float]:
-    """`games` whole games in CleanRL's env (its make_env's wrapper stack), one after the other, by CleanRL's python
-    (see trainers.py; game g seeded seed + g); their returns."""
+    """The returns of `games` whole games in CleanRL's env (its make_env's), by its python, game g seeded seed + g."""
     with tempfile.TemporaryDirectory() as folder:
         weights = Path(folder) / "weights.pt"
         torch.save([tensor.contiguous() for tensor in network.state_dict().values()], weights)
@@ -100,7 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
     add("--ours", type=Path, nargs="*", default=[], help="our runs' checkpoint.pt files (default: none)")
     add("--cleanrl", type=Path, nargs="*", default=[], help="CleanRL's .cleanrl_model files (default: none)")
     add("--games", type=count, default=50, help="whole games per network and env (default: %(default)s)")
-    add("--seed", type=seed, default=10_000, help="game g's seed is seed + g, no training's (default: %(default)s)")
     common.add_cleanrl_arguments(parser)
     return parser
 
@@ -124,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     figures: dict = {"runs": [], "differences": {}}
     for trainer, paths in (("atari_game", args.ours), ("CleanRL", args.cleanrl)):
         for path in paths:
-            played = (networks[path], args.games, 0.01, args.seed)  # the network, and how it plays
+            played = (networks[path], args.games, EPSILON, SEED)  # the network, and how it plays
             for env in means:
                 returns = play_atari_game(*played) if env == "atari_game" else play_cleanrl(*played, *cleanrl)
                 mean, error = float(np.mean(returns)), float(np.std(returns, ddof=1) / np.sqrt(len(returns)))

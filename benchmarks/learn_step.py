@@ -1,6 +1,5 @@
-"""What one gradient step of the trainers' networks costs under each option of the CPU path: a PPO minibatch step
-(`ppo_step`) and a DQN gradient step (`dqn_step`), stand-in losses, the network timed (docs/performance.md, "What the
-fp32 path leaves"). ``python benchmarks/learn_step.py`` prints median ms and writes them as common.py says.
+"""What a PPO minibatch step and a DQN gradient step (stand-in losses) cost under each option of the CPU path
+(docs/performance.md: ``python benchmarks/learn_step.py``), in median ms, printed and written as common.py says.
 """
 
 import argparse

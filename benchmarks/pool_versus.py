@@ -1,12 +1,11 @@
-"""GamePool's agent steps/s and its parent's own CPU, side by side: this checkout against another git revision
-(``--base REV``), or with each speed mechanism against without it (``--without M``); docs/design.md gives the commands,
-e.g. ``python benchmarks/pool_versus.py --base main``. Each round runs one process per side (`run_side`, alternating
-first); ``--slow-worker F`` gives each pool's first worker F of a core (`slow_cgroup`; root). It prints the sides'
-medians and ratios round by round, and writes them as common.py says.
+"""GamePool's agent steps/s and its parent's CPU, a process per side and round: this checkout against a git revision
+(``--base REV``) or each speed mechanism on against off (``--without M``); docs/design.md gives the commands, e.g.
+``python benchmarks/pool_versus.py --base main``. It prints medians and ratios, and writes them as common.py says.
 """
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -23,9 +22,8 @@ LOOPS = ("sync", "async")
 MECHANISMS = ("restored-restarts", "the-watch", "one-wake-up")
 
 
-def measure(loop: str, n: int, seconds: float, options: dict, switched_off: str | None, slow_tasks: str | None) -> dict:
-    """One side: agent steps/s, the parent's CPU µs (user, system) per batch step of N envs, and the folder its
-    `atari_game` came from. Run in a process of its own (`run_side`), whose `atari_game` is that side's."""
+def measure(switched_off: str | None, loop: str, n: int, seconds: float, options: dict, slow_tasks: str | None) -> dict:
+    """One side's agent steps/s, parent CPU µs (user, system) per batch step and `atari_game` folder (`run_side`'s)."""
     import atari_game
     from atari_game import GamePool, pool_worker
     from atari_game import game as game_module
@@ -56,12 +54,8 @@ def measure(loop: str, n: int, seconds: float, options: dict, switched_off: str 
 
         rows = cycle(actions)
         spent = common.per_call(lambda: step(next(rows)), seconds=seconds, warm_up=20)
-    return {
-        "steps_per_s": n / spent["wall"],
-        "user_us": 1e6 * spent["user"],
-        "system_us": 1e6 * spent["system"],
-        "package": str(Path(atari_game.__file__).parent),
-    }
+    figures = {"steps_per_s": n / spent["wall"], "user_us": 1e6 * spent["user"], "system_us": 1e6 * spent["system"]}
+    return {**figures, "package": str(Path(atari_game.__file__).parent)}
 
 
 def run_side(source: Path, *arguments: Any) -> dict:
@@ -76,8 +70,7 @@ def run_side(source: Path, *arguments: Any) -> dict:
 
 
 def slow_cgroup(fraction: float) -> str:
-    """Make a CPU cgroup whose tasks get `fraction` of a core in every period of 2 ms (longer where the quota would be
-    under the kernel's 1 ms); return the file that takes a process into it."""
+    """The file that takes a process into a CPU cgroup giving its tasks `fraction` of a core (periods >= 2 ms)."""
     period = max(2000, round(1000 / fraction))
     quota = round(period * fraction)
     v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
@@ -119,20 +112,17 @@ def report(name: str, loop: str, n: int, runs: dict[str, list[dict]]) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     from atari_game.arguments import count
-    from atari_game.benchmark import add_options_argument
 
     parser = common.parser(__doc__)
     add = parser.add_argument
     sides = parser.add_mutually_exclusive_group(required=True)
     sides.add_argument("--base", help="the git revision to compare this checkout with, e.g. main (default: none)")
     sides.add_argument("--without", nargs="+", choices=MECHANISMS, help="mechanisms to switch off (default: none)")
-    add("--envs", type=count, nargs="+", default=[8, 16], help="numbers of envs N (default: 8 16)")
+    add("--num-envs", type=count, nargs="+", default=[8, 16], help="numbers of envs N (default: 8 16)")
     add("--loops", nargs="+", choices=LOOPS, default=list(LOOPS), help="the stepping loops (default: sync async)")
     add("--rounds", type=count, default=6, help="rounds, each side once (default: %(default)s)")
     add("--seconds", type=float, default=4.0, help="stepping per side and round (default: %(default)s)")
-    add("--workers", type=count, help="worker processes (default: one per core)")
     add("--slow-worker", type=float, help="the first worker's share of a core, in [0.05, 1) (default: off; root)")
-    add_options_argument(parser)
     return parser
 
 
@@ -146,9 +136,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.slow_worker is not None and not 0.05 <= args.slow_worker < 1:
         parser.error(f"--slow-worker must be in [0.05, 1), got {args.slow_worker}")
-    options = {**OUR_GAME, **args.options, "n_workers": args.workers}
     slow = f"; the first worker on {args.slow_worker:.0%} of a core" if args.slow_worker else ""
-    print(f"GamePool, {options}{slow}; {common.describe_machine()}", flush=True)
+    print(f"GamePool, {OUR_GAME}, a worker per core{slow}; {common.describe_machine()}", flush=True)
     figures: dict = {}
     with tempfile.TemporaryDirectory() as base, contextlib.ExitStack() as cleanup:
         slow_tasks = slow_cgroup(args.slow_worker) if args.slow_worker else None
@@ -160,13 +149,10 @@ def main(argv: list[str] | None = None) -> None:
         comparisons = {"this / base": {"this": (common.REPO, None), "base": (Path(base), None)}} if args.base else {}
         for mechanism in args.without or []:
             comparisons[mechanism] = {"with": (common.REPO, None), "without": (common.REPO, mechanism)}
-        for n, loop, (name, sides) in product(args.envs, args.loops, comparisons.items()):
-            runs: dict[str, list[dict]] = {side: [] for side in sides}
-            for round_number in range(args.rounds):
-                for side in common.turns(list(sides), round_number):
-                    source, off = sides[side]
-                    runs[side].append(run_side(source, loop, n, args.seconds, options, off, slow_tasks))
-            figures[f"{name}, {loop}, N={n}"] = report(name, loop, n, runs)
+        for n, loop, (name, sides) in product(args.num_envs, args.loops, comparisons.items()):
+            measured = (loop, n, args.seconds, OUR_GAME, slow_tasks)  # after each side's (source, mechanism off)
+            runs = {side: functools.partial(run_side, *where, *measured) for side, where in sides.items()}
+            figures[f"{name}, {loop}, N={n}"] = report(name, loop, n, common.alternate(runs, args.rounds))
     common.save(__file__, args, figures, argv)
 
 

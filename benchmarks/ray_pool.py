@@ -1,13 +1,6 @@
-"""The Ray backend's cost (docs/performance.md, "Ray" and "Data-parallel learners", gives the commands): RayGamePool
-on a two-node Ray cluster against the local GamePool, where a step goes, and PPO's data-parallel learners.
-
-    pip install -e ".[ray,train]" && python benchmarks/ray_pool.py
-
-The parts, on `common.ray_cluster`'s two nodes: ``calls``, Ray actor calls' round trips and the driver's CPU
-(`measure_calls`); ``pools``, GamePool against RayGamePool with an actor per worker and per node (`measure_pools`);
-``ppo``, a short PPO run on each (`measure_ppo`); ``learners``, the PPO runs of `LEARNER_RUNS`. Off the cluster:
-``allreduce``, between 2 gloo processes on loopback (`measure_allreduce`); ``model``, `NODES` nodes of 16 cores
-(`model`). It writes the figures as common.py says.
+"""The Ray backend's cost: RayGamePool on a two-node Ray cluster against GamePool, and PPO's data-parallel learners
+(docs/performance.md, "Ray" and "Data-parallel learners", gives the commands, e.g. ``python benchmarks/ray_pool.py``,
+after ``pip install -e ".[ray,train]"``). It prints each part's figures and writes them as common.py says.
 """
 
 import argparse
@@ -16,6 +9,7 @@ import functools
 import itertools
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import common
@@ -29,10 +23,10 @@ from atari_game.pool import GamePool
 
 OBS_BYTES = 4 * 84 * 84  # one env's observation: uint8, 4 frames of 84 x 84
 PARTS = ("calls", "pools", "ppo", "learners", "allreduce", "model")
-CLUSTER_PARTS = ("calls", "pools", "ppo", "learners")
 NODES = (2, 4, 16, 64)
 LINKS_GBPS = (10, 25)
 CORES = ENVS_PER_CORE = 16  # the modelled nodes' cores, and their learners' envs per core
+ENVS, ROUNDS, SECONDS = (8, 32), 3, 5.0  # the pools part's numbers of envs (PPO runs the first), rounds, seconds each
 # The runs of the learners part by name: (the envs on the cluster, learners placed there by Ray Train; 0: the learner
 # here).
 LEARNER_RUNS = {"local": (False, 0), "RayGamePool": (True, 0), "1 learner": (True, 1), "2 learners": (True, 2)}
@@ -49,18 +43,20 @@ class Echo:
 
 
 def round_trips(ray, actors: list, nbytes: int, calls: int) -> dict[str, float]:
-    """The `Stopwatch` reading per round trip of `calls`, after one: all `actors` called at once, returning `nbytes`."""
+    """The `Stopwatch` reading per round trip of all `actors` called at once, each returning `nbytes`."""
     return common.per_call(lambda: ray.get([actor.get.remote(nbytes) for actor in actors]), calls, warm_up=1)
 
 
-def measure_calls(ray, nodes: list[str], calls: int) -> dict:
-    """Round trips by size (0 to 64 observations) on the driver's node and the other (each fitted to a + b * bytes),
-    and the driver's CPU per call with k actors at once."""
+def measure_calls(ray, calls: int) -> dict:
+    """Round trips by size on the driver's node and the other (fitted to a + b * bytes), the driver's CPU per call."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    driver = ray.get_runtime_context().get_node_id()
+    nodes = [driver, *(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != driver)]
 
     sizes = [0, OBS_BYTES, 4 * OBS_BYTES, 16 * OBS_BYTES, 64 * OBS_BYTES]
     echo, found = ray.remote(num_cpus=0)(Echo), {}
-    for where, node in zip(("same node", "other node"), nodes, strict=True):
+    for where, node in zip(("same node", "other node"), nodes[:2], strict=True):
         actor = echo.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
         seconds = [min(round_trips(ray, [actor], size, calls)["wall"] for _ in range(3)) for size in sizes]  # best of 3
         slope, intercept = np.polyfit(sizes, seconds, 1)
@@ -83,41 +79,33 @@ def measure_calls(ray, nodes: list[str], calls: int) -> dict:
     return found
 
 
-def measure_pool(pool: GamePool, seconds: float, rng: np.random.Generator) -> dict[str, float]:
-    """`pool` reset, then stepped at random for about `seconds` after a warm-up: agent steps/s, this process's CPU (the
-    learner's: its threads, not its children) per pool step, its Ray calls, and the bytes a step of every env brings
-    back when no episode ends (observations, rewards, lives and 4 flags: terminated, truncated, ended, game ended)."""
-    n = pool.num_envs
-    pool.reset(seed=0)
-    obs, rewards, terminations, truncations, info = pool.step(np.zeros(n, np.int64))
-    size = sum(array.nbytes for array in (obs, rewards, terminations, truncations, info["lives"])) + 2 * n
-    spent = common.per_call(lambda: pool.step(rng.integers(4, size=n)), seconds=seconds, warm_up=10)
-    calls = 0 if type(pool) is GamePool else pool.n_workers  # GamePool's workers: local, told by a byte each way
-    return {
-        "steps_per_s": n / spent["wall"],
-        "learner_cpu_ms_per_step": 1e3 * spent["cpu"],
-        "calls": calls,
-        "bytes": size,
-    }
+def measure_pool(make: Callable[..., GamePool], rng: np.random.Generator) -> dict[str, float]:
+    """Agent steps/s of `make`'s pool, the learner's CPU ms a step, its Ray calls and bytes a step (no episode ends)."""
+    with make(**our_game("Breakout")) as pool:
+        n = pool.num_envs
+        pool.reset(seed=0)
+        obs, rewards, terminations, truncations, info = pool.step(np.zeros(n, np.int64))
+        size = sum(array.nbytes for array in (obs, rewards, terminations, truncations, info["lives"])) + 2 * n
+        spent = common.per_call(lambda: pool.step(rng.integers(4, size=n)), seconds=SECONDS, warm_up=10)
+        calls = 0 if type(pool) is GamePool else pool.n_workers  # GamePool's workers: local, told by a byte each way
+    figures = {"steps_per_s": n / spent["wall"], "learner_cpu_ms_per_step": 1e3 * spent["cpu"]}
+    return {**figures, "calls": calls, "bytes": size}
 
 
-def measure_pools(address: str, envs: list[int], node_cpus: int, rounds: int, seconds: float) -> dict:
-    """`measure_pool` of GamePool and RayGamePool with actors per worker and per node, N envs, rounds taking turns."""
+def measure_pools(address: str, node_cpus: int) -> dict:
+    """`measure_pool` of GamePool and RayGamePool with actors per worker and per node, in alternating rounds."""
     from atari_game.ray_pool import RayGamePool
 
-    rng, found, game = np.random.default_rng(0), {}, our_game("Breakout")
-    for n in envs:
+    rng, found = np.random.default_rng(0), {}
+    for n in ENVS:
         # One pool at a time: the two Ray pools each take every CPU of the cluster.
         makers = {
-            "GamePool": functools.partial(GamePool, n, n_workers=min(n, common.machine()["cores"]), **game),
+            "GamePool": functools.partial(GamePool, n, n_workers=min(n, common.machine()["cores"])),
             "actors per worker": functools.partial(RayGamePool, n, n_workers=min(n, 2 * node_cpus), address=address),
             "actors per node": functools.partial(RayGamePool, n, actors="node", address=address),
         }
-        found[n] = runs = {name: [] for name in makers}
-        for round_number in range(rounds):  # each round in another order
-            for name in common.turns(list(makers), round_number):
-                with makers[name](**game) as pool:
-                    runs[name].append(measure_pool(pool, seconds, rng))
+        measures = {name: functools.partial(measure_pool, make, rng) for name, make in makers.items()}
+        found[n] = runs = common.alternate(measures, ROUNDS)
         for name, rounds_ in runs.items():
             rate, cpu = (np.median([run[key] for run in rounds_]) for key in ("steps_per_s", "learner_cpu_ms_per_step"))
             calls, size = rounds_[0]["calls"], rounds_[0]["bytes"]
@@ -141,8 +129,7 @@ def measure_ppo(address: str, n_envs: int) -> dict:
 
 
 def measure_learners(address: str, n_envs: int) -> dict:
-    """For each run of `LEARNER_RUNS`: agent steps/s of 4 PPO updates in fp32 (`common.ppo_run`) after the first, and
-    the mean seconds per update of its phases there."""
+    """Agent steps/s and each phase's mean seconds per update after the first of 4 in fp32, for each `LEARNER_RUNS`."""
     found = {}
     for name, (on_cluster, learners) in LEARNER_RUNS.items():
         flags = ["--ray", address] * on_cluster + ["--learners", str(learners)] * bool(learners)
@@ -155,8 +142,7 @@ def measure_learners(address: str, n_envs: int) -> dict:
 
 
 def timed_allreduces(rank: int, meet: str, floats: int, repeats: int, times: dict) -> None:
-    """One of 2 gloo processes on this machine, meeting at the file `meet`: the median seconds of `repeats` all-reduces
-    of `floats` float32 and of one, into `times` (rank 0's)."""
+    """One of 2 gloo processes: the median seconds of all-reduces of `floats` float32 and of one, into `times`."""
     dist.init_process_group("gloo", init_method=f"file://{meet}", rank=rank, world_size=2)
     try:
         for name, size, count in (("gradients", floats, repeats), ("one_number", 1, 20 * repeats)):
@@ -169,9 +155,7 @@ def timed_allreduces(rank: int, meet: str, floats: int, repeats: int, times: dic
 
 
 def measure_allreduce(repeats: int = 20) -> dict:
-    """The all-reduce of PPO's gradients (the Breakout agent's parameters and 5 statistics, float32) on this machine:
-    its time and latency, and the bytes a learner puts into an update's all-reduces (default config: the gradients'
-    per minibatch, 4 epochs x 4 minibatches; two of the minibatches' advantage sums, counts and squared deviations)."""
+    """The time and latency of all-reducing PPO's gradients (and 5 statistics) here; a learner's bytes per update."""
     from atari_game import ppo
 
     floats = sum(parameter.numel() for parameter in ppo.build_agent("Breakout", torch.device("cpu")).parameters()) + 5
@@ -193,10 +177,7 @@ def measure_allreduce(repeats: int = 20) -> dict:
 
 
 def model(steps_per_core: float, allreduce: dict, k: int, gbps: float, slow: float = 1.0) -> dict[str, float]:
-    """Agent steps/s and scaling efficiency of PPO on `k` nodes of `CORES` cores (``CORES * ENVS_PER_CORE`` envs each,
-    playing and learning at `steps_per_core` agent steps/s per core), links of `gbps` Gb/s, one node at `slow` times the
-    others' speed: the model of docs/performance.md, "Data-parallel learners"; the two all-reduces of the advantages'
-    statistics cost their latency."""
+    """Agent steps/s and scaling efficiency of PPO on `k` nodes, one at `slow` speed: docs/performance.md's model."""
     samples = CORES * ENVS_PER_CORE * 128
     compute = samples / (CORES * steps_per_core)
     steps = 2 * (k - 1) * allreduce["latency_seconds"]
@@ -220,14 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
     add("--parts", nargs="+", choices=PARTS, default=list(PARTS[:3]), help="what to measure (default: calls pools ppo)")
-    add("--envs", type=int, nargs="+", default=[8, 32], help="numbers of envs N; PPO runs the first (default: 8 32)")
     add("--node-cpus", type=int, default=1, help="CPUs of each of the 2 Ray nodes (default: 1)")
-    add("--rounds", type=int, default=3, help="rounds of the pools part (default: %(default)s)")
-    add("--seconds", type=float, default=5.0, help="seconds per pool per round (default: %(default)s)")
     add("--steps-per-core", type=float, help="the model's agent steps/s per core (default: the local PPO run's)")
-    add(
-        "--results", type=Path, help="earlier results whose learners and allreduce the model uses (default: this run's)"
-    )
+    add("--results", type=Path, help="earlier results for the model's learners and allreduce (default: this run's)")
     return parser
 
 
@@ -237,19 +213,17 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     results: dict = json.loads(args.results.read_text())["figures"] if args.results else {}
     results["node_cpus"] = args.node_cpus
-    on_cluster = set(args.parts) & set(CLUSTER_PARTS)
+    on_cluster = set(args.parts) & set(PARTS[:4])  # calls, pools, ppo, learners
     with common.ray_cluster(args.node_cpus) if on_cluster else contextlib.nullcontext() as address:
         print(f"{common.describe_machine()}; 2 Ray nodes of {args.node_cpus} CPUs each", flush=True)
         if "calls" in args.parts:
-            driver_node = ray.get_runtime_context().get_node_id()
-            other = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != driver_node]
-            results["calls"] = measure_calls(ray, [driver_node, other[0]], 200)
+            results["calls"] = measure_calls(ray, 200)
         if "pools" in args.parts:
-            results["pools"] = measure_pools(address, args.envs, args.node_cpus, args.rounds, args.seconds)
+            results["pools"] = measure_pools(address, args.node_cpus)
         if "ppo" in args.parts:
-            results["ppo"] = measure_ppo(address, args.envs[0])
+            results["ppo"] = measure_ppo(address, ENVS[0])
         if "learners" in args.parts:
-            results["learners"] = measure_learners(address, args.envs[0])
+            results["learners"] = measure_learners(address, ENVS[0])
     if "allreduce" in args.parts:
         results["allreduce"] = measure_allreduce()
     if "model" in args.parts:

@@ -1,7 +1,5 @@
-"""FrameReplay against Stable-Baselines3's ReplayBuffer and sb3-extra-buffers' compressed ones (docs/performance.md,
-"Replay memory", gives the commands): ``python benchmarks/replay_memory.py`` runs the parts of ``--only`` on recorded
-real play (`PLAYS`): ``bytes`` (`bytes_table`), ``sample`` (`sample_times`), ``add`` (`add_table`), ``peers`` (needs
-sb3-extra-buffers, in a venv of its own), and ``--fill N`` (`fill`). It writes the figures as common.py says.
+"""FrameReplay against SB3's ReplayBuffer and sb3-extra-buffers' (``peers``: in a venv of their own) on recorded real
+play (docs/performance.md, "Replay memory": ``python benchmarks/replay_memory.py``), written as common.py says.
 """
 
 import argparse
@@ -23,7 +21,7 @@ from stable_baselines3.common.buffers import ReplayBuffer
 
 from atari_game import FrameReplay, GamePool
 from atari_game.algorithms import trained_policy
-from atari_game.arguments import count, integer
+from atari_game.arguments import integer
 from atari_game.game import action_meanings
 from atari_game.replay import COMPRESSIONS
 
@@ -31,14 +29,13 @@ SHAPE = (4, 84, 84)
 # The recordings: name (its game's, but for "-trained") -> played by the trained agent.
 PLAYS = dict.fromkeys(("Breakout", "Pong", "Seaquest", "MsPacman"), False) | {"Breakout-trained": True}
 SB3 = "SB3 ReplayBuffer"  # whose sample time every other is compared with
+CHECKPOINT = "runs/Breakout-1/checkpoint.pt"  # Breakout-trained's player: the run of docs/results.md
+ROUNDS, ENVS, RECORD_STEPS = 5, 8, 12_500  # alternating rounds of sample; the pools' envs; each recording's steps
 Buffer = FrameReplay | ReplayBuffer
 
 
 def live_play(envs: int, steps: int, game: str, policy: Callable | None = None, **options: Any) -> Iterator:
-    """`steps` steps of a pool of `envs` envs of `game` (same-step autoreset; DeepMind's episodes unless `options`),
-    random actions or `policy`'s (one observation in, one action out): per step ``(obs, actions, rewards, next_obs,
-    terminations, truncations)`` (next_obs: where each transition ended, the true final observation where an episode
-    did), the next step's obs, and the step's wall seconds."""
+    """Per pool step: the transition (next_obs: the true final observations), the next obs, and the wall seconds."""
     options = options or {"life_loss": "terminal", "noop_max": 30, "fire_reset": "FIRE" in action_meanings(game)}
     rng = np.random.default_rng(0)
     with GamePool(envs, game, seed=0, autoreset_mode="SameStep", **options) as pool:
@@ -75,7 +72,7 @@ class RecordedPlay:
     def transitions(self, count: int) -> Iterator:
         """The first `count` pool steps as ``(obs, actions, rewards, next_obs, terminations, truncations)``."""
         if count > self.steps:
-            raise ValueError(f"the recording holds {self.steps} pool steps, not {count}: raise --record-steps")
+            raise ValueError(f"the recording holds {self.steps} pool steps, not {count}: raise RECORD_STEPS")
         obs = self.start.copy()
         for k in range(count):
             next_obs = np.concatenate([obs[:, 1:], self.frames[k][:, None]], axis=1)
@@ -85,12 +82,12 @@ class RecordedPlay:
             obs[ended] = self.firsts[k, ended][:, None]  # the next episode's first frame in every slot
 
 
-def record(name: str, args: argparse.Namespace) -> RecordedPlay:
+def record(name: str) -> RecordedPlay:
     """The recording `name` of `PLAYS`, played now."""
     game = name.removesuffix("-trained")
-    policy, options = trained_policy(args.checkpoint, game) if PLAYS[name] else (None, {})
+    policy, options = trained_policy(CHECKPOINT, game) if PLAYS[name] else (None, {})
     options.pop("game", None)
-    return RecordedPlay(args.envs, args.record_steps, game, policy, **options)
+    return RecordedPlay(ENVS, RECORD_STEPS, game, policy, **options)
 
 
 def sb3_buffer(capacity: int, envs: int, optimize: bool, method: str = "") -> ReplayBuffer:
@@ -124,8 +121,7 @@ def ours(play: RecordedPlay, transitions: int | None = None) -> dict[str, Buffer
 
 
 def per_transition(buffer: Buffer) -> float:
-    """Bytes per transition held: FrameReplay's nbytes; an SB3 buffer's arrays, with every object in its object
-    arrays (compressed observations), per transition of its capacity."""
+    """Bytes per transition held (an SB3 buffer's: its arrays and their objects, per transition of its capacity)."""
     if isinstance(buffer, FrameReplay):
         return buffer.nbytes / len(buffer)
     held = 0
@@ -142,8 +138,7 @@ def as_torch(batch: Any) -> tuple[torch.Tensor, ...]:
 
 
 def sample_times(buffers: dict[str, Buffer], rounds: int, batches: int) -> dict[str, float]:
-    """Print and return each buffer's median CPU µs per ``sample(32)``, as torch tensors (numpy too for ours), the
-    buffers alternating in `rounds` rounds of `batches` calls, so that drift on a shared machine hits all alike."""
+    """Print and return each buffer's median CPU µs per ``sample(32)`` (numpy and torch) in alternating rounds."""
     calls: dict[str, Callable[[], object]] = {}
     for name, buffer in buffers.items():
         if isinstance(buffer, FrameReplay):
@@ -161,8 +156,7 @@ def sample_times(buffers: dict[str, Buffer], rounds: int, batches: int) -> dict[
 
 
 def sample_buffers(play: RecordedPlay, transitions: int, methods: Iterable[str] = ()) -> dict[str, Buffer]:
-    """Ours of each compression and SB3's ReplayBuffer (or with `methods`, also sb3-extra-buffers' of each) with and
-    without optimize_memory_usage, all holding `transitions` of `play`'s transitions."""
+    """Ours, SB3's and sb3-extra-buffers' of `methods`, with and without optimize_memory_usage, of `transitions`."""
     made = ours(play, transitions)
     for method, optimize in itertools.product(["", *methods], (False, True)):
         name = f"{SB3} (optimize_memory_usage=True)" if optimize else SB3
@@ -185,8 +179,8 @@ def bytes_table(plays: dict[str, RecordedPlay], buffers: Callable[[RecordedPlay]
 
 
 def add_table(envs: int, steps: int) -> dict:
-    """Print and return the CPU time of adding a pool step of live Breakout, with each compression, against the pool
-    step's wall time (medians; the mean counts the zstd dictionary's training)."""
+    """Print and return the CPU time of adding a pool step of live Breakout against the step's wall time."""
+    # (The median, and the mean, which counts the zstd dictionary's training.)
     buffers = {c: FrameReplay(steps * envs, envs, SHAPE, compression=c) for c in COMPRESSIONS}
     step_times, add_times = [], {compression: [] for compression in COMPRESSIONS}
     for step, (transition, _, wall) in enumerate(live_play(envs, steps, "Breakout")):
@@ -216,10 +210,9 @@ def fill(transitions: int, envs: int, game: str) -> dict:
     """Live play of `game` into a zstd FrameReplay of `transitions`: its resident memory, then save and load."""
     before = resident_bytes()
     buffer = FrameReplay(transitions, envs, SHAPE, seed=0, compression="zstd")
-    clock, adding = common.Stopwatch(), 0.0
+    adding = 0.0
     for transition, _, _ in live_play(envs, transitions // envs, game):
         adding += common.per_call(functools.partial(buffer.add, *transition))["cpu"]
-    seconds = clock.read()["wall"]
     after, peak = resident_bytes(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     figures = {"held": len(buffer), "nbytes": buffer.nbytes, "resident_before": before, "resident_after": after,
                "peak_rss": peak, "add_us": adding / (transitions // envs) * 1e6}  # fmt: skip
@@ -232,13 +225,9 @@ def fill(transitions: int, envs: int, game: str) -> dict:
     a, b = buffer.sample(32), loaded.sample(32)
     assert a.obs.tobytes() == b.obs.tobytes() and a.next_obs.tobytes() == b.next_obs.tobytes()
     held, grown = len(buffer), after - before
-    print(
-        f"\n--fill {transitions:,} ({game}, live, random actions, {seconds:.0f} s): {held:,} held, nbytes "
-        f"{buffer.nbytes / held:,.0f} B a transition; resident memory +{grown / 1e9:.3f} GB ({grown / held:,.0f} B "
-        f"a transition), peak RSS {peak / 1e9:.3f} GB; add {figures['add_us']:,.0f} µs CPU a pool step; save "
-        f"{figures['save_seconds']:.1f} s, {figures['file_bytes'] / 1e9:.3f} GB; load "
-        f"{figures['load_seconds']:.1f} s"
-    )
+    print(f"\n--fill {transitions:,} ({game}, live): resident memory +{grown / 1e9:.3f} GB ({grown / held:,.0f} B a "
+          f"transition; nbytes {buffer.nbytes / held:,.0f}); save {figures['save_seconds']:.1f} s, "
+          f"{figures['file_bytes'] / 1e9:.3f} GB; load {figures['load_seconds']:.1f} s; {figures}")  # fmt: skip
     return figures
 
 
@@ -247,38 +236,32 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     parts = ["bytes", "sample", "add", "peers"]
     add("--only", nargs="*", choices=parts, default=parts[:3], help="parts; none: --fill (default: bytes sample add)")
-    add("--envs", type=count, default=8, help="envs of the pools and buffers (default: %(default)s)")
-    add("--games", nargs="+", choices=list(PLAYS), default=list(PLAYS), help="the recordings, in order (default: all)")
-    add("--record-steps", type=count, default=12_500, help="pool steps of each recording (default: %(default)s)")
-    add("--checkpoint", default="runs/Breakout-1/checkpoint.pt", help="Breakout-trained's (default: %(default)s)")
-    add("--rounds", type=count, default=5, help="alternating rounds of sample (default: %(default)s)")
     add("--fill", type=integer, default=0, help="transitions to fill (default: 0: no --fill)")
-    add("--torch-threads", type=count, default=1, help="torch's intra-op threads (default: 1)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    torch.set_num_threads(args.torch_threads)
+    torch.set_num_threads(1)
     print(common.describe_machine())
     figures: dict[str, Any] = {}
-    plays = {name: record(name, args) for name in args.games} if {"bytes", "sample", "peers"} & set(args.only) else {}
+    plays = {name: record(name) for name in PLAYS} if {"bytes", "sample", "peers"} & set(args.only) else {}
     if "bytes" in args.only:
-        sb3 = {f"SB3 ReplayBuffer optimize_memory_usage={o}": sb3_buffer(80_000, args.envs, o) for o in (True, False)}
+        sb3 = {f"SB3 ReplayBuffer optimize_memory_usage={o}": sb3_buffer(80_000, ENVS, o) for o in (True, False)}
         figures["bytes"] = bytes_table(plays, lambda play: {**ours(play), **sb3})
     first = next(iter(plays.values()), None)  # the one the sample and peers parts sample
     if "sample" in args.only:
-        figures["sample"] = sample_times(sample_buffers(first, 40_000), args.rounds, 200)
+        figures["sample"] = sample_times(sample_buffers(first, 40_000), ROUNDS, 200)
     if "peers" in args.only:
         from sb3_extra_buffers.compressed.compression_methods import COMPRESSION_METHOD_MAP
 
         peers = functools.partial(sample_buffers, transitions=10_000, methods=COMPRESSION_METHOD_MAP)
         figures["peers_bytes"] = bytes_table(plays, peers)
-        figures["peers_sample"] = sample_times(peers(first), args.rounds, 200)
+        figures["peers_sample"] = sample_times(peers(first), ROUNDS, 200)
     if "add" in args.only:
-        figures["add"] = add_table(args.envs, 2000)
+        figures["add"] = add_table(ENVS, 2000)
     if args.fill:
-        figures["fill"] = fill(args.fill, args.envs, "MsPacman")
+        figures["fill"] = fill(args.fill, ENVS, "MsPacman")
     common.save(__file__, args, figures, argv)
 
 

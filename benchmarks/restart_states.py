@@ -1,7 +1,6 @@
 """Which games restart to one and the same emulator state, so that a Game may restore it instead of emulating ALE's
 reset (docs/design.md, "Restored restarts"; when to run ``python benchmarks/restart_states.py``: docs/contributing.md).
-Three checks per game: `states_differ`, `histories_differ`, `plays_differ`; samples, not proof. It prints the games
-that pass and writes them as common.py says.
+Three checks per game, samples, not proof; it prints the games that pass and writes them as common.py says.
 """
 
 import argparse
@@ -14,11 +13,12 @@ import common
 import numpy as np
 
 from atari_game import Game, game, list_games
-from atari_game.arguments import count, game_name
+from atari_game.arguments import game_name
 from atari_game.benchmark import bare_emulator
 from atari_game.game import RAM_SIZE, resolve_game
 
 AFTER_PLAY, PLAY_FRAMES = 50, 3000
+RESETS, HISTORIES, PLAYS = 1000, 200, 3000  # restarts from random RAM (check 1), restores (2), agent steps (3)
 HISTORY_FRAMES, FRAMES_AFTER = 400, 60
 # Restarts at every life lost and at least every 100 or 500 plays; after 1-30 NOOPs, 1-2 (the frames right after the
 # restart, where stale frame buffers would show) and none (the first observation is then the screen the reset ended
@@ -114,9 +114,6 @@ def plays_differ(name: str, plays: int, options: dict[str, Any]) -> str | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     add = parser.add_argument
-    add("--resets", type=count, default=1000, help="restarts from random RAM, check 1 (default: %(default)s)")
-    add("--histories", type=count, default=200, help="restores after two games, check 2 (default: %(default)s)")
-    add("--plays", type=count, default=3000, help="agent steps with each of OPTIONS, check 3 (default: %(default)s)")
     games = list_games()
     add("--games", nargs="+", type=game_name, default=games, help=f"the games (default: all {len(games)})")
     return parser
@@ -126,16 +123,16 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     found = {}
     for name in args.games:  # where the first of the three checks that it fails found a difference
-        where = states_differ(name, args.resets) or histories_differ(name, args.histories)
+        where = states_differ(name, RESETS) or histories_differ(name, HISTORIES)
         for options in OPTIONS:
-            where = where or plays_differ(name, args.plays, options)
+            where = where or plays_differ(name, PLAYS, options)
         found[name] = where = where or "one state"
         print(f"{name}: {where}", flush=True)
     fixed = [resolve_game(name) for name, where in found.items() if where == "one state"]
     wrongly_listed = sorted((game.FIXED_RESTART_GAMES & set(map(resolve_game, args.games))) - set(fixed))
     print(
-        f"ale-py {ale_py.__version__}, {args.resets} + {AFTER_PLAY} restarts, {args.histories} histories, "
-        f"{args.plays} plays of {len(OPTIONS)} options: {len(fixed)} of {len(args.games)} games restart to one "
+        f"ale-py {ale_py.__version__}, {RESETS} + {AFTER_PLAY} restarts, {HISTORIES} histories, "
+        f"{PLAYS} plays of {len(OPTIONS)} options: {len(fixed)} of {len(args.games)} games restart to one "
         f"state: {', '.join(fixed) or 'none'}\n"
         f"in FIXED_RESTART_GAMES but not printed: {', '.join(wrongly_listed) or 'none'}; "
         f"FIXED_RESTART_CHECKED_ON: {', '.join(game.FIXED_RESTART_CHECKED_ON)}"

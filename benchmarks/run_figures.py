@@ -1,6 +1,6 @@
 """The training figures docs/results.md gives for a run, from its progress.csv: ``python benchmarks/run_figures.py
-RUN_DIR`` prints the mean return per ``--every`` frames, of the last 100 and 20 games, and its parts (`parts`), and
-writes them as common.py says.
+RUN_DIR`` prints the mean return per ``--every`` frames, of the last 100 and 20 games, and its parts, and writes them
+as common.py says.
 """
 
 import argparse
@@ -13,11 +13,8 @@ from atari_game.arguments import count
 
 
 def parts(updates: list[dict[str, float]]) -> list[dict[str, float]]:
-    """Each part of the run (one process: a ``--resume`` starts another): the frames it began at, its last row's
-    frames and seconds, and its frames/s. A row's frames/s is over its part so far, so the part began at ``frames -
-    frames_per_second * seconds``, to within what progress.csv's rounding of seconds (to 0.1 s) leaves: a row that
-    close (the checkpoint's, which --resume keeps) is taken as the start. A part resumed from ends at its last row
-    before that checkpoint: --resume drops the rows after it, which the next part plays again."""
+    """Each part of the run (a ``--resume`` starts another): the frames it began at (``frames - frames_per_second *
+    seconds``, or a checkpoint's row within progress.csv's rounding of that), its last frames, seconds, frames/s."""
     found: list[dict[str, float]] = []
     logged = [0]  # the rows a part can begin at: the run's start, or a checkpoint's row
     for row in updates:

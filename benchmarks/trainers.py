@@ -1,8 +1,7 @@
-"""atari_game's trainers against CleanRL's scripts, or against themselves in other settings (``--sides``): how well
-they learn Breakout and how fast they run, with the same budget, seeds and hyperparameters. docs/performance.md and
-docs/results.md give the commands, e.g. ``python benchmarks/trainers.py --algorithm ppo --frames 40960``. Per seed
-every side trains once, in rotating turns; a run finished in RUN_DIR/<side>-<seed> is read, not run again. It prints
-each run's figures (`report`), the sides' means and ratios, and writes them as common.py says.
+"""atari_game's trainers against CleanRL's scripts, or against themselves in other settings (``--sides``), on Breakout
+with the same budget, seeds and hyperparameters (docs/performance.md and docs/results.md give the commands, e.g.
+``python benchmarks/trainers.py --algorithm ppo``). Per seed every side trains once, in rotating turns; a run finished
+in RUN_DIR/<side>-<seed> is read, not run again. It prints runs, means and ratios, and writes them as common.py says.
 
 CleanRL is not part of this repository: its scripts run unmodified in a venv of their own (gymnasium==0.29.1,
 ale-py==0.9.0, numpy<2, tyro, tensorboard, torch==2.13.0), started with ``ale_py`` imported and ``cleanrl_utils`` on
@@ -36,8 +35,7 @@ CLEANRL_LAUNCH = common.CLEANRL_START + "sys.argv = sys.argv[1:]\nrunpy.run_path
 
 @dataclasses.dataclass
 class Run:
-    """One training run: agent steps/s end to end and from learning starts on, whole games as (emulator frames,
-    return), the trainer's peak RSS in MB and, for ours, the seconds by what it did (progress.csv's *_seconds)."""
+    """One training run: its rates, whole games as (frames, return), peak RSS and, for ours, progress.csv's seconds."""
 
     steps_per_s: float
     learning_steps_per_s: float
@@ -61,24 +59,15 @@ def run_child(command: list[str], output: Path, cwd: Path | None = None) -> floa
 
 
 def command(side: str, seed_: int, args: argparse.Namespace, run_dir: Path, script: tuple[str, str] | None) -> list:
-    """The command line of `side`'s run with `seed_`, into `run_dir` (CleanRL's: run there, `script` = its python
-    and script). Both trainers get DQN's `settings` as CleanRL's flags (in transitions)."""
+    """The command line of `side`'s run with `seed_` into `run_dir` (`script`: CleanRL's python and script)."""
+    # Both trainers get DQN's settings as CleanRL's flags (in transitions).
     names = ("buffer_size", "learning_starts", "exploration_fraction") if args.algorithm == "dqn" else ()
     settings = [word for name in names for word in (flag_of(name), str(getattr(args, name)))]
     if side == "CleanRL":
         flags = ["--env-id", "BreakoutNoFrameskip-v4", "--seed", str(seed_), "--total-timesteps", str(args.frames // 4)]
         return [script[0], "-u", "-c", CLEANRL_LAUNCH, script[1], *flags, *settings]  # -u: readable as it runs
-    ours = [
-        sys.executable,
-        "-m",
-        "atari_game",
-        "train",
-        "--algorithm",
-        args.algorithm,
-        "--total-frames",
-        str(args.frames),
-    ]
-    ours += ["--seed", str(seed_), "--run-dir", str(run_dir), "--no-video", *OURS[side]]
+    ours = [sys.executable, "-m", "atari_game", "train", "--algorithm", args.algorithm, "--seed", str(seed_)]
+    ours += ["--total-frames", str(args.frames), "--run-dir", str(run_dir), "--no-video", *OURS[side]]
     if args.algorithm == "dqn":  # (PPO's trainer takes no --torch-threads: it sets its own per phase)
         ours += [*settings, "--torch-threads", str(args.torch_threads), "--log-every", str(args.frames // 10)]
         ours += ["--no-save-memory"] + ([] if args.rainbow_lite else ["--cleanrl"])
@@ -103,8 +92,7 @@ def trained(side: str, seed_: int, args: argparse.Namespace, run_dir: Path, scri
 
 
 def read_progress(run_dir: Path, learning_starts: int) -> Run:
-    """Our run from its progress.csv: its last frames/s, the rate from learning starts on (agent steps are 4
-    frames), its games and the *_seconds of its rows summed."""
+    """Our run from its progress.csv (agent steps are 4 frames), its *_seconds summed."""
     games, logged = common.read_progress(run_dir)
     learning = [row for row in logged if row["frames"] >= 4 * learning_starts]
     first, last = learning[0], learning[-1]
@@ -117,10 +105,8 @@ def read_progress(run_dir: Path, learning_starts: int) -> Run:
 
 
 def read_cleanrl(output: str, learning_starts: int | None) -> Run:
-    """A CleanRL run from what it printed: ``global_step=N, episodic_return=[R]`` per whole game (it records
-    statistics outside its life-loss wrapper; N counts agent steps) and ``SPS: n`` (global_step / seconds since its
-    start): its last is end to end. dqn_atari.py prints one at every 100th global_step past `learning_starts`, whence
-    the rate from learning starts on; for PPO (`learning_starts` None) that rate is the end-to-end one."""
+    """A CleanRL run from its ``global_step=N, episodic_return=[R]`` (N in agent steps) and ``SPS: n`` lines."""
+    # dqn_atari.py prints an SPS, since its start, every 100th global_step past `learning_starts`.
     speeds = [int(s) for s in re.findall(r"^SPS: (\d+)", output, re.MULTILINE)]
     rate = float(speeds[-1])
     if learning_starts is not None and len(speeds) > 1:

@@ -1,6 +1,5 @@
-"""Where a trainer's wall time goes, in each precision (docs/performance.md gives the commands, e.g.
-``python benchmarks/update_breakdown.py --algorithm ppo``): a timer around each call of its work by phase
-(`instrument`), in ms of wall time per 1,000 agent steps, printed and written as common.py says.
+"""Where a trainer's wall time goes, in ms per 1,000 agent steps by precision, from a timer around each call of its
+work (docs/performance.md gives the commands: ``python benchmarks/update_breakdown.py``), written as common.py says.
 """
 
 import argparse
@@ -29,8 +28,7 @@ class Clock:
         self.phase, self.on = "loop", True
 
     def wrap(self, owner: Any, name: str, what: str, phase: str = "", starts: bool = False) -> None:
-        """Time every call of ``owner.name`` as `what`, in the phase of its caller; with `phase`, as the total of
-        that phase, which the calls it makes are counted in; with `starts`, its first call switches the timers on."""
+        """Time ``owner.name`` as `what` in its caller's phase, or as `phase`'s total; `starts`: timers on."""
         original = getattr(owner, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -109,14 +107,9 @@ def main(argv: list[str] | None = None) -> None:
                 if args.algorithm == "ppo":
                     ppo.train(ppo.Config(total_frames=4 * 1024 * args.updates, **settings))
                 else:
-                    settings |= {
-                        "buffer_size": args.steps,
-                        "learning_starts": args.learning_starts,
-                        "save_memory": False,
-                    }
-                    dqn.train(
-                        dqn.Config(total_frames=4 * args.steps, cleanrl=True, compression=compression, **settings)
-                    )
+                    settings |= {"buffer_size": args.steps, "learning_starts": args.learning_starts, "cleanrl": True}
+                    settings |= {"compression": compression, "save_memory": False}
+                    dqn.train(dqn.Config(total_frames=4 * args.steps, **settings))
             for line, seconds in clock.table().items():
                 tables[column][line] += seconds
     lines = sorted({line for table in tables.values() for line in table})  # the phases' lines together
