@@ -6,7 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import NODE
 
+from atari_game.pool import GamePool
 from atari_game.worker import available_cores
 
 # What a user's work leaves where they run the trainers: the README's first command (`python examples/ppo.py --game
@@ -30,6 +32,38 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     Each test file runs on one worker, and beyond 4 the longest files (the Ray ones, 2-3 minutes each) set the time,
     while each worker holds its own torch and Ray clusters in memory. ``-n 0`` runs the tests in pytest's process."""
     return min(available_cores(), 4)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks `slow` every test that uses a Ray cluster (`cluster`, directly or through a fixture of its own): starting
+    one takes seconds, and each such test tens of seconds. The other slow tests carry their marker in their file."""
+    for item in items:
+        if "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
+# A test not marked slow that takes longer than this (its set-up, call and tear-down together) is named at the end
+# of the run: the contributor's loop, `-m "not slow"`, stays a few minutes only while its tests stay fast. Not a
+# failure: a busy machine can slow any test down.
+FAST_TEST_SECONDS = 20.0
+unmarked_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Adds up the seconds of each test not marked slow (with pytest-xdist, in pytest's own process, which gets every
+    worker's reports)."""
+    if "slow" not in report.keywords:
+        unmarked_seconds[report.nodeid] = unmarked_seconds.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Names the tests not marked slow that took longer than `FAST_TEST_SECONDS`, slowest first."""
+    slow = sorted((seconds, test) for test, seconds in unmarked_seconds.items() if seconds > FAST_TEST_SECONDS)
+    if slow:
+        terminalreporter.write_sep("=", f"not marked slow, over {FAST_TEST_SECONDS:.0f} s: mark them or speed them up")
+        for seconds, test in reversed(slow):
+            terminalreporter.write_line(f"{seconds:.1f} s {test}")
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -87,6 +121,46 @@ def closing():
     yield factory
     for thing in made:
         thing.close()
+
+
+@pytest.fixture
+def pool_factory(closing):
+    """``pool_factory(...)`` makes a `GamePool` of those arguments, closed after the test, whatever happens in it."""
+    return closing(GamePool)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A Ray cluster of two nodes of 2 CPUs on this machine (`support.NODE`), listening on 127.0.0.1 only, that
+    notices a lost node within a few seconds, and this process connected to it: one per test module that uses it.
+    (Ray is imported here, not above: the tests that need no cluster run without the ray extra.)"""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from atari_game.ray_pool import single_machine_mode
+
+    # Ray notices a lost node after this many missed health checks (default: 5 of 3 s).
+    health_checks = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
+    head = {**NODE, "include_dashboard": False, "_system_config": health_checks}
+    with single_machine_mode():
+        cluster = Cluster(initialize_head=True, head_node_args=head)
+        cluster.add_node(**NODE)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        yield cluster
+        ray.shutdown()
+        cluster.shutdown()
+
+
+@pytest.fixture
+def torch_threads():
+    """The trainers set torch's thread count for the process: the tests after a test that uses this get theirs back.
+    (torch is imported here, not above: most tests run without it.)"""
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture
