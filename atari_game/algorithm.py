@@ -27,11 +27,6 @@ Policy = Callable[[np.ndarray], int]
 BatchPolicy = Callable[[np.ndarray], np.ndarray]
 
 
-def as_trained(config: RunConfig) -> str:
-    """How a policy acts that has no settings of its own to say (PPO samples from its policy): ""."""
-    return ""
-
-
 @dataclasses.dataclass(frozen=True)
 class Algorithm:
     """One trainer, as the registry gives it to training, evaluation and the command line.
@@ -52,7 +47,7 @@ class Algorithm:
             ``eval_epsilon``, seeded with its ``seed``); used by ``--eval`` and ``atari-game play``.
         batch_policy: a loaded network on the CPU as a policy for a batch of games (``atari-game evaluate``: PPO
             samples from its policy with torch's generator, DQN acts greedily and the protocol adds its epsilon).
-        acting: how `policy` acts under a config, for ``--eval``'s line ("epsilon 0.01"; "": as trained).
+        acting: how `policy` acts under a config, for ``--eval``'s line ("epsilon 0.01"); None: as it trained.
     """
 
     name: str
@@ -64,7 +59,7 @@ class Algorithm:
     network_key: str
     policy: Callable[[Any, torch.device, Any], Policy]
     batch_policy: Callable[[Any], BatchPolicy]
-    acting: Callable[[Any], str] = as_trained
+    acting: Callable[[Any], str] | None = None
 
     def load(self, saved: dict, device: torch.device) -> tuple[nn.Module, RunConfig]:
         """The network of a checkpoint `saved` (`atari_game.checkpoints.load_checkpoint`) on `device`, computing in

@@ -79,7 +79,7 @@ def run_trainer(config: RunConfig, algorithm: Algorithm) -> Path:
             if config.learners:
                 run_dir = run_directory(config, algorithm.name)
                 return train_on_learners(config, algorithm.train, run_dir, config.learners, config.ray)
-            return algorithm.train(config, Learners(n_envs=config.n_envs))
+            return algorithm.train(config, Learners(num_envs=config.num_envs))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM stops the run at once; its last checkpoint stays for --resume
         raise SystemExit(interrupted(config, algorithm.name, "SIGTERM" if sigterms else "Ctrl-C")) from None
     except (PoolError, LearnersFailed) as error:  # the envs or learners cannot go on (a node lost, no CPUs): the same
@@ -110,7 +110,7 @@ def play_checkpoint(config: RunConfig, algorithm: Algorithm) -> None:
     score, length = record_game(
         algorithm.policy(network, device, config), dataclasses.replace(trained, seed=config.seed), path
     )
-    acting = algorithm.acting(config)
+    acting = algorithm.acting(config) if algorithm.acting else ""
     print(
         f"{trained.game}: one game scored {score:g} in {length} steps (unclipped{', ' + acting if acting else ''}); "
         f"video: {path}"

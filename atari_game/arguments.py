@@ -7,12 +7,40 @@ from __future__ import annotations
 
 import argparse
 import decimal
+import sys
 from pathlib import Path
+from typing import Any
 
 from atari_game.game import resolve_game
 from atari_game.play import check_video_path
 from atari_game.protocols import get_protocol
 from atari_game.validation import check_agent_name
+
+
+class OldSpelling(argparse.Action):
+    """A flag's spelling before 0.2, hidden from --help: it stores its value as the flag `new` does and says, on
+    stderr, that the flag is `new` now (the old spelling is taken until 0.3)."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+        self.new = new
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option: str | None = None
+    ) -> None:
+        print(f"{parser.prog}: {option} is now {self.new} ({option} is taken until 0.3)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_old_spelling(parser: argparse.ArgumentParser, old: str, new: str) -> None:
+    """Take the flag `old` as `parser`'s flag `new` (its type, count and choices), hidden from --help: `OldSpelling`."""
+    # (argparse has no public look-up of an action by its flag)
+    action = next(action for action in parser._actions if new in action.option_strings)
+    same: dict[str, Any] = {"type": action.type} if action.type is not None else {}
+    parser.add_argument(
+        old, dest=action.dest, action=OldSpelling, new=new, nargs=action.nargs, choices=action.choices, **same
+    )
+
 
 # Counts are written in every way Python and papers write them.
 INTEGER_EXAMPLES = "1000000, 1_000_000 or 1e6"

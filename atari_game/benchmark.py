@@ -1,6 +1,6 @@
 """Agent steps per second of atari_game's GamePool against the other ways to run Atari games, in one run.
 
-    pip install -e ".[bench]" && atari-game bench --envs 4 8 16 32 --rounds 4 --seconds 5
+    pip install -e ".[bench]" && atari-game bench --num-envs 4 8 16 32 --rounds 4 --seconds 5
 
 Every system plays with the same settings (docs/performance.md lists them), in `--rounds` rounds, each measuring the
 systems in turn in an order that rotates, so that a noisy machine's drift hits all of them alike: compare the paired
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from atari_game import GamePool, RayGamePool, Worker
-from atari_game.arguments import count
+from atari_game.arguments import add_old_spelling, count
 from atari_game.arguments import game_name as known_game
 from atari_game.extras import install_command
 from atari_game.game import FIXED_RESTART_GAMES, action_meanings, display_name, resolve_game, rom_path
@@ -350,10 +350,10 @@ def emulation_limit(executor: concurrent.futures.ProcessPoolExecutor, seconds: f
 # --- the parent's share: what one parent can feed ---------------------------------------------------------
 
 
-def parent_cpu(n_envs: int, n_workers: int, steps: int, game: str = GAME) -> dict[str, float]:
+def parent_cpu(num_envs: int, n_workers: int, steps: int, game: str = GAME) -> dict[str, float]:
     """The parent's own CPU µs per batch step of a `copy=False` GamePool of `game`, and its workers' per agent step."""
-    actions = np.random.default_rng(0).integers(len(action_meanings(game)), size=(steps + 5, n_envs))
-    with GamePool(n_envs, n_workers=n_workers, copy=False, **our_game(game)) as pool:
+    actions = np.random.default_rng(0).integers(len(action_meanings(game)), size=(steps + 5, num_envs))
+    with GamePool(num_envs, n_workers=n_workers, copy=False, **our_game(game)) as pool:
         pool.reset(seed=0)
         for row in actions[:5]:  # warm-up
             pool.step(row)
@@ -362,7 +362,7 @@ def parent_cpu(n_envs: int, n_workers: int, steps: int, game: str = GAME) -> dic
         for row in actions[5:]:
             pool.step(row)
         parent, workers = time.process_time() - start, sum(map(_process_cpu, pids)) - workers_start
-    return {"parent_us_per_step": 1e6 * parent / steps, "worker_us_per_agent_step": 1e6 * workers / steps / n_envs}
+    return {"parent_us_per_step": 1e6 * parent / steps, "worker_us_per_agent_step": 1e6 * workers / steps / num_envs}
 
 
 def fit_parent(grid: list[dict[str, float]]) -> tuple[float, float, float]:
@@ -373,29 +373,29 @@ def fit_parent(grid: list[dict[str, float]]) -> tuple[float, float, float]:
     return float(per_step), float(per_worker), float(per_env)
 
 
-def ceiling(fit: tuple[float, float, float], n_workers: int, n_envs: int) -> float:
+def ceiling(fit: tuple[float, float, float], n_workers: int, num_envs: int) -> float:
     """Env steps/s one parent can drive at W workers x N envs, if the workers were infinitely fast."""
     per_step, per_worker, per_env = fit
-    return n_envs / (per_step + per_worker * n_workers + per_env * n_envs) * 1e6
+    return num_envs / (per_step + per_worker * n_workers + per_env * num_envs) * 1e6
 
 
 def parent_grid(game: str, workers: list[int], envs: list[int], steps: int, json_path: Path) -> None:
     """Measure the parent's CPU per batch step over W x N (N >= W), fit it and print the ceiling it implies."""
     grid = []
     for n_workers in workers:
-        for n_envs in [n for n in envs if n >= n_workers]:
-            run = {"workers": n_workers, "envs": n_envs, **parent_cpu(n_envs, n_workers, steps, game)}
+        for num_envs in [n for n in envs if n >= n_workers]:
+            run = {"workers": n_workers, "envs": num_envs, **parent_cpu(num_envs, n_workers, steps, game)}
             grid.append(run)
             print(
-                f"W={n_workers:3} N={n_envs:4}: parent {run['parent_us_per_step']:8,.0f} µs per batch step, "
+                f"W={n_workers:3} N={num_envs:4}: parent {run['parent_us_per_step']:8,.0f} µs per batch step, "
                 f"workers {run['worker_us_per_agent_step']:5,.0f} µs per agent step",
                 flush=True,
             )
     fit = fit_parent(grid)
     print(f"\nparent CPU per batch step ≈ {fit[0]:.1f} µs + {fit[1]:.2f} µs x workers + {fit[2]:.2f} µs x envs")
-    for n_workers, n_envs in ((16, 64), (64, 256), (256, 1024)):
-        rate = ceiling(fit, n_workers, n_envs)
-        print(f"one parent's ceiling at {n_workers} workers x {n_envs} envs: {rate:,.0f} env steps/s")
+    for n_workers, num_envs in ((16, 64), (64, 256), (256, 1024)):
+        rate = ceiling(fit, n_workers, num_envs)
+        print(f"one parent's ceiling at {n_workers} workers x {num_envs} envs: {rate:,.0f} env steps/s")
     print(f"and at most {1e6 / fit[2]:,.0f} env steps/s however many envs per worker (1 / per-env cost)")
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps({"machine": MACHINE, "game": game, "grid": grid, "fit_us": fit}, indent=1))
@@ -408,15 +408,16 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     unmeasured = ", ".join(repr(name) for name in SYSTEMS if name not in DEFAULT_SYSTEMS)
     add(
-        "--envs",
+        "--num-envs",
         type=count,
         nargs="+",
         help="numbers of envs N to measure (default: 4 8 16 32; --parent-grid: 64 128 256)",
     )
+    add_old_spelling(parser, "--envs", "--num-envs")
     add(
         "--parent-grid",
         action="store_true",
-        help="measure instead the parent's CPU per batch step over --workers x --envs (default: off)",
+        help="measure instead the parent's CPU per batch step over --workers x --num-envs (default: off)",
     )
     add(
         "--workers",
@@ -465,14 +466,14 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.parent_grid:
         return parent_grid(
-            args.game, args.workers, args.envs or [64, 128, 256], args.steps, args.json.with_name("parent.json")
+            args.game, args.workers, args.num_envs or [64, 128, 256], args.steps, args.json.with_name("parent.json")
         )
     rng = np.random.default_rng(0)
     results: dict[str, Any] = {"machine": MACHINE, "game": args.game, "pool_workers": args.pool_workers, "runs": {}}
     # The processes that measure the `emulation_limit`, one per core, started now (not during a measurement).
     with concurrent.futures.ProcessPoolExecutor(CORES, mp_context=multiprocessing.get_context("spawn")) as executor:
         list(executor.map(time.sleep, [0.5] * CORES))  # each busy while the next is asked for: CORES processes
-        for n in args.envs or [4, 8, 16, 32]:
+        for n in args.num_envs or [4, 8, 16, 32]:
             results["runs"][n] = compare(n, args, executor, rng)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1))

@@ -48,9 +48,14 @@ def torch_file(path: str | Path, what: str) -> Any:
         raise ValueError(f"{path} is not {what} ({reason})") from None
 
 
+#: The config fields renamed since a checkpoint may have been saved, by their old names.
+RENAMED_FIELDS = {"n_envs": "num_envs"}
+
+
 def load_checkpoint(checkpoint: str | Path) -> dict:
     """A checkpoint of any trainer loaded on the CPU, ``"algorithm"`` naming it ("ppo", "dqn"); else a `ValueError`.
-    The checkpoints of earlier releases name it ``"algo"`` (or, PPO's first ones, not at all): read as the same."""
+    The checkpoints of earlier releases name it ``"algo"`` (or, PPO's first ones, not at all), and their configs may
+    hold fields since renamed (`RENAMED_FIELDS`): read with today's names."""
     if Path(checkpoint).suffix == ".npz":  # a DQN run's replay.npz, say, which torch would call a bad archive
         beside = Path(checkpoint).with_name("checkpoint.pt")
         named = f": the run's checkpoint is {beside}" if beside.is_file() else ""
@@ -59,4 +64,5 @@ def load_checkpoint(checkpoint: str | Path) -> dict:
     if not isinstance(saved, dict) or "config" not in saved:
         raise ValueError(f"{checkpoint} is not a checkpoint.pt of atari-game train (it holds no config)")
     # (PPO's first checkpoints did not name their trainer; until 0.2 the key was "algo")
-    return {"algorithm": saved.pop("algo", "ppo"), **saved}
+    config = {RENAMED_FIELDS.get(name, name): value for name, value in saved["config"].items()}
+    return {"algorithm": saved.pop("algo", "ppo"), **saved, "config": config}

@@ -18,7 +18,16 @@ import numpy as np
 
 import atari_game
 from atari_game import benchmark
-from atari_game.arguments import checkpoint_file, count, game_name, label, mp4_file, scoring_protocol, seed
+from atari_game.arguments import (
+    add_old_spelling,
+    checkpoint_file,
+    count,
+    game_name,
+    label,
+    mp4_file,
+    scoring_protocol,
+    seed,
+)
 from atari_game.evaluation import evaluate_checkpoint
 from atari_game.extras import install_command
 from atari_game.game import Game, action_meanings, list_games
@@ -81,7 +90,7 @@ def trainer_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--algorithm", choices=names, default=names[0], help=f"the trainer: {trainers} (default: {names[0]})"
     )
-    parser.add_argument("--algo", choices=names, help=argparse.SUPPRESS)
+    add_old_spelling(parser, "--algo", "--algorithm")
     return parser
 
 
@@ -93,12 +102,6 @@ def train(arguments: list[str]) -> None:
     except ImportError as error:
         missing_extra("train", error, "train")
     choice, options = chooser.parse_known_args(arguments)
-    if choice.algo:  # the old spelling, for one release
-        print(
-            f"atari-game train: --algo is now --algorithm (--algo goes in 0.3): --algorithm {choice.algo}",
-            file=sys.stderr,
-        )
-        choice.algorithm = choice.algo
     if "-h" in options or "--help" in options:
         print(chooser.format_help())
     main(choice.algorithm, options, prog=f"atari-game train --algorithm {choice.algorithm}")
@@ -106,14 +109,14 @@ def train(arguments: list[str]) -> None:
 
 def evaluate(args: argparse.Namespace) -> None:
     # Refused before any checkpoint loads or game is played.
-    if args.envs is not None and args.envs > args.episodes:
-        args.command_parser.error(f"argument --envs: at most --episodes ({args.episodes}), got {args.envs}")
+    if args.num_envs is not None and args.num_envs > args.episodes:
+        args.command_parser.error(f"argument --num-envs: at most --episodes ({args.episodes}), got {args.num_envs}")
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         args.command_parser.error(f"argument --out: {args.out} is a file; name a folder for the evaluations")
     for checkpoint in args.checkpoints:
         try:
             result, note = evaluate_checkpoint(
-                checkpoint, args.protocol, args.episodes, args.seed, args.envs, args.algorithm
+                checkpoint, args.protocol, args.episodes, args.seed, args.num_envs, args.algorithm
             )
         except ImportError as error:  # torch, which it imports to load the checkpoint
             missing_extra("evaluate", error, "train")
@@ -214,11 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="env i is seeded seed + i; the same seed, the same games (default: %(default)s)",
     )
     evaluate_parser.add_argument(
-        "--envs",
+        "--num-envs",
         type=count,
         default=None,
         help="games played at once, at most --episodes (default: the smaller of --episodes and 8)",
     )
+    add_old_spelling(evaluate_parser, "--envs", "--num-envs")
     evaluate_parser.add_argument(
         "--algorithm",
         type=label,

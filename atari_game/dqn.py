@@ -5,7 +5,7 @@
 
 Standard DQN (Mnih et al. 2015) with CleanRL's settings and, by default, the Rainbow-lite switches on: Double DQN's
 target (``--double``), 3-step returns (``--n-step 3``) and proportional prioritized replay (``--prioritized``);
-``--cleanrl`` turns the three off. Every field of `Config` is a flag (``--n-envs 4``, ``--no-clip-rewards``). The
+``--cleanrl`` turns the three off. Every field of `Config` is a flag (``--num-envs 4``, ``--no-clip-rewards``). The
 Training DQN guide says how it counts transitions (as CleanRL does) and what a run writes.
 """
 
@@ -101,8 +101,8 @@ class Config(RunConfig):
 
     @property
     def total_transitions(self) -> int:
-        """The run's transitions: whole pool steps of n_envs transitions, 4 frames each."""
-        return self.total_frames // (4 * self.n_envs) * self.n_envs
+        """The run's transitions: whole pool steps of num_envs transitions, 4 frames each."""
+        return self.total_frames // (4 * self.num_envs) * self.num_envs
 
     @property
     def final_frames(self) -> int:
@@ -128,21 +128,22 @@ def check_config(config: Config) -> str:
     """What is wrong with `config` as a DQN run, as a usage error would say it; "" if nothing is."""
     if problem := broken_rule(config, RULES):
         return problem
-    if config.total_frames < 4 * config.n_envs:
-        return f"total_frames must be at least one step of every env, 4 * n_envs = {4 * config.n_envs}"
+    if config.total_frames < 4 * config.num_envs:
+        return f"total_frames must be at least one step of every env, 4 * num_envs = {4 * config.num_envs}"
     # A gradient step samples from what was stored before its pool step (see train) and n-step transitions
     # become sampleable n_step - 1 steps late: learning_starts must leave a batch's worth in the memory.
-    least = config.batch_size + config.n_envs * config.n_step
+    least = config.batch_size + config.num_envs * config.n_step
     if config.learning_starts < least:
         return (
-            f"--learning-starts {config.learning_starts} must be at least --batch-size + --n-envs x --n-step = {least}"
+            f"--learning-starts {config.learning_starts} must be at least --batch-size + --num-envs x --n-step = "
+            f"{least}"
         )
     if config.buffer_size < config.learning_starts:
         return f"--buffer-size {config.buffer_size} must be at least --learning-starts {config.learning_starts}"
     if not 0 <= config.end_e <= config.start_e <= 1 or not 0 < config.exploration_fraction <= 1:
         return "epsilon needs 0 <= end_e <= start_e <= 1 and 0 < exploration_fraction <= 1"
-    if min(config.n_envs, config.n_step, config.train_frequency, config.target_network_frequency) < 1:
-        return "n_envs, n_step, train_frequency and target_network_frequency must be at least 1"
+    if min(config.num_envs, config.n_step, config.train_frequency, config.target_network_frequency) < 1:
+        return "num_envs, n_step, train_frequency and target_network_frequency must be at least 1"
     # A run that ends before its first gradient step (learning_events' first "learn") plays and never learns.
     if problem := no_gradient_step(config, config.learning_starts):
         return f"--learning-starts {config.learning_starts:,} {problem} or lower --learning-starts"
@@ -211,10 +212,10 @@ def no_gradient_step(config: Config, learning_after: int) -> str:
     first_step = (learning_after // config.train_frequency + 1) * config.train_frequency
     if first_step < config.total_transitions:
         return ""
-    least = 4 * config.n_envs * -(-(first_step + 1) // config.n_envs)
+    least = 4 * config.num_envs * -(-(first_step + 1) // config.num_envs)
     return (
         f"leaves this run no gradient step: its first is due at transition {first_step:,}, and the run plays "
-        f"{config.total_transitions:,} (--total-frames {config.total_frames:,} in whole steps of its {config.n_envs} "
+        f"{config.total_transitions:,} (--total-frames {config.total_frames:,} in whole steps of its {config.num_envs} "
         f"envs, 4 frames each); raise --total-frames to at least {least:,}"
     )
 
@@ -255,7 +256,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there. `learners`: this
     process's place among the run's learners (`atari_game.learners`; by default, the only one), each playing its share
     of the envs into a memory of its own (``buffer_size / learners``), all taking the same gradient steps."""
-    learners = learners or Learners(n_envs=config.n_envs)
+    learners = learners or Learners(num_envs=config.num_envs)
     run_dir, device = start_run(config, "dqn")
     threads = config.torch_threads or learners.cores  # torch's, while it plays and learns
     # Exploration (which envs explore, and their random actions): each learner its own stream, the first the seed's.
@@ -305,7 +306,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
         while steps < config.total_transitions:
             # Act on what the envs show, with the network as it is (CleanRL's order: act, step, then learn).
             clock = time.perf_counter()
-            epsilons = epsilon(config, steps + np.arange(config.n_envs))[learners.envs]
+            epsilons = epsilon(config, steps + np.arange(config.num_envs))[learners.envs]
             actions = choose_actions(q_network, obs, epsilons, rng, device)
             pool.send(actions)
 
@@ -313,7 +314,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             # (the memory without them; env k's action lags by the steps due before it: the DQN guide says more).
             learn_start = time.perf_counter()
             seconds["act"] += learn_start - clock
-            for t, event in learning_events(config, steps, steps + config.n_envs, learning_after):
+            for t, event in learning_events(config, steps, steps + config.num_envs, learning_after):
                 if event == "learn":
                     losses.append(
                         gradient_step(config, q_network, target_network, optimizer, buffer, device, t, learners)
@@ -332,12 +333,12 @@ def train(config: Config, learners: Learners | None = None) -> Path:
                 real_next_obs[restarted] = obs[restarted]
             buffer.add(obs, actions, rewards, real_next_obs, terminations, truncations)
             obs = next_obs
-            steps += config.n_envs
+            steps += config.num_envs
             games += whole_games(info, 4 * steps)
             seconds["store"] += time.perf_counter() - store_start
 
             # A row, a checkpoint, where this pool step's frames passed a multiple of log_every, checkpoint_every.
-            frames, before = 4 * steps, 4 * (steps - config.n_envs)
+            frames, before = 4 * steps, 4 * (steps - config.num_envs)
             done = steps >= config.total_transitions
             row = frames // config.log_every > before // config.log_every
             if row or done:
@@ -368,7 +369,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
                 losses.clear()
                 seconds = dict.fromkeys(seconds, 0.0)
                 learners.sync_seconds = 0.0
-            progress.update(4 * config.n_envs)
+            progress.update(4 * config.num_envs)
             if frames // config.checkpoint_every > before // config.checkpoint_every or done:
                 if config.save_memory:  # first: a checkpoint.pt is never newer than its replay.npz
                     buffer.save(replay_path)
@@ -413,7 +414,7 @@ def replay_memory(
         print(f"No replay memory at {path}: it refills for --learning-starts {config.learning_starts} transitions")
     buffer = FrameReplay(
         config.buffer_size // learners.count,
-        config.n_envs // learners.count,
+        config.num_envs // learners.count,
         observation_shape,
         n_step=config.n_step,
         gamma=config.gamma,
@@ -450,7 +451,7 @@ def gradient_step(
 ) -> tuple[float, float]:
     """One gradient step on a batch from the memory (due at `transition`); returns its TD loss and mean Q. Several
     `learners` each sample their share of the batch from their own memory and all take the whole batch's step."""
-    learners = learners or Learners(n_envs=config.n_envs)
+    learners = learners or Learners(num_envs=config.num_envs)
     # Prioritized replay's importance-sampling exponent: annealed linearly from beta to 1 over the run.
     beta = config.beta + (1.0 - config.beta) * min(1.0, transition / config.total_transitions)
     batch = buffer.sample(config.batch_size // learners.count, beta=beta)

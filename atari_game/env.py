@@ -157,7 +157,7 @@ def make_game_pool(
             "use make_vec(..., vectorization_mode='sync') or 'async' for rendering"
         )
     _refuse_seed(options)
-    # Checked under make_vec's name for it (GamePool calls it n_envs).
+    # Checked under make_vec's name for it (GamePool calls it num_envs).
     num_envs = check_count("num_envs", num_envs, 1, 1 << 16)
     return GamePool(num_envs, game, seed=None, **options)
 

@@ -24,7 +24,7 @@ from atari_game.game import GameOptions, display_name, resolve_game
 from atari_game.pool import GamePool
 from atari_game.protocols import PROTOCOLS, apply_protocol, get_protocol, trained_protocol
 from atari_game.scores import ATARI_57, human_normalized
-from atari_game.validation import check_agent_name, check_count, check_int
+from atari_game.validation import check_agent_name, check_count, check_int, renamed
 
 #: The ``format`` and ``version`` of the JSON an `Evaluation` is saved as (``atari-game report`` checks both).
 FORMAT, VERSION = "atari_game.evaluation", 1
@@ -136,7 +136,7 @@ def evaluate(
     protocol: str | None = "nature",
     episodes: int = 30,
     seed: int = 0,
-    n_envs: int | None = None,
+    num_envs: int | None = None,
     *,
     algorithm: str = "agent",
     run_seed: int = 0,
@@ -145,32 +145,32 @@ def evaluate(
     """Play `episodes` whole games of `game` with `policy` under `protocol`, and return their scores.
 
     Args:
-        policy: the agent: ``policy(obs) -> actions``, `obs` a batch of observations (``uint8 (n_envs, 4, 84, 84)``
-            by default; `GameOptions.observation_shape`), `actions` ``n_envs`` integers in ``[0, n_actions)`` (the
+        policy: the agent: ``policy(obs) -> actions``, `obs` a batch of observations (``uint8 (num_envs, 4, 84, 84)``
+            by default; `GameOptions.observation_shape`), `actions` ``num_envs`` integers in ``[0, n_actions)`` (the
             protocol's action set: all 18 under ``machado``). It is called once per step with every env's
             observation.
         game: any spelling `resolve_game` takes; an unknown name raises `ValueError` naming the closest.
         protocol: a name in `PROTOCOLS`: its evaluation settings (`Protocol.evaluate`) and its epsilon, with which a
             uniformly random action replaces the policy's; None: `options` as given, whole games (``life_loss``
             "ignore"), no epsilon.
-        episodes: how many games; env ``i`` plays games ``i, i + n_envs, ...`` of the count (an even split), so
+        episodes: how many games; env ``i`` plays games ``i, i + num_envs, ...`` of the count (an even split), so
             that which games are scored does not depend on which end first.
         seed: env ``i`` is seeded ``seed + i``, the epsilon draws with `seed`: the same seed gives the same games.
-        n_envs: games played at once, 1 to `episodes` (default: ``min(episodes, 8)``), in the pool's default number
+        num_envs: games played at once, 1 to `episodes` (default: ``min(episodes, 8)``), in the pool's default number
             of workers (one per env, up to one per core).
         algorithm, run_seed: who played, as the result records them (`Evaluation`): ``atari-game report`` groups
             runs by `algorithm` and counts them by `run_seed`, so give each agent's runs their own.
         options: more `GameOptions` (e.g. ``fire_reset=True``); one that contradicts the protocol is refused, and
-            so is ``continuous=True``.
+            so is ``continuous=True``. (``n_envs``, `num_envs`'s name until 0.2, is taken with a `FutureWarning`.)
 
     Returns:
         The `Evaluation`: the games' returns and lengths (in agent steps) in the order of the count above, with who
         played, the protocol and `seed` (its `evaluation_seed`).
 
     Raises:
-        TypeError: `episodes`, `seed`, `n_envs` or `run_seed` not an integer; an unknown game option.
+        TypeError: `episodes`, `seed`, `num_envs` or `run_seed` not an integer; an unknown game option.
         ValueError: one of them out of range, an unknown game or protocol, an option against the protocol, or a
-            policy whose actions are not ``n_envs`` integers in ``[0, n_actions)`` (named as it returned them).
+            policy whose actions are not ``num_envs`` integers in ``[0, n_actions)`` (named as it returned them).
     """
     episodes = check_int("episodes", episodes, 1)
     # The labels go into the JSON the report reads: plain ints and a name.
@@ -185,28 +185,33 @@ def evaluate(
         raise ValueError(
             "evaluate scores agents that choose among the action set's actions: continuous=True is not supported"
         )
+    if "n_envs" in options:
+        renamed("n_envs", "num_envs")
+        num_envs = options.pop("n_envs") if num_envs is None else num_envs
     # More envs than games would play games that are never counted.
-    n_envs = min(episodes, 8) if n_envs is None else check_count("n_envs (at most episodes)", n_envs, 1, episodes)
-    # Env i's share of the games: the first episodes % n_envs envs play one more.
-    quota = np.full(n_envs, episodes // n_envs) + (np.arange(n_envs) < episodes % n_envs)
-    scores: list[list[tuple[float, int]]] = [[] for _ in range(n_envs)]
+    num_envs = (
+        min(episodes, 8) if num_envs is None else check_count("num_envs (at most episodes)", num_envs, 1, episodes)
+    )
+    # Env i's share of the games: the first episodes % num_envs envs play one more.
+    quota = np.full(num_envs, episodes // num_envs) + (np.arange(num_envs) < episodes % num_envs)
+    scores: list[list[tuple[float, int]]] = [[] for _ in range(num_envs)]
     rng = np.random.default_rng(seed)
-    with GamePool(n_envs, game, seed, autoreset_mode=AutoresetMode.SAME_STEP, **options) as pool:
+    with GamePool(num_envs, game, seed, autoreset_mode=AutoresetMode.SAME_STEP, **options) as pool:
         n_actions = len(pool.action_meanings)
         obs, _ = pool.reset()
         while any(len(done) < want for done, want in zip(scores, quota, strict=True)):
             returned = policy(obs)
             actions = np.asarray(returned)
-            if actions.shape != (n_envs,):  # a scalar, None, logits: name what the policy must return
+            if actions.shape != (num_envs,):  # a scalar, None, logits: name what the policy must return
                 got = "None" if returned is None else f"shape {actions.shape}"
-                if actions.shape in ((n_envs, n_actions), (n_actions,)):
+                if actions.shape in ((num_envs, n_actions), (n_actions,)):
                     got += " (a score per action? return the chosen actions, e.g. their argmax)"
-                raise ValueError(f"policy must return one action per observation, shape ({n_envs},); got {got}")
+                raise ValueError(f"policy must return one action per observation, shape ({num_envs},); got {got}")
             if actions.dtype.kind not in "iu":  # floats, bools: not actions, though numpy would cast them
                 raise TypeError(f"policy must return integer actions in [0, {n_actions}), got dtype {actions.dtype}")
             # The protocol's epsilon: a random action instead of the agent's, drawn the same whatever the agent does.
-            explore = rng.random(n_envs) < epsilon
-            actions = np.where(explore, rng.integers(n_actions, size=n_envs), actions)
+            explore = rng.random(num_envs) < epsilon
+            actions = np.where(explore, rng.integers(n_actions, size=num_envs), actions)
             obs, _, _, _, info = pool.step(actions)
             # A whole game's return (all its lives, unclipped), counted until the env's share is played.
             for i in np.flatnonzero(info.get("_game", ())):
@@ -229,17 +234,20 @@ def evaluate_checkpoint(
     protocol: str | None = None,
     episodes: int = 30,
     seed: int = 0,
-    n_envs: int | None = None,
+    num_envs: int | None = None,
     algorithm: str | None = None,
+    *,
+    n_envs: int | None = None,
 ) -> tuple[Evaluation, str]:
-    """Score the agent of a checkpoint of ``atari-game train`` (either trainer) with `evaluate`; return the
+    """Score the agent of a checkpoint of ``atari-game train`` (any trainer) with `evaluate`; return the
     evaluation and a note ("" if none) when `protocol` is not the one the run trained under. `algorithm` labels the
     result for ``atari-game report`` (default: the trainer, "ppo" or "dqn"); the run's seed is its ``run_seed``.
 
     `protocol` None: the run's own (`trained_protocol`); a run that trained under none raises `ValueError` asking
     for one. Under another protocol than the run's the games are scored with a note, unless the two give the agent
     different action sets, which is refused. The options a protocol leaves free (``fire_reset``) are the run's.
-    A PPO agent samples from its policy (torch seeded with `seed`); a DQN agent acts greedily.
+    A PPO agent samples from its policy (torch seeded with `seed`); a DQN agent acts greedily. `n_envs` is
+    `num_envs`'s name until 0.2, taken with a `FutureWarning`.
     """
     import torch
 
@@ -248,6 +256,9 @@ def evaluate_checkpoint(
     from atari_game.networks import torch_threads
     from atari_game.run_config import game_options
 
+    if n_envs is not None:
+        renamed("n_envs", "num_envs")
+        num_envs = n_envs if num_envs is None else num_envs
     saved = load_checkpoint(checkpoint)
     policy, config = batch_policy(saved)
     trained = trained_protocol(saved["config"])
@@ -286,7 +297,7 @@ def evaluate_checkpoint(
             protocol,
             episodes,
             seed,
-            n_envs,
+            num_envs,
             algorithm=algorithm or saved["algorithm"],
             run_seed=config.seed,
             **free,

@@ -53,7 +53,7 @@ class LearnersFailed(RuntimeError):
 
 @dataclasses.dataclass
 class Learners:
-    """This process's place among the run's learners: learner `rank` of `count`, for a run of `n_envs` envs in all;
+    """This process's place among the run's learners: learner `rank` of `count`, for a run of `num_envs` envs in all;
     `on_ray_train` when Ray Train placed it (and holds its checkpoints), with `cpus` CPUs for its envs and torch;
     `restart`, the checkpoint.pt Ray Train restarts it from after a learner died (None on a first start).
 
@@ -63,7 +63,7 @@ class Learners:
 
     rank: int = 0
     count: int = 1
-    n_envs: int = 0
+    num_envs: int = 0
     on_ray_train: bool = False
     cpus: int = 0
     restart: Path | None = None
@@ -76,8 +76,8 @@ class Learners:
 
     @property
     def envs(self) -> slice:
-        """This learner's envs among the run's ``n_envs``."""
-        share = self.n_envs // self.count
+        """This learner's envs among the run's ``num_envs``."""
+        share = self.num_envs // self.count
         return slice(self.rank * share, (self.rank + 1) * share)
 
     @property
@@ -91,11 +91,12 @@ class Learners:
         return name if self.count == 1 else f"{stem}-{self.rank}-of-{self.count}{dot}{suffix}"
 
     def share(self, indices: torch.Tensor) -> torch.Tensor:
-        """The rows of this learner's flattened rollout (``n_steps x n_envs / count``, step-major) that a minibatch of
-        the run's (`indices` into ``n_steps x n_envs``) holds, in its order; the learners' shares may differ in size."""
-        step, env = indices // self.n_envs, indices % self.n_envs
+        """The rows of this learner's flattened rollout (``n_steps x num_envs / count``, step-major) that a minibatch
+        of the run's (`indices` into ``n_steps x num_envs``) holds, in its order; the learners' shares may differ in
+        size."""
+        step, env = indices // self.num_envs, indices % self.num_envs
         mine = (env >= self.envs.start) & (env < self.envs.stop)
-        return step[mine] * (self.n_envs // self.count) + env[mine] - self.envs.start
+        return step[mine] * (self.num_envs // self.count) + env[mine] - self.envs.start
 
     def _collective(self, tensor: torch.Tensor) -> torch.Tensor:
         """`tensor` summed over the learners, in place, with its time counted."""
@@ -179,7 +180,7 @@ class Learners:
 ConfigT = TypeVar("ConfigT")
 
 
-def learners_problem(learners: int, ray: str, n_envs: int) -> str:
+def learners_problem(learners: int, ray: str, num_envs: int) -> str:
     """What keeps `learners` learners from running ("" if nothing, or none asked for): no --ray, envs that do not
     divide among them, or no Ray Train installed (its import tried: a few seconds)."""
     if not learners:
@@ -189,8 +190,8 @@ def learners_problem(learners: int, ray: str, n_envs: int) -> str:
             f"--learners {learners} needs --ray ADDRESS, the cluster Ray Train places the learners on (--ray local: "
             "this machine): add --ray, or drop --learners for one learner here"
         )
-    if n_envs % learners:
-        return f"--n-envs {n_envs} must divide among --learners {learners} (each plays n_envs / learners envs)"
+    if num_envs % learners:
+        return f"--num-envs {num_envs} must divide among --learners {learners} (each plays num_envs / learners envs)"
     try:
         importlib.import_module("ray.train.torch")
     except ImportError:
@@ -280,7 +281,7 @@ def learner_process(loop_config: dict[str, Any]) -> None:
     learners = Learners(
         rank=context.get_world_rank(),
         count=context.get_world_size(),
-        n_envs=config.n_envs,
+        num_envs=config.num_envs,
         on_ray_train=True,
         cpus=loop_config["cpus"],
     )

@@ -98,23 +98,23 @@ class LocalTransport:
     def open(self, layout: Layout, arguments: Callable[[list[int]], tuple]) -> dict[str, np.ndarray]:
         """Create the segment (its memory taken now), sockets, tickets' pipe and their finalizer; return its arrays."""
         check_main_guard(self.context, "a GamePool")
-        self.layout, self.arguments, n_envs = layout, arguments, layout["actions"][0][0]  # (a row per env)
+        self.layout, self.arguments, num_envs = layout, arguments, layout["actions"][0][0]  # (a row per env)
         # Every worker gets the child's ends: answers, and the wake-up of a whole-pool step.
         (parent_end, child_end), (wake_end, wake_child) = socket.socketpair(), socket.socketpair()
         self.answers = (parent_end, connection.Connection(child_end.detach()))
         self.wake = (wake_end, connection.Connection(wake_child.detach()))
         # How the last worker of a whole-pool step knows it is last: a pipe of a ticket per worker but one, whose read
-        # end does not wait (a flag all workers' copies share), with room for `n_envs` (any pipe holds PIPE_BUF + 1).
+        # end does not wait (a flag all workers' copies share), with room for `num_envs` (any pipe holds PIPE_BUF + 1).
         self.ticket_fds = take, put = os.pipe()
         os.set_blocking(take, False)
-        if sys.platform.startswith("linux") and n_envs - 1 > select.PIPE_BUF:
+        if sys.platform.startswith("linux") and num_envs - 1 > select.PIPE_BUF:
             import fcntl  # (POSIX: imported here, so that the package imports where it is missing)
 
-            fcntl.fcntl(put, fcntl.F_SETPIPE_SZ, n_envs)
+            fcntl.fcntl(put, fcntl.F_SETPIPE_SZ, num_envs)
         self.tickets = (connection.Connection(take, writable=False), connection.Connection(put, readable=False))
         self.tickets_left, self.step_tag = False, 0  # (tickets_left: the pipe may hold tickets no worker took)
         # The segment last: where it has no room, what came before closes itself as it is collected.
-        self.segment = create(layout, n_envs)
+        self.segment = create(layout, num_envs)
         self.finalizer = weakref.finalize(
             self, _shut_down, self.workers, self.segment, (*self.answers, *self.wake, *self.tickets)
         )

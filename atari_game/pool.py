@@ -23,7 +23,7 @@ from atari_game.local_transport import LocalTransport
 from atari_game.pool_errors import CommandFailed, PoolError, WorkerDied, WorkerHandle
 from atari_game.segment import Layout, layout
 from atari_game.spaces import action_space, observation_space
-from atari_game.validation import check_choice, check_count, check_int
+from atari_game.validation import check_choice, check_count, check_int, renamed
 from atari_game.worker import interrupts_deferred
 
 #: The type of a transport's handles on its workers, a `WorkerHandle`: `LocalWorker` for `LocalTransport` (the
@@ -96,26 +96,32 @@ class Books(Generic[W]):
 
 # A pool's own arguments under other libraries' names (the pool hands the keywords it does not know to the games).
 OTHER_NAMES = {
-    **dict.fromkeys(("num_envs", "envs"), "the count is the first argument, n_envs"),
+    "envs": "the count is the first argument, num_envs",
     **dict.fromkeys(("workers", "num_workers", "num_threads"), "use n_workers= (the worker processes)"),
 }
 
 
 def _check_arguments(
-    pool: str, n_envs: Any, game: Any, seed: int | None, game_options: dict[str, Any]
+    pool: str, num_envs: Any, game: Any, seed: int | None, game_options: dict[str, Any]
 ) -> tuple[int, GameOptions, tuple[str, ...]]:
-    """`n_envs` in [1, 65536] (the likeliest slips named), the options every env shares and each env's ROM id."""
-    if isinstance(n_envs, str) and not n_envs.isdigit():
+    """`num_envs` in [1, 65536] (the likeliest slips named), the options every env shares and each env's ROM id.
+    ``n_envs=``, its name until 0.2, is taken from `game_options` with a `FutureWarning`."""
+    if "n_envs" in game_options:
+        renamed("n_envs", "num_envs", stacklevel=4)
+        num_envs = game_options.pop("n_envs") if num_envs is None else num_envs
+    if num_envs is None:
+        raise TypeError(f"{pool}(num_envs, game): how many envs is missing, as in {pool}(8, 'Breakout')")
+    if isinstance(num_envs, str) and not num_envs.isdigit():
         count = game if isinstance(game, int) else 8
-        raise TypeError(f"{pool}(n_envs, game): the count comes first, as in {pool}({count}, {n_envs!r})")
+        raise TypeError(f"{pool}(num_envs, game): the count comes first, as in {pool}({count}, {num_envs!r})")
     if foreign := sorted(game_options.keys() & OTHER_NAMES.keys()):
         raise TypeError(f"{pool}: unknown argument {foreign[0]!r}: {OTHER_NAMES[foreign[0]]}")
-    n_envs = check_count("n_envs", n_envs, 1, 1 << 16)
+    num_envs = check_count("num_envs", num_envs, 1, 1 << 16)
     if isinstance(game, str):
-        games = [game] * n_envs
+        games = [game] * num_envs
     elif isinstance(game, (list, tuple)):
-        if len(game) != n_envs:
-            raise ValueError(f"game: a list of games names one game per env, got {len(game)} for n_envs={n_envs}")
+        if len(game) != num_envs:
+            raise ValueError(f"game: a list of games names one game per env, got {len(game)} for num_envs={num_envs}")
         for i, name in enumerate(game):
             if not isinstance(name, str):
                 raise TypeError(f"game[{i}] must be a game name such as 'Breakout', got {type(name).__name__} {name!r}")
@@ -148,19 +154,19 @@ def _check_arguments(
             f"game: these games' {kind} action sets differ, and a pool has one action space: "
             f"{'; '.join(sets)}{more}. To mix them, {fix}"
         )
-    return n_envs, shared, roms
+    return num_envs, shared, roms
 
 
-def _check_seeds(seed: int | list[int | None] | None, n_envs: int) -> list[int | None]:
+def _check_seeds(seed: int | list[int | None] | None, num_envs: int) -> list[int | None]:
     """`GamePool.reset`'s `seed` (None, an int: env ``i`` gets ``seed + i``, or one per env) as one seed per env."""
     if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)):
-        seeds = [None if seed is None else int(seed) + i for i in range(n_envs)]
+        seeds = [None if seed is None else int(seed) + i for i in range(num_envs)]
     elif isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
-        if len(seed) != n_envs:
-            raise ValueError(f"seed: a list of seeds gives one per env, {n_envs}, got {len(seed)}")
+        if len(seed) != num_envs:
+            raise ValueError(f"seed: a list of seeds gives one per env, {num_envs}, got {len(seed)}")
         seeds = list(seed)
     else:  # a float, a string: the wrong kind of thing, as Game.reset says
-        raise TypeError(f"seed must be None, an int or a list of {n_envs} seeds, got {type(seed).__name__} {seed!r}")
+        raise TypeError(f"seed must be None, an int or a list of {num_envs} seeds, got {type(seed).__name__} {seed!r}")
     for i, env_seed in enumerate(seeds):
         if env_seed is not None:
             check_int(f"the seed of env {i}", env_seed, low=0)
@@ -175,15 +181,15 @@ def _describe_games(games: tuple[str, ...]) -> str:
 
 
 class GamePool(gymnasium.vector.VectorEnv, Generic[W]):
-    """`n_envs` games (each a `Game`) in `n_workers` processes: the Gymnasium `VectorEnv` API, EnvPool-style async.
+    """`num_envs` games (each a `Game`) in `n_workers` processes: the Gymnasium `VectorEnv` API, EnvPool-style async.
 
     Args:
-        n_envs: how many games. Env ``i`` is seeded with ``seed + i``.
+        num_envs: how many games. Env ``i`` is seeded with ``seed + i``.
         game, seed, **game_options: as for `Game`, all validated before any process starts. `game` may also list
-            each env's game (length `n_envs`): a mixed pool, whose games take the same options and share one action
+            each env's game (length `num_envs`): a mixed pool, whose games take the same options and share one action
             space: ALE's full set (``full_action_space=True``), the `Box` of ``continuous``, or the same minimal set
             (the Pool guide says which games share one); other mixes raise a `ValueError` naming the sets and the fix.
-        n_workers: worker processes (default: one per available core, at most `n_envs`), each a contiguous block.
+        n_workers: worker processes (default: one per available core, at most `num_envs`), each a contiguous block.
         autoreset_mode: Gymnasium's ``AutoresetMode.NEXT_STEP`` (the default) or ``SAME_STEP`` (the tutorial's), with
             the semantics Gymnasium documents (the Concepts page shows both); same-step reports the final observation
             of an ended episode in ``info["final_obs"]``.
@@ -196,8 +202,8 @@ class GamePool(gymnasium.vector.VectorEnv, Generic[W]):
         transport: where the workers run (a `Transport` whose handles are of type `W`); the default is
             ``LocalTransport(start_method)``, processes on this machine. `RayGamePool` passes a `RayTransport`.
 
-    ``step(actions)`` takes integer actions ``(n_envs,)`` (``continuous=True``: floats ``(n_envs, 3)``) and returns
-    ``obs`` (``(n_envs, *GameOptions.observation_shape)`` of ``observation_dtype``: ``uint8 (n_envs, 4, 84, 84)`` by
+    ``step(actions)`` takes integer actions ``(num_envs,)`` (``continuous=True``: floats ``(num_envs, 3)``) and returns
+    ``obs`` (``(num_envs, *GameOptions.observation_shape)`` of ``observation_dtype``: ``uint8 (num_envs, 4, 84, 84)`` by
     default), ``rewards`` (float64), ``terminations`` (a life or the game was lost, as `life_loss` says),
     ``truncations`` (`max_episode_frames` reached) and ``info``: ``lives`` for every env (its observation's game's: on
     a next-step done step the ended episode's, on a same-step one the next episode's); for envs whose episode ended
@@ -206,7 +212,7 @@ class GamePool(gymnasium.vector.VectorEnv, Generic[W]):
     ``info["_game"]``; ``info["game_name"]`` (object array, mask ``info["_game_name"]``), each env's ROM id: the same
     read-only arrays every whole `step`.
 
-    Attributes: ``games``, the ROM id of each env's game (a tuple of `n_envs`, e.g. ``("breakout", "kaboom")``);
+    Attributes: ``games``, the ROM id of each env's game (a tuple of `num_envs`, e.g. ``("breakout", "kaboom")``);
     ``options``, the `GameOptions` every env shares, with env 0's ``game``; ``action_meanings``, the envs' actions.
 
     Async, as in EnvPool: ``send(actions, env_ids)`` starts those envs; ``recv()`` waits until `batch_size` envs have
@@ -215,7 +221,7 @@ class GamePool(gymnasium.vector.VectorEnv, Generic[W]):
 
     def __init__(
         self,
-        n_envs: int,
+        num_envs: int | None = None,
         game: str | Sequence[str] = "Breakout",
         seed: int | None = 0,
         *,
@@ -229,9 +235,9 @@ class GamePool(gymnasium.vector.VectorEnv, Generic[W]):
         **game_options: Any,
     ) -> None:
         # Validate everything before any process or shared memory exists.
-        n_envs, self.options, self.games = _check_arguments(type(self).__name__, n_envs, game, seed, game_options)
-        n_workers = None if n_workers is None else check_count("n_workers", n_workers, 1, n_envs)
-        self.batch_size = check_count("batch_size", n_envs if batch_size is None else batch_size, 1, n_envs)
+        num_envs, self.options, self.games = _check_arguments(type(self).__name__, num_envs, game, seed, game_options)
+        n_workers = None if n_workers is None else check_count("n_workers", n_workers, 1, num_envs)
+        self.batch_size = check_count("batch_size", num_envs if batch_size is None else batch_size, 1, num_envs)
         mode = autoreset_mode.value if isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
         check_choice("autoreset_mode", mode, (AutoresetMode.NEXT_STEP.value, AutoresetMode.SAME_STEP.value))
         if transport is not None and start_method is not None:
@@ -242,22 +248,22 @@ class GamePool(gymnasium.vector.VectorEnv, Generic[W]):
         self._transport = cast(Transport[W], LocalTransport(start_method)) if transport is None else transport
 
         # What Gymnasium's VectorEnv promises.
-        self.num_envs, self.action_meanings = n_envs, self.options.action_meanings
+        self.num_envs, self.action_meanings = num_envs, self.options.action_meanings
         self.single_observation_space = observation_space(self.options)
         self.single_action_space = action_space(self.options)
-        self.observation_space = gymnasium.vector.utils.batch_space(self.single_observation_space, n_envs)
-        self.action_space = gymnasium.vector.utils.batch_space(self.single_action_space, n_envs)
+        self.observation_space = gymnasium.vector.utils.batch_space(self.single_observation_space, num_envs)
+        self.action_space = gymnasium.vector.utils.batch_space(self.single_action_space, num_envs)
         self.metadata = {"autoreset_mode": self.autoreset_mode}
         # info["game_name"] of a whole step, made once: read-only, so every step can hand out the same arrays.
-        self._game_names, self._every_env = np.array(self.games, dtype=object), np.ones(n_envs, bool)
+        self._game_names, self._every_env = np.array(self.games, dtype=object), np.ones(num_envs, bool)
         self._game_names.flags.writeable = self._every_env.flags.writeable = False
-        self._books: Books[W] = Books(pending=np.zeros(n_envs, bool))
-        self._all_ids = np.arange(n_envs)
+        self._books: Books[W] = Books(pending=np.zeros(num_envs, bool))
+        self._all_ids = np.arange(num_envs)
 
         # The arrays and the workers, closed by close() (or the transport's finalizer) whatever happens from here.
         try:
-            n_workers = n_workers or min(n_envs, self._transport.default_n_workers())
-            shapes = layout(n_envs, self.options, same_step=self.autoreset_mode == AutoresetMode.SAME_STEP)
+            n_workers = n_workers or min(num_envs, self._transport.default_n_workers())
+            shapes = layout(num_envs, self.options, same_step=self.autoreset_mode == AutoresetMode.SAME_STEP)
             self._shared = self._transport.open(shapes, self._block_arguments)
             # (the transport's list: replacements take their places in it)
             self._workers = self._transport.workers

@@ -4,7 +4,7 @@
     python examples/ppo.py --eval runs/Breakout-1/checkpoint.pt       # play one game with a trained agent
 
 Standard PPO with the well-known Atari settings (the Training PPO guide lists its parts, its settings and what a run
-writes); every field of `Config` is a flag (``--n-envs 16``, ``--no-anneal-lr``).
+writes); every field of `Config` is a flag (``--num-envs 16``, ``--no-anneal-lr``).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ class Config(RunConfig):
     n_steps: int = 128
     """Agent steps per env per update (the rollout's length)."""
     n_epochs: int = 4
-    """Passes over each rollout's n_envs * n_steps agent steps."""
+    """Passes over each rollout's num_envs * n_steps agent steps."""
     n_minibatches: int = 4
-    """Minibatches per epoch: each a gradient step on n_envs * n_steps / n_minibatches agent steps."""
+    """Minibatches per epoch: each a gradient step on num_envs * n_steps / n_minibatches agent steps."""
     learning_rate: float = 2.5e-4
     """Adam's learning rate (at the start, with --anneal-lr)."""
     anneal_lr: bool = True
@@ -61,13 +61,13 @@ class Config(RunConfig):
     """The gradient's L2 norm is clipped to this, > 0."""
     async_envs: bool = True
     """Overlap env stepping with inference: two halves of the envs take turns (the pool's send/recv); needs an even
-    n_envs."""
+    num_envs."""
     checkpoint_every: int = 200_000
 
     @property
     def batch_size(self) -> int:
-        """Agent steps an update learns from: ``n_envs * n_steps``."""
-        return self.n_envs * self.n_steps
+        """Agent steps an update learns from: ``num_envs * n_steps``."""
+        return self.num_envs * self.n_steps
 
     @property
     def final_frames(self) -> int:
@@ -95,21 +95,21 @@ def check_config(config: Config) -> str:
         return problem
     if config.batch_size % config.n_minibatches:
         return (
-            f"--n-minibatches {config.n_minibatches} must divide a rollout's --n-envs x --n-steps = "
-            f"{config.n_envs} x {config.n_steps} = {config.batch_size} agent steps"
+            f"--n-minibatches {config.n_minibatches} must divide a rollout's --num-envs x --n-steps = "
+            f"{config.num_envs} x {config.n_steps} = {config.batch_size} agent steps"
         )
-    if config.async_envs and config.n_envs // max(1, config.learners) % 2:
-        envs, whose = f"--n-envs {config.n_envs}", "the"
+    if config.async_envs and config.num_envs // max(1, config.learners) % 2:
+        envs, whose = f"--num-envs {config.num_envs}", "the"
         if config.learners > 1:
             envs, whose = f"{envs} / --learners {config.learners}", "each learner's"
         return f"--async-envs plays two halves of {whose} envs in turn: {envs} must be even (or --no-async-envs)"
     if config.total_frames < 4 * config.batch_size:
-        return f"--total-frames must be at least one update's 4 x --n-envs x --n-steps = {4 * config.batch_size}"
+        return f"--total-frames must be at least one update's 4 x --num-envs x --n-steps = {4 * config.batch_size}"
     # Counted in updates until 0.2 (50 by default): a count below one update's frames is one of those.
     update_frames = 4 * config.batch_size
     if config.checkpoint_every < update_frames:
         return (
-            f"--checkpoint-every {config.checkpoint_every} is under one update's 4 x --n-envs x --n-steps = "
+            f"--checkpoint-every {config.checkpoint_every} is under one update's 4 x --num-envs x --n-steps = "
             f"{update_frames} frames: it counts emulator frames (it counted updates before 0.2; "
             f"{config.checkpoint_every} updates are --checkpoint-every {config.checkpoint_every * update_frames})"
         )
@@ -178,7 +178,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
     """Train PPO as `config` says and return the run directory, which then holds progress.csv, checkpoint.pt,
     learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there (new games).
     `learners`: this process's place among the run's learners (`atari_game.learners`; by default, the only one)."""
-    learners = learners or Learners(n_envs=config.n_envs)
+    learners = learners or Learners(num_envs=config.num_envs)
     run_dir, device = start_run(config, "ppo")
     cores = learners.cores
     agent = build_agent(config.game, device, full_action_space(config))
@@ -252,7 +252,7 @@ class Rollout:
     (`Agent.act`) for every env of the run on every learner: an env's actions do not depend on how envs are shared."""
 
     def __init__(self, config: Config, obs_shape: tuple[int, ...], learners: Learners) -> None:
-        steps, envs = config.n_steps, config.n_envs // learners.count
+        steps, envs = config.n_steps, config.num_envs // learners.count
         self.envs = learners.envs
         self.obs = torch.zeros((steps, envs, *obs_shape), dtype=torch.uint8)
         self.actions = torch.zeros((steps, envs), dtype=torch.long)
@@ -271,7 +271,7 @@ def collect(
     # Each pool's envs are a contiguous slice of the rollout's columns (slices, not index arrays: no gathers).
     halves = [slice(k * pools[0].num_envs, (k + 1) * pools[0].num_envs) for k in range(len(pools))]
     # The uniforms of this learner's envs' actions, out of the draws for every env of the run.
-    uniforms = torch.rand((config.n_steps, config.n_envs), generator=rollout.generator)[:, rollout.envs]
+    uniforms = torch.rand((config.n_steps, config.num_envs), generator=rollout.generator)[:, rollout.envs]
     games: list[tuple[int, float, int]] = []
 
     def send(k: int, step: int) -> None:
@@ -292,7 +292,7 @@ def collect(
         rollout.rewards[step, envs] = torch.from_numpy(reward)
         rollout.next_obs[envs] = torch.from_numpy(obs)
         rollout.next_done[envs] = torch.from_numpy(terminated | truncated).float()
-        games.extend(whole_games(info, frames + 4 * config.n_envs * (step + 1)))
+        games.extend(whole_games(info, frames + 4 * config.num_envs * (step + 1)))
 
     if len(pools) == 1:
         for step in range(config.n_steps):
@@ -333,7 +333,7 @@ def learn(
     """GAE, then n_epochs of clipped-PPO minibatch updates; returns the loss statistics of the last minibatch (the
     clip fraction: of all of them). Several `learners`, each with the rollout of its envs, take together the very step
     of one learner with the whole rollout (the same minibatches, advantages normalised over each, gradients summed)."""
-    learners = learners or Learners(n_envs=config.n_envs)
+    learners = learners or Learners(num_envs=config.num_envs)
     with torch.inference_mode():
         next_value = agent.value(rollout.next_obs.to(device)).cpu()
     rewards, dones, values = rollout.rewards, rollout.dones, rollout.values

@@ -329,14 +329,14 @@ class RayGamePool(GamePool[RayActor]):
     """`GamePool` with its games on Ray actors: the same `VectorEnv` API, sync and async, on a Ray cluster.
 
     Args:
-        n_envs, game, seed, autoreset_mode, batch_size, copy, **game_options: as for `GamePool` (`game` may
+        num_envs, game, seed, autoreset_mode, batch_size, copy, **game_options: as for `GamePool` (`game` may
             be a list naming each env's game); the same seed gives the same observations as a local `GamePool`.
         actors: what each actor hosts: ``"worker"``, one block of games in the actor's own process (a `GamePool`
             worker's loop); ``"node"``, a local `GamePool` of its block with a worker process per CPU of the actor
             (``actor_options["num_cpus"]``, default: the CPUs of the cluster's smallest node), one Ray call a step per
             node (the Ray guide says which to choose). A dead worker process of a node actor is the actor's death.
         n_workers: Ray actors, each a contiguous block of envs (default: as many as the cluster's free CPUs allow
-            with `actor_options`, at most `n_envs`; with ``actors="node"``, one per node that has an actor's CPUs).
+            with `actor_options`, at most `num_envs`; with ``actors="node"``, one per node that has an actor's CPUs).
         address: the Ray cluster to connect to if this process has not called ``ray.init()``: ``"auto"`` (the cluster
             ``ray start`` started on this machine, or ``RAY_ADDRESS``), ``"HOST:PORT"`` (a node of it),
             ``"ray://HOST:10001"`` (Ray Client), ``"local"`` (a new Ray on this machine, listening on 127.0.0.1 only),
@@ -352,7 +352,7 @@ class RayGamePool(GamePool[RayActor]):
 
     def __init__(
         self,
-        n_envs: int,
+        num_envs: int | None = None,
         game: str | Sequence[str] = "Breakout",
         seed: int | None = 0,
         *,
@@ -368,7 +368,7 @@ class RayGamePool(GamePool[RayActor]):
                 raise TypeError(f"{name} is for local worker processes (a GamePool); Ray starts its actors itself")
         self.actors, transport = actors, RayTransport(actors, address, actor_options, restart_workers)
         pool_options.update(n_workers=n_workers, restart_workers=restart_workers, transport=transport)
-        super().__init__(n_envs, game, seed, **pool_options)
+        super().__init__(num_envs, game, seed, **pool_options)
 
     def placement(self) -> list[tuple[str, str, list[int]]]:
         """Where the envs run now: each actor's node id and address (after a lost node, Ray's new one) and env ids."""

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar, cast
 
 import torch
 
-from atari_game.arguments import game_name, integer, protocol_name
+from atari_game.arguments import add_old_spelling, game_name, integer, protocol_name
 from atari_game.checkpoints import load_checkpoint
 from atari_game.extras import install_command
 from atari_game.game import LIFE_LOSS_MODES, GameOptions, action_meanings, display_name, resolve_game
@@ -37,7 +37,7 @@ from atari_game.validation import at_least, broken_rule, flag_of
 class RunConfig:
     """The settings every run has, whichever trainer runs it: the game and how it is played, the envs, where the
     run computes, writes and resumes; each trainer's ``Config`` (`atari_game.ppo.Config`, `atari_game.dqn.Config`)
-    adds its algorithm's. Each field is a flag of ``atari-game train`` (``n_envs``: ``--n-envs``; a boolean
+    adds its algorithm's. Each field is a flag of ``atari-game train`` (``num_envs``: ``--num-envs``; a boolean
     ``video``: ``--video`` / ``--no-video``) whose ``--help`` is the first paragraph of the field's docstring.
 
     `RESUMABLE` names the fields a ``--resume`` may change; a trainer's ``Config`` adds its own to its base's."""
@@ -56,7 +56,7 @@ class RunConfig:
     total_frames: int = 10_000_000
     """Emulator frames to train for, all envs together (4 per agent step), rounded down to whole updates (PPO) or
     whole steps of every env (DQN)."""
-    n_envs: int = 8
+    num_envs: int = 8
     """Games played at once, each in its own env of a GamePool."""
     # How the games are played: by default as DeepMind and CleanRL train.
     life_loss: str = "terminal"
@@ -81,7 +81,7 @@ class RunConfig:
     only); none: this machine's worker processes (a GamePool). Needs the ray extra and atari_game on every node
     (docs/guides/ray.md); the same seed gives the same run."""
     learners: int = 0
-    """Learner processes that Ray Train places on the --ray cluster, spread over its nodes: each plays n_envs /
+    """Learner processes that Ray Train places on the --ray cluster, spread over its nodes: each plays num_envs /
     learners of the envs in a local GamePool over its CPUs and learns with a replica of the networks, the gradients
     summed over all of them every step (PPO: the very update of one learner); 0: one learner where the command runs
     (with --ray, its envs on Ray actors). Rank 0 writes the run's files: on a cluster, --run-dir on a shared file
@@ -124,6 +124,8 @@ ConfigT = TypeVar("ConfigT", bound=RunConfig)
 FLAG_TYPES: dict[str, Callable[[str], Any]] = {
     "game": game_name, "protocol": protocol_name, "int": integer, "float": float, "str": str
 }  # fmt: skip
+# The flags renamed, by their spelling until 0.2 (taken until 0.3, with a note).
+OLD_FLAGS = {"--n-envs": "--num-envs"}
 # The fields whose values come from a fixed set.
 FLAG_CHOICES = {"life_loss": LIFE_LOSS_MODES, "precision": PRECISIONS}
 
@@ -180,6 +182,8 @@ def config_parser(config_class: type, doc: str, prog: str | None = None) -> argp
         else:
             metavar = kind.upper() if kind in ("int", "float") else None
             parser.add_argument(flag, type=FLAG_TYPES.get(field.name, FLAG_TYPES[kind]), metavar=metavar, help=about)
+    for old, new in OLD_FLAGS.items():
+        add_old_spelling(parser, old, new)
     return parser
 
 
@@ -268,7 +272,7 @@ def parse_config(
                 )
                 raise SystemExit(0)
     problem = broken_rule(config, RUN_RULES) or device_problem(config.device) or ray_problem(config.ray)
-    problem = problem or learners_problem(config.learners, config.ray, config.n_envs) or check(config)
+    problem = problem or learners_problem(config.learners, config.ray, config.num_envs) or check(config)
     try:  # a misspelt game or a bad env option is a usage error too, found before the run directory is made
         GameOptions.from_kwargs(**game_options(config))
     except (TypeError, ValueError) as error:
@@ -299,7 +303,7 @@ def resumed_config(config_class: type[ConfigT], given: dict, saved: dict, run_di
 
 # The rules of `RunConfig`'s fields (see `atari_game.validation`); each trainer checks its own fields' rules.
 RUN_RULES = {
-    "seed": at_least(0), "total_frames": at_least(1), "n_envs": at_least(1), "learners": at_least(0),
+    "seed": at_least(0), "total_frames": at_least(1), "num_envs": at_least(1), "learners": at_least(0),
     "checkpoint_every": at_least(1),
 }  # fmt: skip
 

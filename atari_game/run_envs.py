@@ -26,7 +26,7 @@ def make_pools(config: RunConfig, n_pools: int, learners: Learners) -> list[Game
     equal size (env i: seed ``seed + i``, as in one pool), with same-step autoreset (a truncated episode's final
     observation is there to bootstrap from): `GamePool`s on this machine's cores (a Ray Train learner's: its CPUs)
     or, with ``config.ray`` and one learner here, `RayGamePool`s on the cluster's free CPUs (``restart_workers``)."""
-    size = config.n_envs // learners.count // n_pools
+    size = config.num_envs // learners.count // n_pools
     options = {"autoreset_mode": AutoresetMode.SAME_STEP, **game_options(config)}
     make: Callable[..., GamePool] = GamePool
     cpus = learners.cores
@@ -48,24 +48,27 @@ def make_pools(config: RunConfig, n_pools: int, learners: Learners) -> list[Game
 def env_placement(pools: Sequence[GamePool], learners: Learners | None = None) -> tuple[dict[str, int], str]:
     """Where the envs of `pools` (of all `learners` where Ray Train placed them) run now: progress.csv's columns
     ``env_nodes`` and ``env_workers`` (worker processes or Ray actors), and a line for the log naming them."""
-    n_envs = sum(pool.num_envs for pool in pools)
+    num_envs = sum(pool.num_envs for pool in pools)
     if learners is not None and learners.on_ray_train:
         import ray
 
         workers = sum(pool.n_workers for pool in pools)
         places = learners.gather([(ray.get_runtime_context().get_node_id(), workers)])
         n_nodes, workers = len({node for node, _ in places}), sum(count for _, count in places)
-        line = f"envs: {learners.n_envs} in {workers} worker processes of {learners.count} learners on {n_nodes} node"
+        line = f"envs: {learners.num_envs} in {workers} worker processes of {learners.count} learners on {n_nodes} node"
         return {"env_nodes": n_nodes, "env_workers": workers}, line + "s" * (n_nodes > 1)
     if not isinstance(pools[0], RayGamePool):
         workers = sum(pool.n_workers for pool in pools)
-        return {"env_nodes": 1, "env_workers": workers}, f"envs: {n_envs} in {workers} worker processes on this machine"
+        return {
+            "env_nodes": 1,
+            "env_workers": workers,
+        }, f"envs: {num_envs} in {workers} worker processes on this machine"
     actors = [place for pool in pools if isinstance(pool, RayGamePool) for place in pool.placement()]
     nodes: dict[tuple[str, str], list[int]] = {}
     for node, address, env_ids in actors:
         nodes.setdefault((node, address), []).extend(env_ids)
     where = "; ".join(f"node {node:.8} at {address}: {len(ids)} envs" for (node, address), ids in nodes.items())
-    line = f"envs: {n_envs} in {len(actors)} Ray actors on {len(nodes)} node{'s' * (len(nodes) > 1)} ({where})"
+    line = f"envs: {num_envs} in {len(actors)} Ray actors on {len(nodes)} node{'s' * (len(nodes) > 1)} ({where})"
     return {"env_nodes": len(nodes), "env_workers": len(actors)}, line
 
 

@@ -31,10 +31,10 @@ except ImportError as error:  # SB3 missing, or torch (which SB3 imports) missin
 
 
 class GamePoolVecEnv(VecEnv):
-    """`n_envs` Atari games in a `GamePool`, with Stable-Baselines3's `VecEnv` API.
+    """`num_envs` Atari games in a `GamePool`, with Stable-Baselines3's `VecEnv` API.
 
     Args:
-        n_envs: how many games. Env ``i`` is seeded with ``seed + i``.
+        num_envs: how many games. Env ``i`` is seeded with ``seed + i``.
         game, seed, **options: as for `GamePool` (``n_workers``, ``start_method``, ``restart_workers``, ...)
             and `Game` (``life_loss``, ``noop_max``, ``fire_reset``, ``clip_rewards``, ...), validated by them.
             `game` may be a list naming each env's game, for a mixed pool (see `GamePool`).
@@ -47,11 +47,12 @@ class GamePoolVecEnv(VecEnv):
     Spaces: the pool's (`atari_game.spaces`), by default ``Box(0, 255, (4, 84, 84), uint8)``, channel-first, an image
     for SB3's ``CnnPolicy`` as it is, and ``Discrete(n_actions)`` (other options: the Stable-Baselines3 guide).
 
-    ``step(actions) -> (obs, rewards, dones, infos)`` with integer ``actions`` of shape ``(n_envs,)``:
+    ``step(actions) -> (obs, rewards, dones, infos)`` with integer ``actions`` of shape ``(num_envs,)``:
 
-    * ``obs``: ``uint8 (n_envs, 4, 84, 84)``, a fresh array; for a done env, the next episode's first observation.
-    * ``rewards``: ``float32 (n_envs,)``, the sign of the raw reward with ``clip_rewards=True``.
-    * ``dones``: ``bool (n_envs,)``, terminated or truncated (a life lost as ``life_loss`` says, game over, truncation).
+    * ``obs``: ``uint8 (num_envs, 4, 84, 84)``, a fresh array; for a done env, the next episode's first observation.
+    * ``rewards``: ``float32 (num_envs,)``, the sign of the raw reward with ``clip_rewards=True``.
+    * ``dones``: ``bool (num_envs,)``, terminated or truncated (a life lost as ``life_loss`` says, game over,
+      truncation).
     * ``infos[i]``: ``"lives"`` (int), ``"game_name"`` (the env's ROM id, as in ``pool.games``) and
       ``"TimeLimit.truncated"`` (truncated and not terminated) on every step; on a done step
       ``"terminal_observation"``, the ended episode's last observation. When a worker died and ``restart_workers``
@@ -67,7 +68,7 @@ class GamePoolVecEnv(VecEnv):
     """
 
     def __init__(
-        self, n_envs: int, game: str | Sequence[str] = "Breakout", seed: int | None = 0, **options: Any
+        self, num_envs: int | None = None, game: str | Sequence[str] = "Breakout", seed: int | None = 0, **options: Any
     ) -> None:
         fixed = [name for name in ("autoreset_mode", "copy") if name in options]
         if fixed:
@@ -75,12 +76,12 @@ class GamePoolVecEnv(VecEnv):
                 f"GamePoolVecEnv sets {', '.join(fixed)} itself (same-step autoreset and copied observations, "
                 "which SB3 needs): leave it out"
             )
-        self.pool = GamePool(n_envs, game, seed, autoreset_mode=AutoresetMode.SAME_STEP, copy=True, **options)
+        self.pool = GamePool(num_envs, game, seed, autoreset_mode=AutoresetMode.SAME_STEP, copy=True, **options)
         # Whole games, as SB3's Monitor counts them: each episode with life_loss "reset", else the pool's "game".
         self._game_key = "episode" if self.pool.options.life_loss == "reset" else "game"
         self._start_time = time.time()  # Monitor's "t" counts from here
         self._actions: np.ndarray | None = None
-        super().__init__(n_envs, self.pool.single_observation_space, self.pool.single_action_space)
+        super().__init__(self.pool.num_envs, self.pool.single_observation_space, self.pool.single_action_space)
 
     def seed(self, seed: int | None = None) -> Sequence[int | None]:
         """SB3's: the seeds of the next reset (env ``i`` gets ``seed + i``), checked here, not at that reset."""
@@ -89,7 +90,7 @@ class GamePoolVecEnv(VecEnv):
         return super().seed(seed)
 
     def reset(self) -> np.ndarray:
-        """Restart every game and return the first observations, ``uint8 (n_envs, 4, 84, 84)``; the seeds set by
+        """Restart every game and return the first observations, ``uint8 (num_envs, 4, 84, 84)``; the seeds set by
         `seed` apply to this reset only, as in SB3. ``reset_infos[i]`` is ``{"lives": int, "game_name": str}``."""
         if any(self._options):
             raise ValueError(f"reset options are not supported (set_options gave {self._options!r})")

@@ -25,27 +25,27 @@ from atari_game.game import GameOptions
 Layout = dict[str, tuple[tuple[int, ...], Any]]
 
 
-def layout(n_envs: int, options: GameOptions, same_step: bool) -> Layout:
+def layout(num_envs: int, options: GameOptions, same_step: bool) -> Layout:
     """The segment's arrays, by name: ``(shape, dtype)``, a row per env (``commands``: used by each worker's first)."""
     return {
-        "obs": ((n_envs, *options.observation_shape), options.observation_dtype),
+        "obs": ((num_envs, *options.observation_shape), options.observation_dtype),
         # Only same-step autoreset reports final observations apart (next-step returns them as obs): no rows otherwise.
-        "final_obs": ((n_envs if same_step else 0, *options.observation_shape), options.observation_dtype),
+        "final_obs": ((num_envs if same_step else 0, *options.observation_shape), options.observation_dtype),
         # Continuous actions are (radius, angle, fire) rows, float32 as the Game computes with them.
-        "actions": ((n_envs, 3), np.float32) if options.continuous else ((n_envs,), np.int64),
-        "rewards": ((n_envs,), np.float64),
-        "terminations": ((n_envs,), np.bool_),
-        "truncations": ((n_envs,), np.bool_),
-        "lives": ((n_envs,), np.int32),
+        "actions": ((num_envs, 3), np.float32) if options.continuous else ((num_envs,), np.int64),
+        "rewards": ((num_envs,), np.float64),
+        "terminations": ((num_envs,), np.bool_),
+        "truncations": ((num_envs,), np.bool_),
+        "lives": ((num_envs,), np.int32),
         # The episode statistics of the step that ended an episode (the Game's episode info).
-        "ended": ((n_envs,), np.bool_),
-        "episode_return": ((n_envs,), np.float64),
-        "episode_length": ((n_envs,), np.int64),
-        "game_ended": ((n_envs,), np.bool_),
-        "game_return": ((n_envs,), np.float64),
-        "game_length": ((n_envs,), np.int64),
+        "ended": ((num_envs,), np.bool_),
+        "episode_return": ((num_envs,), np.float64),
+        "episode_length": ((num_envs,), np.int64),
+        "game_ended": ((num_envs,), np.bool_),
+        "game_return": ((num_envs,), np.float64),
+        "game_length": ((num_envs,), np.int64),
         # The commands sent to the worker whose first env is the row (a cache line each), for its `CommandWatch`.
-        "commands": ((n_envs, 8), np.int64),
+        "commands": ((num_envs, 8), np.int64),
     }
 
 
@@ -98,15 +98,16 @@ def arrays(segment: Segment, names: Layout) -> dict[str, np.ndarray]:
     return views
 
 
-def create(names: Layout, n_envs: int) -> Segment:
-    """A new segment for `names` (`n_envs` envs), its memory taken now: no room is an OSError at once, not a SIGBUS."""
+def create(names: Layout, num_envs: int) -> Segment:
+    """A new segment for `names` (`num_envs` envs), its memory taken now: no room is an OSError at once, not a
+    SIGBUS."""
     size = sum(padded(shape, dtype) for shape, dtype in names.values())
     # Named after the library and the parent's pid, so that /proc's listings of a process's files say whose it is.
     name = f"atari_game_{os.getpid()}_{secrets.token_hex(4)}"
     fd, directory = _anonymous_file(name)
     try:
         os.ftruncate(fd, size)
-        _reserve(fd, size, n_envs, directory)
+        _reserve(fd, size, num_envs, directory)
         return Segment(SegmentFile(fd, size, name))
     except BaseException:
         os.close(fd)  # nothing is left behind, whatever went wrong
@@ -125,7 +126,7 @@ def _anonymous_file(name: str) -> tuple[int, str | None]:
     return fd, directory
 
 
-def _reserve(fd: int, size: int, n_envs: int, directory: str | None) -> None:
+def _reserve(fd: int, size: int, num_envs: int, directory: str | None) -> None:
     """Take the file's pages now; where there is no room (ENOSPC, ENOMEM), an `OSError` saying where it was short."""
     if not hasattr(os, "posix_fallocate"):  # macOS: no way to take the pages ahead
         return
@@ -134,7 +135,7 @@ def _reserve(fd: int, size: int, n_envs: int, directory: str | None) -> None:
     except OSError as error:
         if error.errno not in (errno.ENOSPC, errno.ENOMEM):
             raise
-        need = f"the pool's {n_envs} envs: they need {_mib(size)}, {size // n_envs:,} bytes each"
+        need = f"the pool's {num_envs} envs: they need {_mib(size)}, {size // num_envs:,} bytes each"
         free = "" if directory is None else f", and {_mib(shutil.disk_usage(directory).free)} are free"
         if directory is None:  # a memfd: RAM (or swap) charged to the process's memory cgroup, not /dev/shm's room
             message = (

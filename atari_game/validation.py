@@ -5,6 +5,7 @@ config fields have rules, which its command line reports as usage errors (`broke
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -101,3 +102,10 @@ def broken_rule(config: Any, rules: dict[str, Rule]) -> str:
         if not valid(value):
             return f"{flag_of(name)} must be {what}, got {value}"
     return ""
+
+
+def renamed(old: str, new: str, stacklevel: int = 3) -> None:
+    """Warn (`FutureWarning`, shown to users by default) that the argument `old` is spelt `new` now: the old spelling
+    is taken until 0.3. `stacklevel` points the warning at the caller's line (3: the caller of the function calling
+    this one)."""
+    warnings.warn(f"{old} is now {new} ({old} is taken until 0.3)", FutureWarning, stacklevel=stacklevel)

@@ -11,7 +11,7 @@ def ranks_in_a_group(rank, port, results):
     """One of 2 learners in a gloo group on 127.0.0.1: what `Learners`' collectives give it, into `results`."""
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     try:
-        me = learners.Learners(rank=rank, count=2, n_envs=4)
+        me = learners.Learners(rank=rank, count=2, num_envs=4)
         generator = torch.Generator().manual_seed(0)
         # A minibatch of 6 samples of a rollout of 3 steps x 4 envs, and a linear model's squared error on it.
         values, inputs = torch.randn(12, generator=generator), torch.randn(12, 5, generator=generator)

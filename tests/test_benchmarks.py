@@ -34,7 +34,7 @@ from torch import nn
 from atari_game import Game, GamePool
 from atari_game.benchmark import OUR_GAME, game_options_json
 from atari_game.dqn import Config
-from atari_game.training import game_options
+from atari_game.run_config import game_options
 
 ROOT = Path(__file__).parent.parent
 BENCHMARKS = ROOT / "benchmarks"
@@ -140,7 +140,7 @@ def fake_cleanrl(tmp_path: Path, algo: str, source: str) -> tuple[str, str]:
 
 
 def test_cleanrl_ppo_is_launched_unmodified_and_read_from_its_output(tmp_path):
-    args = parse("trainers", "--algo", "ppo", "--frames", "8192")
+    args = parse("trainers", "--algorithm", "ppo", "--frames", "8192")
     run = trainers.trained("CleanRL", 3, args, tmp_path / "run", fake_cleanrl(tmp_path, "ppo", FAKE_CLEANRL_PPO))
     # Its global_step counts agent steps: 4 emulator frames each. The last SPS is the run's.
     assert (run.steps_per_s, run.learning_steps_per_s, run.games) == (175.0, 175.0, [(384, 2.0), (7200, 11.0)])
@@ -148,7 +148,9 @@ def test_cleanrl_ppo_is_launched_unmodified_and_read_from_its_output(tmp_path):
 
 
 def test_cleanrl_dqn_is_launched_with_the_settings_and_read_from_its_output(tmp_path):
-    args = parse("trainers", "--algo", "dqn", "--frames", "4000", "--buffer-size", "1000", "--learning-starts", "200")
+    args = parse(
+        "trainers", "--algorithm", "dqn", "--frames", "4000", "--buffer-size", "1000", "--learning-starts", "200"
+    )
     run = trainers.trained("CleanRL", 3, args, tmp_path / "run", fake_cleanrl(tmp_path, "dqn", FAKE_CLEANRL_DQN))
     # The last SPS is end to end; from learning starts on, 200 steps (300 to 500) took 3 s.
     assert (run.steps_per_s, run.learning_steps_per_s) == (125.0, pytest.approx(200 / 3))
@@ -166,7 +168,7 @@ PROGRESS = [
 
 def test_our_run_is_read_from_its_progress_csv_and_reported(tmp_path, capsys):
     (tmp_path / "progress.csv").write_text("\n".join(PROGRESS) + "\n")
-    run = trainers.read_progress(tmp_path / "progress.csv", learning_starts=200)  # 800 frames on: 100 steps in 2 s
+    run = trainers.read_progress(tmp_path, learning_starts=200)  # 800 frames on: 100 steps in 2 s
     assert run == trainers.Run(60.0, 50.0, [(440, 3.0)], seconds={"act": 0.5, "env": 0.5, "store": 0.375, "learn": 4.0})
     run.peak_rss_mb = 2_345.6
     trainers.report("x", run, 300_000, "dqn")
@@ -222,7 +224,7 @@ def test_run_figures_reads_a_resumed_runs_games_and_parts_from_its_progress_csv(
 
 @pytest.mark.parametrize("rainbow_lite", [False, True])
 def test_our_dqn_runs_as_cleanrl_or_with_its_rainbow_lite_switches_in_the_sides_precision(tmp_path, rainbow_lite):
-    args = parse("trainers", "--algo", "dqn", "--torch-threads", "1", *(["--rainbow-lite"] * rainbow_lite))
+    args = parse("trainers", "--algorithm", "dqn", "--torch-threads", "1", *(["--rainbow-lite"] * rainbow_lite))
     command = trainers.command("bf16", 2, args, tmp_path, None)
     assert ("--cleanrl" in command) != rainbow_lite and "--no-save-memory" in command
     for flag, value in {"--precision": "bf16", "--torch-threads": "1", "--buffer-size": "250000", "--seed": "2",
@@ -285,7 +287,7 @@ def test_cleanrl_left_unnamed_is_refused_naming_the_flag_and_the_variable(monkey
     monkeypatch.delenv("CLEANRL_PYTHON", raising=False)
     monkeypatch.delenv("CLEANRL_DIR", raising=False)
     with pytest.raises(SystemExit):
-        trainers.main(["--algo", "dqn"])
+        trainers.main(["--algorithm", "dqn"])
     assert "pass --cleanrl-python PATH or set CLEANRL_PYTHON" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         trainers.main(["--cleanrl-python", sys.executable])
@@ -299,22 +301,24 @@ def test_cleanrl_left_unnamed_is_refused_naming_the_flag_and_the_variable(monkey
 # --- the pool ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pool_versus_compares_a_revision_exported_from_git_with_this_checkout(tmp_path):
     pool_versus.export("HEAD", tmp_path)
     assert (tmp_path / "atari_game" / "pool.py").is_file()
     for source in (tmp_path, common.REPO):  # each side imports its own package, or run_side refuses
         for loop in pool_versus.LOOPS:
-            result = pool_versus.run_side(source, loop, 2, 0.2, {**OUR_GAME, "n_workers": 1}, None, None)
+            result = pool_versus.run_side(source, None, loop, 2, 0.2, {**OUR_GAME, "n_workers": 1}, None)
             assert result["package"] == str(source / "atari_game")
             assert result["user_us"] + result["system_us"] > 0 and result["steps_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_pool_versus_switches_each_mechanism_off_in_a_process_of_its_own(tmp_path, capsys):
     for mechanism in pool_versus.MECHANISMS:
-        assert pool_versus.run_side(common.REPO, "sync", 2, 0.2, {**OUR_GAME, "game": "Pong"}, mechanism, None)
+        assert pool_versus.run_side(common.REPO, mechanism, "sync", 2, 0.2, {**OUR_GAME, "game": "Pong"}, None)
     assert GamePool._step_all is not GamePool._step_each  # this process keeps them all
-    pool_versus.main(["--without", "the-watch", "--envs", "2", "--rounds", "2", "--seconds", "0.2", "--loops", "sync",
-                      "--options", '{"game": "Pong"}', "--out", str(tmp_path / "r.json")])  # fmt: skip
+    pool_versus.main(["--without", "the-watch", "--num-envs", "2", "--rounds", "2", "--seconds", "0.2",
+                      "--loops", "sync", "--out", str(tmp_path / "r.json")])  # fmt: skip
     assert "the-watch sync  N=  2 with / without, agent steps/s, round by round: " in capsys.readouterr().out
     ratios = json.loads((tmp_path / "r.json").read_text())["figures"]["the-watch, sync, N=2"]["ratios"]
     assert set(ratios) == {"agent steps/s", "parent CPU"} and len(ratios["parent CPU"]) == 2
@@ -327,7 +331,7 @@ def test_pool_versus_can_slow_the_first_worker_down_with_a_cpu_cgroup():
     except SystemExit as error:  # root, but no writable cgroup cpu controller (a container)
         pytest.skip(str(error))
     try:
-        result = pool_versus.run_side(common.REPO, "sync", 4, 0.3, {**OUR_GAME, "n_workers": 2}, None, tasks)
+        result = pool_versus.run_side(common.REPO, None, "sync", 4, 0.3, {**OUR_GAME, "n_workers": 2}, tasks)
         assert result["steps_per_s"] > 0  # (measure checks that the worker went into the cgroup)
         assert not Path(tasks).read_text().split()  # and the worker is gone with its pool
     finally:
@@ -341,10 +345,11 @@ def test_step_costs_plays_each_system_as_callgrind_would_count_it():
         step_costs.play("ale", 8, 4)  # not counted as some other system's
 
 
+@pytest.mark.slow
 def test_step_costs_replays_a_pools_steps_as_the_same_emulation():
     # The time part takes a sync pool's play from its envs replayed in one process: the same games, frame for frame.
     stepped, actions = step_costs.sync_pool(4, 0.2)
-    assert set(stepped) == {"wall_x_workers", "workers", "parent"} and actions.shape[1] == 4
+    assert set(stepped) == {"wall_x_workers", "workers", "parent", "play", "wait"} and actions.shape[1] == 4
     with GamePool(4, n_workers=2, **OUR_GAME) as pool:
         pool.reset(seed=0)
         for row in actions:
@@ -403,13 +408,14 @@ def test_the_parent_fit_recovers_its_costs_and_the_ceiling_follows_from_them():
     assert round(ceiling((30.0, 4.0, 0.5), 64, 256), 6) == round(256 / (30 + 256 + 128) * 1e6, 6)
 
 
+@pytest.mark.slow
 def test_throughput_benchmark_plays_the_game_asked_for_with_all_its_actions(tmp_path, capsys):
     from atari_game.benchmark import main, measure
 
     drawn = []
     measure(drawn.append, 3, 6, 0.05, np.random.default_rng(0))
     assert {int(action) for actions in drawn for action in actions} == set(range(6))  # Pong's 6, not Breakout's 4
-    main(["--envs", "2", "--rounds", "1", "--seconds", "0.3", "--systems", "atari_game GamePool",
+    main(["--num-envs", "2", "--rounds", "1", "--seconds", "0.3", "--systems", "atari_game GamePool",
           "--game", "space_invaders", "--json", str(tmp_path / "t.json")])  # fmt: skip
     assert "SpaceInvaders, N=2: agent steps/s" in capsys.readouterr().out
     assert json.loads((tmp_path / "t.json").read_text())["game"] == "SpaceInvaders"
@@ -418,13 +424,14 @@ def test_throughput_benchmark_plays_the_game_asked_for_with_all_its_actions(tmp_
     assert "unknown game 'Pongg' (closest: Pong" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_benchmark_takes_any_choice_of_systems_its_ratios_over_ours_where_one_was_measured(
     tmp_path, capsys, monkeypatch
 ):
     from atari_game import benchmark
     from atari_game.benchmark import main
 
-    common = ["--envs", "2", "--rounds", "1", "--seconds", "0.2", "--json", str(tmp_path / "t.json")]
+    common = ["--num-envs", "2", "--rounds", "1", "--seconds", "0.2", "--json", str(tmp_path / "t.json")]
     main([*common, "--systems", "ale-py AtariVectorEnv", "atari_game GamePool async"])
     out = capsys.readouterr().out
     assert "(ours: atari_game GamePool async)" in out
@@ -441,7 +448,8 @@ def test_the_benchmark_takes_any_choice_of_systems_its_ratios_over_ours_where_on
     monkeypatch.setitem(benchmark.SYSTEMS, "EnvPool async", missing)
     main([*common, "--systems", "EnvPool async"])
     out = capsys.readouterr().out
-    assert """EnvPool async: skipped: not installed (No module named 'envpool'): pip install -e ".[bench]" """ in out
+    skipped = """EnvPool async: skipped: not installed (No module named 'envpool'): pip install "atari_game[bench]"\n"""
+    assert skipped in out
 
 
 def test_ratios_are_paired_round_by_round_and_summarised_with_their_spread():
@@ -467,7 +475,8 @@ def test_benchmark_options_are_a_json_object_of_game_options_and_anything_else_s
         assert '{"life_loss": "terminal", "fire_reset": true}' in str(error.value)
 
 
-def test_restart_states_tells_games_that_restart_to_one_state_from_those_that_do_not(tmp_path, capsys):
+@pytest.mark.slow
+def test_restart_states_tells_games_that_restart_to_one_state_from_those_that_do_not(tmp_path, capsys, monkeypatch):
     # As ale-py 0.12.1 plays them: Alien's restarts depend on the timer's draw or the RAM before; Amidar's first frame
     # after a restored restart shows rows of the game before (frame buffers are not in ALE's state).
     assert restart_states.states_differ("Breakout", resets=30) is None
@@ -479,8 +488,9 @@ def test_restart_states_tells_games_that_restart_to_one_state_from_those_that_do
     # before's, first at play 80 of this run.
     assert restart_states.plays_differ("Atlantis2", 300, restart_states.OPTIONS[2]) == "play 80: 0 pixels, lives 6 / 5"
     out = tmp_path / "r.json"
-    restart_states.main(["--resets", "20", "--histories", "3", "--plays", "300", "--games", "Breakout", "Alien",
-                         "--out", str(out)])  # fmt: skip
+    for name, value in {"RESETS": 20, "HISTORIES": 3, "PLAYS": 300}.items():
+        monkeypatch.setattr(restart_states, name, value)
+    restart_states.main(["--games", "Breakout", "Alien", "--out", str(out)])
     assert "1 of 2 games restart to one state: breakout\nin FIXED_RESTART_GAMES but not printed: none" in (
         capsys.readouterr().out
     )
@@ -490,19 +500,23 @@ def test_restart_states_tells_games_that_restart_to_one_state_from_those_that_do
 # --- the replay memory ---------------------------------------------------------------------------------------
 
 
-def test_a_recording_replays_cyclically_with_new_frames_and_the_real_episode_ends(tmp_path):
-    play = replay_memory.RecordedPlay(2, 6, "Pong")
-    play.save(tmp_path / "p.npz")
-    loaded = replay_memory.RecordedPlay.load(tmp_path / "p.npz")
-    assert (loaded.envs, loaded.steps) == (2, 6) and np.array_equal(loaded.frames, play.frames)
-    first, again = (list(loaded.transitions(12))[k] for k in (2, 8))  # the same step of the next cycle
-    assert np.array_equal(first[1], again[1]) and np.array_equal(first[4], again[4])  # its actions and ends
-    assert (first[3][:, -1] ^ again[3][:, -1]).sum() == 2  # one pixel per env's new frame, its cycle written in
+def test_a_recording_replays_the_pools_transitions_exactly():
+    play, ended = replay_memory.RecordedPlay(2, 120, "Breakout"), 0
+    live = replay_memory.live_play(2, 120, "Breakout")  # the same pool and actions, played again
+    for replayed, (transition, _, _) in zip(play.transitions(120), live, strict=True):
+        for got, expected in zip(replayed, transition, strict=True):
+            np.testing.assert_array_equal(got, expected)
+        ended += int((transition[4] | transition[5]).sum())
+    assert ended  # episodes ended in it, and the recording starts the next ones as the pool does
+    with pytest.raises(ValueError, match="holds 120 pool steps, not 121: raise RECORD_STEPS"):
+        next(play.transitions(121))
 
 
-def test_replay_memory_writes_bytes_per_transition_of_each_buffer(tmp_path, capsys):
+def test_replay_memory_writes_bytes_per_transition_of_each_buffer(tmp_path, capsys, monkeypatch):
     out = tmp_path / "r.json"
-    replay_memory.main(["--only", "bytes", "--games", "Pong", "--envs", "2", "--record-steps", "10", "--out", str(out)])
+    for name, value in {"PLAYS": {"Pong": False}, "ENVS": 2, "RECORD_STEPS": 10}.items():
+        monkeypatch.setattr(replay_memory, name, value)
+    replay_memory.main(["--only", "bytes", "--out", str(out)])
     table = json.loads(out.read_text())["figures"]["bytes"]
     assert table["FrameReplay zstd"]["Pong"] < table["FrameReplay None"]["Pong"] < 4 * 84 * 84 * 2
     plain, optimized = (table[f"SB3 ReplayBuffer optimize_memory_usage={o}"]["Pong"] for o in (False, True))
@@ -533,6 +547,7 @@ def test_the_breakdown_splits_each_phase_into_the_calls_timed_in_it_and_the_rest
     assert clock.table() == {"phase: inner call": 2.0, "loop: inner call": 1.0, "phase: the rest": 4.0}
 
 
+@pytest.mark.slow
 def test_final_agents_loads_cleanrl_models_and_plays_whole_games_in_our_env(tmp_path):
     # CleanRL's QNetwork: one Sequential named "network", scaling inside forward; its saved state dict's keys.
     cleanrl = nn.Sequential(
@@ -573,13 +588,15 @@ def test_a_file_that_is_no_checkpoint_is_a_usage_error_of_the_scripts_that_load_
     assert exit_.value.code == 2 and "cannot read" in capsys.readouterr().err
     # dqn_final_agents loads every network before it plays: a missing or foreign file stops it at once. (The files
     # are read after parsing: the docs' commands name checkpoints that exist only after a run.)
+    cleanrl = ["--cleanrl-python", sys.executable, "--cleanrl-script", __file__]
     for flag in ("--ours", "--cleanrl"):
         for name, problem in (("missing.pt", "cannot read"), ("notes.pt", "is not a checkpoint or a CleanRL model")):
             with pytest.raises(SystemExit) as exit_:
-                dqn_final_agents.main([flag, str(tmp_path / name), "--skip-cleanrl-env"])
+                dqn_final_agents.main([flag, str(tmp_path / name), *cleanrl])
             assert exit_.value.code == 2 and problem in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_agent_gif_shows_the_checkpoints_agent_playing_in_colour_at_the_games_speed(tmp_path):
     from PIL import Image
 

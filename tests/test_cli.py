@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from atari_game import cli
+from atari_game.algorithms import parse_args
 
 
 def atari_game(*args, **kwargs):
@@ -43,11 +44,12 @@ def trained(tmp_path_factory):
     """A tiny `atari-game train` run (PPO, 2 updates of 2 envs x 32 agent steps) in a directory of its own, where it
     writes its default run directory runs/Pong-3: (the directory, the command's result)."""
     directory = tmp_path_factory.mktemp("train")
-    run = ["--game", "Pong", "--seed", "3", "--total-frames", "512", "--no-video", "--checkpoint-every", "1"]
-    tiny = ["--n-envs", "2", "--n-steps", "32", "--n-epochs", "1", "--n-minibatches", "2"]
+    run = ["--game", "Pong", "--seed", "3", "--total-frames", "512", "--no-video", "--checkpoint-every", "256"]
+    tiny = ["--num-envs", "2", "--n-steps", "32", "--n-epochs", "1", "--n-minibatches", "2"]
     return directory, atari_game("train", *run, *tiny, cwd=directory, timeout=300)
 
 
+@pytest.mark.slow
 def test_games_lists_every_game_with_its_actions():
     result = atari_game("games")
     assert result.returncode == 0
@@ -57,6 +59,7 @@ def test_games_lists_every_game_with_its_actions():
     assert any(line.startswith("MsPacman            9 actions: NOOP UP RIGHT LEFT DOWN") for line in lines)
 
 
+@pytest.mark.slow
 def test_play_a_random_game_and_record_it(tmp_path):
     video = tmp_path / "pong.mp4"
     result = atari_game("play", "pong", "--record", str(video), "--seed", "3", timeout=300)
@@ -66,6 +69,7 @@ def test_play_a_random_game_and_record_it(tmp_path):
     assert video_frames(video) == steps
 
 
+@pytest.mark.slow
 def test_train_writes_its_log_and_checkpoint_in_its_run_directory(trained):
     import torch
 
@@ -80,12 +84,13 @@ def test_train_writes_its_log_and_checkpoint_in_its_run_directory(trained):
         updates = [row for row in csv.DictReader(file) if row["policy_loss"]]
     assert [int(row["frames"]) for row in updates] == [256, 512]  # one row per update of 2 x 32 x 4 frames
     saved = torch.load(run_dir / "checkpoint.pt")
-    assert (saved["algo"], saved["update"], saved["frames"]) == ("ppo", 2, 512)
+    assert (saved["algorithm"], saved["update"], saved["frames"]) == ("ppo", 2, 512)
     assert (saved["config"]["game"], saved["config"]["seed"], saved["config"]["n_steps"]) == ("Pong", 3, 32)
     assert (run_dir / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     assert not (run_dir / "agent.mp4").exists()  # --no-video
 
 
+@pytest.mark.slow
 def test_play_a_trained_checkpoint_and_record_it(trained, tmp_path):
     directory, _ = trained
     checkpoint, video = directory / "runs" / "Pong-3" / "checkpoint.pt", tmp_path / "agent.mp4"
@@ -102,8 +107,9 @@ def test_play_a_trained_checkpoint_and_record_it(trained, tmp_path):
     ), result.stderr
 
 
+@pytest.mark.slow
 def test_bench_prints_its_table_and_writes_every_measurement(tmp_path):
-    args = ["--envs", "2", "--rounds", "1", "--seconds", "0.3", "--systems", "atari_game GamePool"]
+    args = ["--num-envs", "2", "--rounds", "1", "--seconds", "0.3", "--systems", "atari_game GamePool"]
     result = atari_game("bench", *args, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -136,7 +142,18 @@ def test_bench_pool_workers_sets_the_workers_of_our_pools_only(monkeypatch, tmp_
     for name in ("atari_game GamePool", "atari_game GamePool async", "EnvPool async"):
         monkeypatch.setitem(benchmark.SYSTEMS, name, builder(name))
     monkeypatch.setattr(benchmark, "emulation_limit", lambda *args: 1.0)
-    args = ["--envs", "4", "--rounds", "1", "--seconds", "0.05", "--pool-workers", "8", "--json", str(tmp_path / "b")]
+    args = [
+        "--num-envs",
+        "4",
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.05",
+        "--pool-workers",
+        "8",
+        "--json",
+        str(tmp_path / "b"),
+    ]
     benchmark.main([*args, "--systems", "atari_game GamePool", "atari_game GamePool async", "EnvPool async"])
     # At most a worker per env (as GamePool allows); the C++ pools keep their thread per core.
     expected = {"atari_game GamePool": {"n_workers": 4}, "atari_game GamePool async": {"n_workers": 4}}
@@ -169,13 +186,13 @@ def test_train_with_a_misspelt_game_or_option_is_a_usage_error_and_makes_no_run_
         ("dqn", ["--game", "Pongg"], "unknown game 'Pongg' (closest: Pong"),
         ("ppo", ["--life-loss", "bogus"], "--life-loss: invalid choice: 'bogus' (choose from 'reset', 'terminal', "),
         ("dqn", ["--total-frames", "1e6.5"], "--total-frames: expected an integer (1000000, 1_000_000 or 1e6), got"),
-        ("ppo", ["--n-envs", "0.5"], "--n-envs: expected a whole number (1000000, 1_000_000 or 1e6), got '0.5'"),
+        ("ppo", ["--num-envs", "0.5"], "--num-envs: expected a whole number (1000000, 1_000_000 or 1e6), got '0.5'"),
         ("ppo", ["--n-steps", "0"], "--n-steps must be at least 1, got 0"),
         ("ppo", ["--learning-rate", "nan"], "--learning-rate must be a number > 0, got nan"),
         (
             "ppo",
             ["--total-frames", "1e3"],
-            "--total-frames must be at least one update's 4 x --n-envs x --n-steps = 4096",
+            "--total-frames must be at least one update's 4 x --num-envs x --n-steps = 4096",
         ),
         ("dqn", ["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
         # A misspelt flag, or the other trainer's: the closest of this trainer's.
@@ -188,12 +205,13 @@ def test_train_with_a_misspelt_game_or_option_is_a_usage_error_and_makes_no_run_
         ("dqn", ["--device", "cudaa"], "--device must be auto, cpu, cuda or cuda:N"),
     ]:
         with pytest.raises(SystemExit) as exit_:  # a usage error, not a traceback
-            cli.main(["train", "--algo", algo, *option])
+            cli.main(["train", "--algorithm", algo, *option])
         error = capsys.readouterr().err
         assert exit_.value.code == 2 and expected in error, error
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_run_never_overwrites_a_run_and_resume_or_eval_need_a_real_checkpoint(tmp_path):
     import torch
 
@@ -206,17 +224,18 @@ def test_a_run_never_overwrites_a_run_and_resume_or_eval_need_a_real_checkpoint(
         (["--game", "ALE/Pong-v5"], "runs/Pong-1 holds a run already (runs/Pong-1/checkpoint.pt)"),
         (["--game", "Pong", "--resume", "--seed", "2"], "--resume: there is no checkpoint runs/Pong-2/checkpoint.pt"),
         (["--eval", "missing.pt"], "--eval: there is no checkpoint missing.pt"),
-        (["--eval", "dqn.pt"], "--eval dqn.pt is a dqn checkpoint: atari-game train --algo dqn --eval"),
+        (["--eval", "dqn.pt"], "--eval dqn.pt is a dqn checkpoint: atari-game train --algorithm dqn --eval"),
         (["--eval", "runs/Pong-1/checkpoint.pt"], "is not a checkpoint.pt of atari-game train"),
     ]:
         result = atari_game("train", *args, cwd=tmp_path, timeout=120)
         assert result.returncode == 2 and expected in result.stderr, result.stderr
         # One line: the problem, without the trainer's usage block above it.
-        assert result.stderr.startswith("atari-game train --algo ppo: error: ") and result.stderr.count("\n") == 1
+        assert result.stderr.startswith("atari-game train --algorithm ppo: error: ") and result.stderr.count("\n") == 1
     assert (tmp_path / "runs" / "Pong-1" / "checkpoint.pt").read_bytes() == b"hours of training"
     assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["Pong-1"]
 
 
+@pytest.mark.slow
 def test_play_refuses_a_negative_seed_a_missing_or_foreign_checkpoint_and_a_video_that_is_no_mp4(tmp_path):
     (tmp_path / "notes.pt").write_text("not a checkpoint")
     (tmp_path / "run").mkdir()
@@ -234,6 +253,7 @@ def test_play_refuses_a_negative_seed_a_missing_or_foreign_checkpoint_and_a_vide
         assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_video_goes_into_a_new_folder_and_one_that_cannot_be_written_is_an_error_not_silence(tmp_path):
     result = atari_game("play", "Pong", "--record", str(tmp_path / "new" / "x.mp4"), timeout=120)
     assert result.returncode == 0 and video_frames(tmp_path / "new" / "x.mp4") > 100, result.stderr
@@ -253,6 +273,7 @@ def test_unknown_game_is_a_usage_error_naming_the_closest():
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_evaluate_and_report_refuse_what_they_cannot_do_before_doing_any_of_it(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "checkpoint.pt").write_text("a run's checkpoint")
@@ -260,8 +281,8 @@ def test_evaluate_and_report_refuse_what_they_cannot_do_before_doing_any_of_it(t
     for args, expected in [
         (["evaluate", "run"], "argument CHECKPOINT: run is a folder; its checkpoint is run/checkpoint.pt"),
         (
-            ["evaluate", "run/checkpoint.pt", "--episodes", "2", "--envs", "3"],
-            "argument --envs: at most --episodes (2)",
+            ["evaluate", "run/checkpoint.pt", "--episodes", "2", "--num-envs", "3"],
+            "argument --num-envs: at most --episodes (2)",
         ),
         (["evaluate", "run/checkpoint.pt", "--out", "s.csv"], "argument --out: s.csv is a file; name a folder"),
         (["evaluate", "run/checkpoint.pt", "--algorithm", "a|b"], "argument --algorithm: must be a non-empty name"),
@@ -286,7 +307,7 @@ def test_evaluate_scores_under_a_named_protocol_only(capsys):
 
 
 def test_forwarded_commands_have_their_own_help(capsys):
-    for command, option in (("train", "--total-frames"), ("bench", "--envs")):
+    for command, option in (("train", "--total-frames"), ("bench", "--num-envs")):
         with pytest.raises(SystemExit) as exit_:
             cli.main([command, "--help"])
         assert exit_.value.code == 0 and option in capsys.readouterr().out
@@ -295,7 +316,7 @@ def test_forwarded_commands_have_their_own_help(capsys):
 def test_train_runs_ppo_unless_told_dqn(capsys):
     # Each trainer's own options: PPO's clip coefficient, DQN's replay memory.
     helps = []
-    for algo in ([], ["--algo", "dqn"]):
+    for algo in ([], ["--algorithm", "dqn"]):
         with pytest.raises(SystemExit) as exit_:
             cli.main(["train", *algo, "--help"])
         assert exit_.value.code == 0
@@ -304,7 +325,7 @@ def test_train_runs_ppo_unless_told_dqn(capsys):
     assert "--clip-coef" in ppo and "--buffer-size" not in ppo
     assert "--buffer-size" in dqn and "--double" in dqn and "--clip-coef" not in dqn
     with pytest.raises(SystemExit):
-        cli.main(["train", "--algo", "sarsa"])
+        cli.main(["train", "--algorithm", "sarsa"])
     assert "invalid choice: 'sarsa' (choose from 'ppo', 'dqn')" in capsys.readouterr().err
 
 
@@ -315,15 +336,14 @@ def test_a_missing_extra_names_what_to_install():
     assert result.returncode == 1
     assert "atari-game train needs 'torch', which is not installed" in result.stderr
     # From the clone, as the docs install it (atari_game is not on PyPI), torch first and pinned.
-    assert 'pip install torch==2.13.0 && pip install -e ".[train]" (in the atari_game clone)' in result.stderr
+    assert 'pip install torch==2.13.0 && pip install "atari_game[train]"' in result.stderr
 
 
 def test_counts_take_the_forms_papers_write_them_in(tmp_path, monkeypatch):
-    from atari_game import dqn, ppo
 
     monkeypatch.chdir(tmp_path)  # parsing looks for a run to overwrite in runs/
-    assert ppo.parse_config(["--total-frames", "1e6", "--n-envs", "16"]).total_frames == 1_000_000
-    config = dqn.parse_config(["--total-frames", "2.5e6", "--buffer-size", "100_000", "--learning-starts", "8e4"])
+    assert parse_args("ppo", ["--total-frames", "1e6", "--num-envs", "16"]).total_frames == 1_000_000
+    config = parse_args("dqn", ["--total-frames", "2.5e6", "--buffer-size", "100_000", "--learning-starts", "8e4"])
     assert (config.total_frames, config.buffer_size, config.learning_starts) == (2_500_000, 100_000, 80_000)
     assert not (tmp_path / "runs").exists()
 
@@ -338,11 +358,11 @@ TRAINER_USAGE = "[-h] [--flag VALUE ...] (--help lists the flags)"
         (["games", "--bogus"], "usage: atari-game games [-h]\n"),
         (["play", "Breakout", "--bogus"], "usage: atari-game play [-h] [--checkpoint CHECKPOINT]"),
         (["play", "Breakout", "--seed", "1.5"], "usage: atari-game play [-h]"),
-        (["bench", "--bogus"], "usage: atari-game bench [-h] [--envs ENVS [ENVS ...]]"),
+        (["bench", "--bogus"], "usage: atari-game bench [-h] [--num-envs NUM_ENVS [NUM_ENVS ...]]"),
         (["bench", "--rounds", "0"], "usage: atari-game bench [-h]"),
-        (["train", "--bogus"], f"usage: atari-game train --algo ppo {TRAINER_USAGE}\n"),
-        (["train", "--algo", "dqn", "--bogus"], f"usage: atari-game train --algo dqn {TRAINER_USAGE}\n"),
-        (["train", "--algo", "sarsa"], "usage: atari-game train [--algo {ppo,dqn}] [the trainer's flags"),
+        (["train", "--bogus"], f"usage: atari-game train --algorithm ppo {TRAINER_USAGE}\n"),
+        (["train", "--algorithm", "dqn", "--bogus"], f"usage: atari-game train --algorithm dqn {TRAINER_USAGE}\n"),
+        (["train", "--algorithm", "sarsa"], "usage: atari-game train [--algorithm {ppo,dqn}] [the trainer's flags"),
     ],
 )
 def test_a_usage_error_shows_its_commands_usage(command, usage, tmp_path, monkeypatch, capsys):
@@ -370,24 +390,30 @@ def test_an_unknown_game_names_the_command_that_lists_the_games(tmp_path, monkey
 
 def test_train_help_gives_algo_then_the_trainers_flags(capsys):
     with pytest.raises(SystemExit):
-        cli.main(["train", "--algo", "dqn", "--help"])
+        cli.main(["train", "--algorithm", "dqn", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert shown.startswith("usage: atari-game train [--algo {ppo,dqn}]")
-    assert "--algo {ppo,dqn} the trainer: atari_game/ppo.py or atari_game/dqn.py (default: ppo)" in shown
-    assert "usage: atari-game train --algo dqn [-h]" in shown
+    assert shown.startswith("usage: atari-game train [--algorithm {ppo,dqn}]")
+    assert "--algorithm {ppo,dqn} the trainer: atari_game/ppo.py or atari_game/dqn.py (default: ppo)" in shown
+    assert "usage: atari-game train --algorithm dqn [-h]" in shown
     assert "--total-frames INT Emulator frames to train for, all envs together (4 per agent step)" in shown
 
 
 def test_the_package_imports_without_a_cycle():
     # The command line's modules once imported each other (cli and training, cli and benchmark), held apart only by
-    # imports inside functions: every import of one atari_game module by another, at the top or in a function, goes
-    # one way. (An import of the trainer a checkpoint names, by importlib, is not in the graph.)
+    # imports inside functions, and training found the trainers by importlib: every import of one atari_game module
+    # by another, at the top or in a function, goes one way, and none is by a name computed at run time.
     package = Path(cli.__file__).parent
     modules = {path.stem for path in package.glob("*.py")}
-    graph = {}
+    graph, computed = {}, []
     for path in package.glob("*.py"):
         imported = set()
         for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+                "import_module", "__import__"
+            ):  # fmt: skip
+                name = node.args[0]
+                if not (isinstance(name, ast.Constant) and not str(name.value).startswith("atari_game")):
+                    computed.append(f"{path.name}:{node.lineno}")
             if isinstance(node, ast.ImportFrom) and node.module == "atari_game":
                 imported |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("atari_game."):
@@ -396,6 +422,7 @@ def test_the_package_imports_without_a_cycle():
                 imported |= {alias.name.split(".")[1] for alias in node.names if alias.name.startswith("atari_game.")}
         graph[path.stem] = (imported & modules) - {path.stem}
     graphlib.TopologicalSorter(graph).prepare()  # a cycle raises CycleError, naming its modules
+    assert not computed, f"atari_game modules imported by a computed name: {computed}"
 
 
 def test_version_names_the_release_with_the_emulator_and_python(capsys):
@@ -413,11 +440,11 @@ def test_version_names_the_release_with_the_emulator_and_python(capsys):
 
 def test_a_trainer_called_from_python_names_itself_in_its_errors_not_the_interpreters_script(capsys):
     # A notebook's kernel or `python -c` is sys.argv[0] there: the error names the function that was called.
-    from atari_game import dqn, ppo
+    from atari_game.algorithms import main
 
-    for name, trainer in (("ppo", ppo), ("dqn", dqn)):
+    for name in ("ppo", "dqn"):
         with pytest.raises(SystemExit) as exit_:
-            trainer.main(["--n-envs", "x"])
+            main(name, ["--num-envs", "x"])
         lines = capsys.readouterr().err.splitlines()
-        assert exit_.value.code == 2 and lines[0].startswith(f"usage: atari_game.{name}.main [-h]")
-        assert lines[-1].startswith(f"atari_game.{name}.main: error: argument --n-envs: expected an integer")
+        assert exit_.value.code == 2 and lines[0].startswith(f"usage: atari_game.algorithms.main('{name}') [-h]")
+        assert lines[-1].startswith(f"atari_game.algorithms.main('{name}'): error: argument --num-envs: expected an")

@@ -25,6 +25,7 @@ from test_readme import QUICK_START, TEST_COMMAND
 
 import atari_game
 import atari_game.report
+import atari_game.score_files
 
 ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
@@ -32,7 +33,9 @@ DOCS = ROOT / "docs"
 # The modules the API reference documents, and why the others are not in it.
 PUBLIC_MODULES = (
     "game", "protocols", "worker", "pool", "ray_pool", "env", "spaces", "replay", "sb3", "evaluation", "scores",
-    "report", "ppo", "dqn", "training", "learners", "arguments", "local_transport", "pool_errors",
+    "score_files", "aggregates", "report", "ppo", "dqn", "algorithms", "algorithm", "run_config", "run", "run_envs",
+    "run_log", "checkpoints", "networks", "learners", "arguments", "local_transport",
+    "pool_errors",
 )  # fmt: skip
 INTERNAL_MODULES = {
     "__main__": "`python -m atari_game`, the command line",
@@ -68,11 +71,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_the_site_builds_without_a_warning(site: Path) -> None:
     pages = {path.relative_to(site).as_posix() for path in site.rglob("*.html")}
     assert {"index.html", "reference/api.html", "reference/cli.html", "reference/games.html"} <= pages
 
 
+@pytest.mark.slow
 def test_the_games_table_lists_every_game_with_its_facts(site: Path) -> None:
     html = (site / "reference/games.html").read_text()
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", html, flags=re.DOTALL)
@@ -85,15 +90,16 @@ def test_the_games_table_lists_every_game_with_its_facts(site: Path) -> None:
     assert games["Seaquest"] == ["18", "4", "emulated"]
 
 
+@pytest.mark.slow
 def test_the_cli_reference_shows_every_flag(site: Path) -> None:
     html = (site / "reference/cli.html").read_text()
-    for flag in ("--record", "--checkpoint", "--total-frames", "--life-loss", "--buffer-size", "--envs"):
+    for flag in ("--record", "--checkpoint", "--total-frames", "--life-loss", "--buffer-size", "--num-envs"):
         assert f">{flag}" in html, flag
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_an_example_takes_the_flags_of_its_trainer(algo: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The CLI reference documents `atari-game train --algo X` once and says examples/X.py takes the same flags.
+    # The CLI reference documents `atari-game train --algorithm X` once and says examples/X.py takes the same flags.
     monkeypatch.syspath_prepend(str(DOCS / "_ext"))
     cli_parsers = importlib.import_module("cli_parsers")
     flags = [
@@ -153,6 +159,7 @@ def limit_cpu() -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (BLOCK_CPU_SECONDS, BLOCK_CPU_SECONDS))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(BLOCK_TIMEOUT_SECONDS + 30)
 @pytest.mark.parametrize("where, code", BLOCKS, ids=[where for where, _ in BLOCKS])
 def test_python_block_runs_as_a_saved_script(where: str, code: str, tmp_path: Path) -> None:
@@ -183,7 +190,7 @@ ONE_LINE_COMMANDS = {QUICK_START, TEST_COMMAND}
 @pytest.mark.parametrize("path", sorted((DOCS / "results").glob("*evaluation*.json")), ids=lambda path: path.name)
 def test_the_results_page_shows_each_committed_evaluation_as_its_file_has_it(path: Path) -> None:
     # docs/results/ holds the evaluations behind the Results page: a file replaced there must change the page too.
-    result = atari_game.report.load_scores([path])[0]
+    result = atari_game.score_files.load_scores([path])[0]
     data = json.loads(path.read_text())
     decimals = 0 if abs(data["mean"]) >= 100 else 1
     shown = f"**{data['mean']:,.{decimals}f}** ± {data['sem']:,.{decimals}f}"
@@ -272,12 +279,14 @@ def documented_ids(site: Path) -> list[str]:
     return [full for page in api_pages(site) for full in ENTRY.findall(page.read_text())]
 
 
+@pytest.mark.slow
 def test_every_public_name_is_in_the_api_reference(site: Path) -> None:
     documented = set(documented_ids(site))
     missing = sorted(set(PUBLIC) - documented)
     assert not missing, f"public names missing from the API reference (docs/reference/api/): {missing}"
 
 
+@pytest.mark.slow
 def test_every_name_the_package_exports_is_in_the_api_reference(site: Path) -> None:
     documented = documented_ids(site)
     for name in atari_game.__all__:
@@ -294,6 +303,7 @@ def test_every_name_the_package_exports_is_in_the_api_reference(site: Path) -> N
         assert homes == expected != [], f"atari_game.{name}: documented as {homes}"
 
 
+@pytest.mark.slow
 def test_the_api_reference_documents_each_name_once(site: Path) -> None:
     # A class on its own page is excluded from its module's page (:exclude-members:), not documented on both.
     documented = documented_ids(site)
@@ -301,12 +311,14 @@ def test_the_api_reference_documents_each_name_once(site: Path) -> None:
     assert not twice, f"documented more than once in the API reference: {twice}"
 
 
+@pytest.mark.slow
 def test_each_public_module_has_its_page(site: Path) -> None:
     for module in PUBLIC_MODULES:
         page = site / f"reference/api/{module}.html"
         assert page.is_file() and f'id="module-atari_game.{module}"' in page.read_text(), module
 
 
+@pytest.mark.slow
 def test_a_class_page_documents_its_class_and_its_members_only(site: Path) -> None:
     # reference/api/<module>.<Class>.html: the class and what it defines, each linked from its module's page.
     class_pages = [page for page in api_pages(site) if page.stem.count(".") == 1]

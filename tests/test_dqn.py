@@ -14,13 +14,14 @@ import torch
 from test_cli import steps_played, video_frames
 
 from atari_game import dqn
+from atari_game.algorithms import parse_args
+from atari_game.checkpoints import save_checkpoint
 from atari_game.replay import FrameReplay
-from atari_game.training import save_checkpoint
 
 DQN = Path(__file__).parent.parent / "examples" / "dqn.py"
 # 4 envs, batches of 8; learning from the 100th transition on, a target update every 50, a row every 400 frames
 # (100 transitions), epsilon falling over the whole run.
-TINY = ["--n-envs", "4", "--batch-size", "8", "--buffer-size", "1000", "--learning-starts", "100"]
+TINY = ["--num-envs", "4", "--batch-size", "8", "--buffer-size", "1000", "--learning-starts", "100"]
 TINY += ["--target-network-frequency", "50", "--log-every", "400", "--checkpoint-every", "800"]
 TINY += ["--exploration-fraction", "1"]
 
@@ -43,13 +44,15 @@ def test_gradient_steps_and_target_updates_count_transitions_of_all_envs():
     # CleanRL's conditions on its global_step (one env): the reference every grouping must reproduce.
     learn = {t for t in range(20_000) if t > 5_000 and t % 4 == 0}
     target = {t for t in range(20_000) if t > 5_000 and t % 1_000 == 0}
-    for n_envs in (1, 8, 24):
-        events = [dqn.learning_events(config, t, t + n_envs, 5_000) for t in range(0, 20_000 - 20_000 % n_envs, n_envs)]
-        done = 20_000 - 20_000 % n_envs
+    for num_envs in (1, 8, 24):
+        events = [
+            dqn.learning_events(config, t, t + num_envs, 5_000) for t in range(0, 20_000 - 20_000 % num_envs, num_envs)
+        ]
+        done = 20_000 - 20_000 % num_envs
         assert {t for step in events for t, event in step if event == "learn"} == {t for t in learn if t < done}
         assert {t for step in events for t, event in step if event == "target"} == {t for t in target if t < done}
-        # Each learn event is one gradient step, so after learning starts n_envs / 4 of them per pool step.
-        if n_envs == 8:
+        # Each learn event is one gradient step, so after learning starts num_envs / 4 of them per pool step.
+        if num_envs == 8:
             assert {sum(event == "learn" for _, event in step) for step in events[700:]} == {2}
     # A resumed run learns again only past learning_starts more transitions (its memory starts empty).
     assert dqn.learning_events(config, 12_000, 12_008, 12_000 + 5_000) == []
@@ -104,6 +107,7 @@ def test_gradient_step_minimises_the_td_error_of_each_variant(variant):
         assert len(np.unique(buffer.sample(64).weights)) > 2
 
 
+@pytest.mark.slow
 def test_train_resume_and_eval(tmp_path):
     run_dir = tmp_path / "run"
     first = run(tmp_path, "--total-frames", "1600", "--run-dir", str(run_dir), *TINY)  # 400 transitions of 4 envs
@@ -121,7 +125,7 @@ def test_train_resume_and_eval(tmp_path):
     # Epsilon falls linearly from 1 to 0.01 over the run's 400 transitions.
     assert [float(row["epsilon"]) for row in rows] == pytest.approx([1 - 0.99 * t / 400 for t in (100, 200, 300, 400)])
     saved = torch.load(run_dir / "checkpoint.pt")
-    assert saved["algo"] == "dqn" and saved["steps"] == 400 and saved["frames"] == 1600
+    assert saved["algorithm"] == "dqn" and saved["steps"] == 400 and saved["frames"] == 1600
     assert (run_dir / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     assert video_frames(run_dir / "agent.mp4") > 10  # one whole game, one frame per agent step
 
@@ -138,12 +142,13 @@ def test_train_resume_and_eval(tmp_path):
     assert video_frames(run_dir / "eval.mp4") == steps_played(result.stdout)  # a frame a step
 
 
+@pytest.mark.slow
 def test_the_variants_run_and_bad_arguments_are_usage_errors(tmp_path):
     variants = ["--double", "--n-step", "3", "--prioritized"]
     run(tmp_path, "--total-frames", "800", "--run-dir", str(tmp_path), *variants, *TINY)
     assert [int(row["gradient_steps"]) for row in update_rows(tmp_path)] == [0, 24]
     bad = run(tmp_path, "--learning-starts", "10", status=2)  # in tmp_path: runs/Breakout-1-dqn is free
-    assert "--learning-starts 10 must be at least --batch-size + --n-envs x --n-step = " in bad.stderr
+    assert "--learning-starts 10 must be at least --batch-size + --num-envs x --n-step = " in bad.stderr
     # A run too short to reach its first gradient step (at transition 104) would play and never learn: refused.
     short = run(tmp_path, "--total-frames", "431", *TINY, status=2)
     assert (
@@ -151,12 +156,13 @@ def test_the_variants_run_and_bad_arguments_are_usage_errors(tmp_path):
         "104 (--total-frames 431 in whole steps of its 4 envs, 4 frames each); raise --total-frames to at least 432 or "
         "lower --learning-starts"
     ) in short.stderr
-    longer = dqn.parse_config(["--total-frames", "432", "--run-dir", str(tmp_path / "longer"), *TINY])
+    longer = parse_args("dqn", ["--total-frames", "432", "--run-dir", str(tmp_path / "longer"), *TINY])
     assert dqn.learning_events(longer, 0, longer.total_transitions, 100)[0] == (104, "learn")  # the least that learns
     too_short = dataclasses.replace(longer, total_frames=431)
     assert "learn" not in {event for _, event in dqn.learning_events(too_short, 0, too_short.total_transitions, 100)}
 
 
+@pytest.mark.slow
 def test_play_a_dqn_checkpoint(tmp_path):
     # An untrained agent's checkpoint, as the trainer writes it.
     q_network = dqn.QNetwork(4)
@@ -197,7 +203,7 @@ def test_a_restarted_worker_s_envs_bootstrap_from_the_observation_their_lost_ste
     monkeypatch.setattr(FrameReplay, "add", add)
     dqn.train(
         dqn.Config(
-            total_frames=160, n_envs=4, buffer_size=100, learning_starts=1000, run_dir=str(tmp_path), video=False
+            total_frames=160, num_envs=4, buffer_size=100, learning_starts=1000, run_dir=str(tmp_path), video=False
         )
     )
     obs, next_obs, truncations = stored[4]
@@ -209,7 +215,7 @@ def test_a_restarted_worker_s_envs_bootstrap_from_the_observation_their_lost_ste
 
 def test_rainbow_lite_is_the_default_and_cleanrl_is_one_flag_away(tmp_path):
     def parsed(*flags):  # (a new run's directory: the scratch directory holds a user's runs/Breakout-1-dqn)
-        return dqn.parse_config([*flags, "--run-dir", str(tmp_path / "new")])
+        return parse_args("dqn", [*flags, "--run-dir", str(tmp_path / "new")])
 
     default, cleanrl = parsed(), parsed("--cleanrl")
     assert (default.double, default.n_step, default.prioritized) == (True, 3, True)
@@ -220,13 +226,13 @@ def test_rainbow_lite_is_the_default_and_cleanrl_is_one_flag_away(tmp_path):
 
 
 def test_a_dqn_runs_line_says_that_atari_game_train_resumes_it_with_algo_dqn(tmp_path):
-    # `atari-game train` takes PPO's flags unless told: the line of a DQN run names --algo dqn.
+    # `atari-game train` takes PPO's flags unless told: the line of a DQN run names --algorithm dqn.
     from atari_game import dqn
-    from atari_game.training import interrupted
+    from atari_game.algorithms import interrupted
 
     (tmp_path / "run").mkdir()
     torch.save({"frames": 2048}, tmp_path / "run" / "checkpoint.pt")
     assert interrupted(dqn.Config(run_dir=str(tmp_path / "run")), "dqn", "SIGTERM") == (
         f"stopped (SIGTERM): {tmp_path}/run/checkpoint.pt holds the run at 2,048 frames; --resume --run-dir "
-        f"{tmp_path}/run goes on (atari-game train: with --algo dqn)"
+        f"{tmp_path}/run goes on (atari-game train: with --algorithm dqn)"
     )

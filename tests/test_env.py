@@ -45,6 +45,7 @@ def test_a_closed_env_refuses_to_play_on():
             call()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "options",
     [

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from atari_game import Evaluation, Game, evaluate
+from atari_game.algorithms import parse_args
 from atari_game.protocols import get_protocol
 from atari_game.scores import human_normalized
 
@@ -21,18 +22,18 @@ def scripted(obs: np.ndarray) -> np.ndarray:
     return obs.astype(np.int64).sum(axis=(1, 2, 3)) % 4
 
 
-def lockstep_returns(game, seed, n_envs, episodes, epsilon, options):
+def lockstep_returns(game, seed, num_envs, episodes, epsilon, options):
     """What `evaluate` must find, played without a pool: Games seeded seed + i stepped together, each step's actions
     the policy's with the same epsilon draws, each env's whole games counted until its share is played."""
-    games = [Game(game, seed=seed + i, **options) for i in range(n_envs)]
+    games = [Game(game, seed=seed + i, **options) for i in range(num_envs)]
     obs = np.stack([g.reset() for g in games])
-    quota = [episodes // n_envs + (i < episodes % n_envs) for i in range(n_envs)]
-    scores = [[] for _ in range(n_envs)]
+    quota = [episodes // num_envs + (i < episodes % num_envs) for i in range(num_envs)]
+    scores = [[] for _ in range(num_envs)]
     rng = np.random.default_rng(seed)
     while any(len(s) < q for s, q in zip(scores, quota, strict=True)):
         actions = scripted(obs)
-        explore = rng.random(n_envs) < epsilon
-        actions = np.where(explore, rng.integers(games[0].n_actions, size=n_envs), actions)
+        explore = rng.random(num_envs) < epsilon
+        actions = np.where(explore, rng.integers(games[0].n_actions, size=num_envs), actions)
         for i, g in enumerate(games):
             obs[i], _, done, info = g.step(int(actions[i]))
             if done and len(scores[i]) < quota[i]:
@@ -41,11 +42,11 @@ def lockstep_returns(game, seed, n_envs, episodes, epsilon, options):
 
 
 def test_evaluate_plays_the_games_local_games_play_with_the_same_seeds_and_epsilon_draws():
-    result = evaluate(scripted, "Breakout", protocol="nature", episodes=5, seed=7, n_envs=2, fire_reset=True)
+    result = evaluate(scripted, "Breakout", protocol="nature", episodes=5, seed=7, num_envs=2, fire_reset=True)
     options = {**get_protocol("nature").evaluate, "fire_reset": True}
     expected = lockstep_returns("Breakout", 7, 2, 5, 0.05, options)
     assert result.returns.tolist() == expected
-    assert (result.game, result.protocol, result.seed, len(result.lengths)) == ("breakout", "nature", 7, 5)
+    assert (result.game, result.protocol, result.evaluation_seed, len(result.lengths)) == ("breakout", "nature", 7, 5)
     assert result.mean == pytest.approx(np.mean(expected))
     assert result.sem == pytest.approx(np.std(expected, ddof=1) / math.sqrt(5))
     assert result.hns == pytest.approx(human_normalized("breakout", np.mean(expected)))
@@ -63,11 +64,11 @@ def test_evaluate_refuses_bad_input_by_name():
         evaluate(scripted, "Breakout", episodes=2.5)
     with pytest.raises(ValueError, match="continuous=True is not supported"):
         evaluate(scripted, "Breakout", episodes=2, continuous=True)
-    for n_envs in (0, 3):
+    for num_envs in (0, 3):
         with pytest.raises(
-            ValueError, match=rf"n_envs \(at most episodes\) must be an integer in \[1, 2\], got {n_envs}"
+            ValueError, match=rf"num_envs \(at most episodes\) must be an integer in \[1, 2\], got {num_envs}"
         ):
-            evaluate(scripted, "Breakout", episodes=2, n_envs=n_envs)
+            evaluate(scripted, "Breakout", episodes=2, num_envs=num_envs)
     with pytest.raises(ValueError, match="life_loss='terminal' conflicts with protocol 'nature', which sets"):
         evaluate(scripted, "Breakout", life_loss="terminal")
     with pytest.raises(ValueError, match=r"unknown game 'Breakot' \(closest: Breakout"):
@@ -83,7 +84,7 @@ def test_evaluate_refuses_bad_input_by_name():
         (lambda obs: np.zeros(4), 1, r"shape \(4,\) \(a score per action\?"),
     ]:
         with pytest.raises(ValueError, match=expected.format(n=n, got=got)):
-            evaluate(returned, "Breakout", episodes=2, n_envs=n)
+            evaluate(returned, "Breakout", episodes=2, num_envs=n)
     # Floats or bools of the right shape are not actions, though numpy would cast them.
     for dtype in (np.float32, bool):
         with pytest.raises(
@@ -103,12 +104,12 @@ def test_an_evaluation_saves_the_json_report_reads_and_a_csv_of_its_games(tmp_pa
     result = Evaluation("pong", "nature", 0, np.array([-21.0, -19.0]), np.array([800, 900]), "ppo", 3, "c.pt", 512)
     path = result.save(tmp_path / "out" / "evaluation-nature")
     data = json.loads(path.read_text())
-    assert {k: data[k] for k in ("format", "version", "algorithm", "game", "seed", "protocol", "mean")} == {
+    assert {k: data[k] for k in ("format", "version", "algorithm", "game", "run_seed", "protocol", "mean")} == {
         "format": "atari_game.evaluation",
         "version": 1,
         "algorithm": "ppo",
         "game": "pong",
-        "seed": 3,
+        "run_seed": 3,
         "protocol": "nature",
         "mean": -20.0,
     }
@@ -124,10 +125,12 @@ def test_an_evaluation_saves_the_json_report_reads_and_a_csv_of_its_games(tmp_pa
 
 def test_evaluate_labels_the_agent_and_its_run_as_given(tmp_path):
     result = evaluate(scripted, "Breakout", episodes=1, seed=np.int64(2), algorithm="mine", run_seed=np.int64(4))
-    assert (result.algorithm, result.run_seed, result.seed) == ("mine", 4, 2)
+    assert (result.algorithm, result.run_seed, result.evaluation_seed) == ("mine", 4, 2)
+    with pytest.warns(DeprecationWarning, match=r"^Evaluation\.seed is now Evaluation\.evaluation_seed; the old name"):
+        assert result.seed == 2  # the old name, for one more release
     assert result.summary().startswith("Breakout: mine (run seed 4), 1 game under nature")
     saved = json.loads(result.save(tmp_path / "mine-evaluation-nature.json").read_text())  # numpy seeds saved as ints
-    assert (saved["algorithm"], saved["seed"], saved["evaluation_seed"]) == ("mine", 4, 2)
+    assert (saved["algorithm"], saved["run_seed"], saved["evaluation_seed"]) == ("mine", 4, 2) and "seed" not in saved
 
 
 # --- atari-game evaluate -------------------------------------------------------------------------------------
@@ -141,7 +144,7 @@ def atari_game(*args, **kwargs):
 def runs(tmp_path_factory):
     """Two tiny PPO runs on Breakout: one with the default settings (nature's), one with life_loss reset (none's)."""
     directory = tmp_path_factory.mktemp("runs")
-    tiny = ["--game", "Breakout", "--total-frames", "256", "--no-video", "--n-envs", "2", "--n-steps", "32"]
+    tiny = ["--game", "Breakout", "--total-frames", "256", "--no-video", "--num-envs", "2", "--n-steps", "32"]
     tiny += ["--n-epochs", "1", "--n-minibatches", "2"]
     for name, more in (("default", []), ("reset", ["--life-loss", "reset"])):
         done = atari_game("train", *tiny, *more, "--run-dir", str(directory / name), timeout=300)
@@ -156,6 +159,7 @@ def runs(tmp_path_factory):
     return directory
 
 
+@pytest.mark.slow
 def test_scoring_training_and_recording_leave_torchs_thread_count_as_they_found_it(runs, tmp_path):
     # Each sets torch's threads for its own work (1 beside the pool's workers, every core to learn); a notebook that
     # chose its own count keeps it afterwards.
@@ -163,17 +167,28 @@ def test_scoring_training_and_recording_leave_torchs_thread_count_as_they_found_
 
     from atari_game import ppo
     from atari_game.evaluation import evaluate_checkpoint
-    from atari_game.training import record_game
+    from atari_game.run_envs import record_game
     from atari_game.worker import available_cores
 
     callers = torch.get_num_threads()
     chosen = available_cores() + 2  # a count none of them sets
     torch.set_num_threads(chosen)
     try:
-        evaluate_checkpoint(runs / "default" / "checkpoint.pt", episodes=1, n_envs=1)
+        evaluate_checkpoint(runs / "default" / "checkpoint.pt", episodes=1, num_envs=1)
         assert torch.get_num_threads() == chosen
-        tiny = ["--total-frames", "256", "--n-envs", "2", "--n-steps", "32", "--n-epochs", "1", "--n-minibatches", "2"]
-        ppo.train(ppo.parse_config([*tiny, "--no-video", "--run-dir", str(tmp_path / "run")]))
+        tiny = [
+            "--total-frames",
+            "256",
+            "--num-envs",
+            "2",
+            "--n-steps",
+            "32",
+            "--n-epochs",
+            "1",
+            "--n-minibatches",
+            "2",
+        ]
+        ppo.train(parse_args("ppo", [*tiny, "--no-video", "--run-dir", str(tmp_path / "run")]))
         assert torch.get_num_threads() == chosen
         record_game(lambda obs: 1, ppo.Config(game="Breakout"), tmp_path / "fire.mp4")  # FIRE until the game is over
         assert torch.get_num_threads() == chosen
@@ -181,6 +196,7 @@ def test_scoring_training_and_recording_leave_torchs_thread_count_as_they_found_
         torch.set_num_threads(callers)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs, tmp_path):
     checkpoint = runs / "default" / "checkpoint.pt"
     first = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--seed", "5", timeout=300)
@@ -221,6 +237,7 @@ def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs
         written.unlink()  # the fixture's run folder is shared with other tests
 
 
+@pytest.mark.slow
 def test_a_checkpoint_under_a_protocol_it_cannot_play_or_with_none_is_refused_naming_why(runs):
     refused = atari_game("evaluate", str(runs / "default" / "checkpoint.pt"), "--protocol", "machado")
     assert refused.returncode == 2

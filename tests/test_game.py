@@ -388,6 +388,7 @@ def test_an_unknown_game_names_the_three_closest():
         Game("Space")
 
 
+@pytest.mark.slow
 def test_every_listed_game_plays():
     games = list_games()
     assert len(games) == 104 and {"Breakout", "MsPacman", "Pong", "TicTacToe3D"} <= set(games)
@@ -728,6 +729,7 @@ def test_random_starts_rewards_and_actions_are_not_part_of_the_episode():
 # --- a deferred next episode, and a game moved between Games (what pools lend envs with) ---------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "options",
     [
@@ -822,6 +824,7 @@ def reset_games(monkeypatch):
     return calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "options"),
     [

@@ -13,7 +13,7 @@ import pytest
 
 from atari_game import Game, GamePool, arguments, benchmark, cli, dqn, ppo
 from atari_game.game import FOREIGN_OPTIONS, GameOptions
-from atari_game.training import config_parser, field_docs
+from atari_game.run_config import config_parser, field_docs
 
 ROOT = Path(__file__).parent.parent
 
@@ -42,8 +42,8 @@ def all_parsers() -> dict[str, argparse.ArgumentParser]:
         **{f"atari-game {name}": parser for name, parser in commands.choices.items() if name not in cli.FORWARDED},
         "atari-game bench": benchmark.build_parser(),
         "atari-game train": cli.trainer_parser(),
-        "atari-game train --algo ppo": config_parser(ppo.Config, ppo.__doc__),
-        "atari-game train --algo dqn": config_parser(dqn.Config, dqn.__doc__),
+        "atari-game train --algorithm ppo": config_parser(ppo.Config, ppo.__doc__),
+        "atari-game train --algorithm dqn": config_parser(dqn.Config, dqn.__doc__),
         **script_parsers(),
     }
 
@@ -95,7 +95,9 @@ def test_a_trainer_flag_is_documented_once_in_its_config_field():
     for config in (ppo.Config, dqn.Config):
         docs = field_docs(config)
         assert set(docs) == {field.name for field in dataclasses.fields(config)}  # every field, nothing else
-        helps = {action.dest: action.help for action in config_parser(config, "x")._actions}
+        # (an old spelling, hidden from --help, shares its field's dest)
+        actions = config_parser(config, "x")._actions
+        helps = {action.dest: action.help for action in actions if action.help != argparse.SUPPRESS}
         for field in dataclasses.fields(config):
             first_paragraph = " ".join(docs[field.name].split("\n\n")[0].split()).replace("``", "")
             assert helps[field.name].startswith(first_paragraph.replace("%", "%%") + " (default: ")

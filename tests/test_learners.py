@@ -15,16 +15,13 @@ import learners_group
 import psutil
 import pytest
 import ray
-import test_ray_pool
 import torch
 import torch.multiprocessing
-from test_ray_pool_trainers import DQN_TINY, PPO_TINY
+from support import DQN_TINY, PPO_TINY, command_line, loopback
 
 from atari_game import dqn, learners, ppo
+from atari_game.algorithms import parse_args
 from atari_game.replay import FrameReplay
-
-# The two-node cluster of the pool's Ray tests (one per module that uses it): 2 CPUs on each node.
-cluster = test_ray_pool.cluster
 
 # The largest difference allowed between the weights of 2 learners and of 1 after 3 PPO updates. The two compute the
 # same sums in another order (each learner sums its share of a minibatch, then the all-reduce adds the shares), so
@@ -117,25 +114,25 @@ def test_the_learners_collectives_give_the_whole_minibatchs_values_on_every_lear
 def test_a_learners_share_of_a_minibatch_is_its_envs_samples_in_its_own_rollout():
     # A rollout of 3 steps x 6 envs, flattened step-major; learner r of 3 holds envs 2r and 2r + 1.
     minibatch = torch.tensor([17, 0, 7, 12, 3, 8, 14])  # (step, env): (2,5) (0,0) (1,1) (2,0) (0,3) (1,2) (2,2)
-    shares = [learners.Learners(rank=rank, count=3, n_envs=6).share(minibatch).tolist() for rank in range(3)]
+    shares = [learners.Learners(rank=rank, count=3, num_envs=6).share(minibatch).tolist() for rank in range(3)]
     # In each learner's rollout of 3 steps x 2 envs: (step, env - 2r) flattened, in the minibatch's order.
     assert shares == [[0, 3, 4], [1, 2, 4], [5]]
-    assert learners.Learners(n_envs=6).share(minibatch).tolist() == minibatch.tolist()
+    assert learners.Learners(num_envs=6).share(minibatch).tolist() == minibatch.tolist()
 
 
 @pytest.mark.parametrize(
     "trainer, flags, problem",
     [
         (ppo, ["--learners", "2"], "--learners 2 needs --ray ADDRESS, the cluster Ray Train places the learners on"),
-        (ppo, ["--learners", "3", "--ray", "local"], "--n-envs 8 must divide among --learners 3"),
-        (ppo, ["--learners", "2", "--ray", "local", "--n-envs", "6"], "--n-envs 6 / --learners 2 must be even"),
+        (ppo, ["--learners", "3", "--ray", "local"], "--num-envs 8 must divide among --learners 3"),
+        (ppo, ["--learners", "2", "--ray", "local", "--num-envs", "6"], "--num-envs 6 / --learners 2 must be even"),
         (dqn, ["--learners", "2", "--ray", "local", "--batch-size", "33"], "batch_size 33 must divide among"),
         (ppo, ["--learners", "-1", "--ray", "local"], "learners must be"),
     ],
 )
 def test_bad_learners_are_usage_errors(tmp_path, capsys, trainer, flags, problem):
     with pytest.raises(SystemExit) as exit_:
-        trainer.parse_config([*flags, "--run-dir", str(tmp_path / "run")])
+        parse_args(trainer.ALGORITHM.name, [*flags, "--run-dir", str(tmp_path / "run")])
     assert exit_.value.code == 2 and problem in capsys.readouterr().err
 
 
@@ -145,7 +142,7 @@ def test_without_ray_train_the_error_names_the_extra(monkeypatch):
 
     monkeypatch.setattr(learners, "importlib", types.SimpleNamespace(import_module=missing))  # (this module's alone)
     assert learners.learners_problem(2, "local", 8) == learners.MISSING
-    assert learners.MISSING.endswith('its dependencies): pip install -e ".[ray]" (in the atari_game clone)')
+    assert learners.MISSING.endswith('its dependencies): pip install "atari_game[ray]"')
 
 
 def ray_train_workers():
@@ -172,8 +169,8 @@ def listening(processes):
 def test_dqn_learners_each_with_its_memory_survive_a_learner_killed_mid_run(cluster, tmp_path):
     # 2 DQN learners of 2 envs each, from the command line, a checkpoint every 2 rows; one learner killed after 3 rows.
     run_dir, total = tmp_path / "run", 4000
-    command = [sys.executable, "-m", "atari_game", "train", "--algo", "dqn", "--ray", cluster.address]
-    command += [f"--{name.replace('_', '-')}={value}" for name, value in DQN_TINY.items() if name != "video"]
+    command = [sys.executable, "-m", "atari_game", "train", "--algorithm", "dqn", "--ray", cluster.address]
+    command += command_line(DQN_TINY)
     command += [
         "--learners",
         "2",
@@ -195,7 +192,7 @@ def test_dqn_learners_each_with_its_memory_survive_a_learner_killed_mid_run(clus
         learners_listening = listening([victim, other])
         everything = listening(psutil.Process().children(recursive=True))
         assert len(learners_listening) >= 3 and len(everything) >= 10
-        assert all(map(test_ray_pool.loopback, everything)), everything
+        assert all(map(loopback, everything)), everything
         log = (run_dir / "progress.csv").stat().st_ino
         victim.kill()
         killed = time.monotonic()
@@ -235,8 +232,8 @@ def test_ctrl_c_stops_the_learners_with_the_line_saying_how_to_go_on(cluster, tm
     # a single learner's does. (SIGTERM takes the single learner's way: test_ppo, and test_ray_pool for ray.init.)
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "atari_game", "train", "--ray", cluster.address, "--learners", "2"]
-    command += [f"--{name.replace('_', '-')}={value}" for name, value in PPO_TINY.items() if name != "video"]
-    command += ["--no-video", "--total-frames", "1000000", "--checkpoint-every", "2", "--run-dir", str(run_dir)]
+    command += command_line(PPO_TINY)
+    command += ["--no-video", "--total-frames", "1000000", "--checkpoint-every", "512", "--run-dir", str(run_dir)]
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 200

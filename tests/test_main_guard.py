@@ -118,7 +118,9 @@ def test_a_script_read_from_a_pipe_is_refused_even_guarded(tmp_path):
 
 
 # The trainer called from a script, as the "From Python" snippet of the Training PPO guide does (unguarded here).
-TRAINER = 'from atari_game.ppo import main\nmain(["--total-frames", "4096", "--run-dir", "run", "--no-video"])\n'
+TRAINER = """from atari_game.algorithms import main
+main("ppo", ["--total-frames", "4096", "--run-dir", "run", "--no-video"])
+"""
 
 
 def test_a_trainer_called_from_a_scripts_top_level_is_refused_with_the_fixes_a_trainer_has(tmp_path):

@@ -10,19 +10,12 @@ import signal
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
-from test_pool import play_one, worker_pids
-
-from atari_game.pool import GamePool
+from support import worker_pids
+from test_pool import play_one
 
 # Games that share the minimal action set (NOOP, FIRE, RIGHT, LEFT), one list per env.
 GAMES = ["Breakout", "Kaboom", "Kaboom", "Breakout"]
 OPTIONS = {"fire_reset": True, "noop_max": 30}
-
-
-@pytest.fixture
-def pool_factory(closing):
-    """Pools closed after the test, whatever happens in it."""
-    return closing(GamePool)
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
@@ -34,7 +27,7 @@ def test_a_restarted_worker_plays_its_envs_games_again(pool_factory, mode):
     os.kill(worker_pids(pool)[1], signal.SIGKILL)  # envs 2 and 3: Kaboom and Breakout
     obs, _, _, truncs, info = pool.step([0, 0, 0, 0])
     assert list(info["worker_restarted"]) == [False, False, True, True] and list(truncs) == [False, False, True, True]
-    # The replacement's games: the same games, seeds seed + i + restarts * n_envs, played from their reset.
+    # The replacement's games: the same games, seeds seed + i + restarts * num_envs, played from their reset.
     actions = np.random.default_rng(0).integers(4, size=60)
     local = {i: play_one(i + 4, actions, mode == AutoresetMode.SAME_STEP, game=GAMES[i], **OPTIONS) for i in (2, 3)}
     assert all(np.array_equal(obs[i], local[i][0]) for i in (2, 3))

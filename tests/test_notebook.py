@@ -16,6 +16,9 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from atari_game import DEFAULT_START_METHOD, Game, worker
 
+# Runs the quickstart notebook in a Jupyter kernel, its pools and a PPO run: a minute.
+pytestmark = pytest.mark.slow
+
 # multiprocessing's class of a process started by each method.
 PROCESS_CLASSES = {"fork": "ForkProcess", "forkserver": "ForkServerProcess", "spawn": "SpawnProcess"}
 

@@ -1,9 +1,7 @@
 """GamePool: the same games as local `Game`s, Gymnasium's autoreset semantics, async, faults and leaks."""
 
-import contextlib
 import gc
 import os
-import re
 import resource
 import signal
 import socket
@@ -18,72 +16,19 @@ from multiprocessing import connection
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
+from support import OPTIONS, all_gone, children, held_here, held_segments, open_descriptors, worker_pids
 
 from atari_game import Game, resolve_game
 from atari_game import local_transport as pool_module
 from atari_game.game import CONTINUOUS_ACTION_HIGH, CONTINUOUS_ACTION_LOW
 from atari_game.pool import GamePool, PoolError
+from atari_game.pool_errors import CommandFailed
 from atari_game.pool_worker import POOL_STEP_BYTES, POOL_STEP_TAGS, WATCH_SECONDS, CommandWatch, GameBlock
 from atari_game.segment import layout
-
-OPTIONS = {"game": "Breakout", "fire_reset": True, "noop_max": 30}
-
-
-def children():
-    """The pids of this process's live (non-zombie) child processes."""
-    pids = []
-    for task in os.listdir(f"/proc/{os.getpid()}/task"):
-        with open(f"/proc/{os.getpid()}/task/{task}/children") as listing:
-            pids += [int(pid) for pid in listing.read().split()]
-    return [pid for pid in pids if not _zombie(pid)]
-
-
-def _zombie(pid):
-    """Whether process `pid` is a zombie or gone (reaped before the open, or between the open and the read)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(") ")[1].startswith("Z")
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-
-
-def all_gone(pids, within=5.0):
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if all(_zombie(pid) for pid in pids):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def shm_segments():
     return {name for name in os.listdir("/dev/shm") if name.startswith(f"atari_game_{os.getpid()}_")}
-
-
-def held_segments():
-    """The names of the pool segments this process has open or mapped (/proc shows /memfd:NAME, or the deleted
-    /dev/shm/NAME_xxxx of a machine without memfd): a pool's memory has no name in /dev/shm to list."""
-    with open("/proc/self/maps") as maps:
-        places = [maps.read()]
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):  # (the listing's own descriptor, closed by now)
-            places.append(os.readlink(f"/proc/self/fd/{fd}"))
-    return set(re.findall(r"atari_game_\d+_[0-9a-f]{8}", "\n".join(places)))
-
-
-def held_here(segment):
-    """Whether this process still has the segment named `segment` open or mapped."""
-    return segment in held_segments()
-
-
-def worker_pids(pool):
-    return [worker.process.pid for worker in pool._workers]
-
-
-@pytest.fixture
-def pool_factory(closing):
-    """Pools closed after the test, whatever happens in it."""
-    return closing(GamePool)
 
 
 # --- the same games as local Game objects -----------------------------------------------------------
@@ -133,14 +78,14 @@ GAME_LISTS = {
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 @pytest.mark.parametrize("games", GAME_LISTS)
 def test_pool_plays_exactly_the_local_games(pool_factory, mode, games):
-    n_envs, seed, (game, extra) = 5, 7, GAME_LISTS[games]
+    num_envs, seed, (game, extra) = 5, 7, GAME_LISTS[games]
     options = {**OPTIONS, "life_loss": "terminal", **extra}
-    env_games = [game] * n_envs if isinstance(game, str) else game
-    pool = pool_factory(n_envs, seed=seed, n_workers=2, autoreset_mode=mode, **{**options, "game": game})
-    actions = np.random.default_rng(0).integers(pool.single_action_space.n, size=(400, n_envs))
+    env_games = [game] * num_envs if isinstance(game, str) else game
+    pool = pool_factory(num_envs, seed=seed, n_workers=2, autoreset_mode=mode, **{**options, "game": game})
+    actions = np.random.default_rng(0).integers(pool.single_action_space.n, size=(400, num_envs))
     local = [
         play_one(seed + i, actions[:, i], mode == AutoresetMode.SAME_STEP, **{**options, "game": env_games[i]})
-        for i in range(n_envs)
+        for i in range(num_envs)
     ]
     obs, info = pool.reset()
     assert np.array_equal(obs, np.stack([first for first, _ in local]))
@@ -156,7 +101,7 @@ def test_pool_plays_exactly_the_local_games(pool_factory, mode, games):
         assert list(terms) == [step[2] for step in expected] and list(truncs) == [step[3] for step in expected]
         assert info["game_name"].tolist() == list(pool.games)
         ended = [i for i, step in enumerate(expected) if step[4] is not None]
-        assert list(np.flatnonzero(info.get("_episode", np.zeros(n_envs, bool)))) == ended
+        assert list(np.flatnonzero(info.get("_episode", np.zeros(num_envs, bool)))) == ended
         for i in ended:
             episode, final_obs = expected[i][4]
             assert info["episode"]["r"][i] == episode["reward"] and info["episode"]["l"][i] == episode["length"]
@@ -208,6 +153,7 @@ def test_a_game_is_reported_only_for_the_envs_whose_game_ended_in_that_step(pool
     pytest.fail(f"only {stale} steps of 3,000 had an env whose game had ended go on beside an episode that ended")
 
 
+@pytest.mark.slow
 def test_same_seed_same_observations_whatever_the_worker_count(pool_factory):
     actions = np.random.default_rng(1).integers(4, size=(150, 6))
     runs = []
@@ -244,13 +190,13 @@ def test_copy_false_returns_the_shared_array(pool_factory):
 
 
 def test_async_send_recv_returns_batches_with_env_ids(pool_factory):
-    n_envs, seed = 6, 5
-    pool = pool_factory(n_envs, seed=seed, n_workers=3, batch_size=2, **OPTIONS)
+    num_envs, seed = 6, 5
+    pool = pool_factory(num_envs, seed=seed, n_workers=3, batch_size=2, **OPTIONS)
     pool.reset()
     rng = np.random.default_rng(3)
-    sent = {i: [0] for i in range(n_envs)}
-    received = {i: [] for i in range(n_envs)}
-    pool.send(np.zeros(n_envs, int))
+    sent = {i: [0] for i in range(num_envs)}
+    received = {i: [] for i in range(num_envs)}
+    pool.send(np.zeros(num_envs, int))
     for _ in range(200):
         obs, rewards, terms, truncs, info = pool.recv()
         ids = info["env_id"]
@@ -262,7 +208,7 @@ def test_async_send_recv_returns_batches_with_env_ids(pool_factory):
         for i, action in zip(ids, actions, strict=True):
             sent[i].append(int(action))
     # Each env, however its steps interleaved with the others', played exactly its own game.
-    for i in range(n_envs):
+    for i in range(num_envs):
         _, steps = play_one(seed + i, sent[i][: len(received[i])], same_step=False, **OPTIONS)
         assert len(steps) >= 20
         for (obs, reward, term, trunc), expected in zip(received[i], steps, strict=True):
@@ -293,6 +239,7 @@ def test_async_misuse_is_refused(pool_factory):
     pool.step([0, 0, 0, 0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "options",
     [
@@ -302,14 +249,16 @@ def test_async_misuse_is_refused(pool_factory):
     ids=["rgb-scaled", "ram-continuous"],
 )
 def test_pool_plays_the_local_games_with_new_observation_types_and_continuous_actions(pool_factory, options):
-    n_envs, seed, steps = 3, 4, 150
+    num_envs, seed, steps = 3, 4, 150
     rng = np.random.default_rng(0)
     if options.get("continuous"):
-        actions = rng.uniform(CONTINUOUS_ACTION_LOW, CONTINUOUS_ACTION_HIGH, size=(steps, n_envs, 3)).astype(np.float32)
+        actions = rng.uniform(CONTINUOUS_ACTION_LOW, CONTINUOUS_ACTION_HIGH, size=(steps, num_envs, 3)).astype(
+            np.float32
+        )
     else:
-        actions = rng.integers(4, size=(steps, n_envs))
-    local = [play_one(seed + i, actions[:, i], True, **options) for i in range(n_envs)]
-    pool = pool_factory(n_envs, seed=seed, n_workers=2, autoreset_mode=AutoresetMode.SAME_STEP, **options)
+        actions = rng.integers(4, size=(steps, num_envs))
+    local = [play_one(seed + i, actions[:, i], True, **options) for i in range(num_envs)]
+    pool = pool_factory(num_envs, seed=seed, n_workers=2, autoreset_mode=AutoresetMode.SAME_STEP, **options)
     assert pool._shared["actions"].shape == pool.action_space.shape  # (n, 3) float32 when continuous
     obs, _ = pool.reset()
     assert pool.observation_space.contains(obs) and np.array_equal(obs, np.stack([first for first, _ in local]))
@@ -384,41 +333,44 @@ def test_bad_continuous_actions_are_refused_before_anything_is_sent(pool_factory
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"n_envs": 0}, r"n_envs must be an integer in \[1, 65536\], got 0"),
+        ({"num_envs": 0}, r"num_envs must be an integer in \[1, 65536\], got 0"),
         (
-            {"n_envs": "Pong", "game": 16},
-            r"GamePool\(n_envs, game\): the count comes first, as in GamePool\(16, 'Pong'\)",
+            {"num_envs": "Pong", "game": 16},
+            r"GamePool\(num_envs, game\): the count comes first, as in GamePool\(16, 'Pong'\)",
         ),
-        ({"n_envs": 2, "n_workers": 3}, r"n_workers must be an integer in \[1, 2\], got 3"),
-        ({"n_envs": 2, "workers": 2}, r"GamePool: unknown argument 'workers': use n_workers= \(the worker processes\)"),
-        ({"n_envs": 2, "batch_size": 0}, r"batch_size must be an integer in \[1, 2\]"),
-        ({"n_envs": 2, "autoreset_mode": "Disabled"}, r"autoreset_mode must be one of \('NextStep', 'SameStep'\)"),
-        ({"n_envs": 2, "frame_skip": 0}, "frame_skip must be an integer >= 1"),
-        ({"n_envs": 2, "game": "Pongg"}, "unknown game 'Pongg'"),
-        ({"n_envs": 2, "obs_type": "rgba"}, "obs_type must be one of"),
-        ({"n_envs": 2, "mode": 2}, "mode: 2 is not a mode of Breakout"),
-        ({"n_envs": 2, "random_starts": -2}, "random_starts must be an integer >= 0"),
-        ({"n_envs": 2, "start_method": "forks"}, r"start_method must be one of \[.*'forkserver'.*\].*got 'forks'"),
+        ({"num_envs": 2, "n_workers": 3}, r"n_workers must be an integer in \[1, 2\], got 3"),
+        (
+            {"num_envs": 2, "workers": 2},
+            r"GamePool: unknown argument 'workers': use n_workers= \(the worker processes\)",
+        ),
+        ({"num_envs": 2, "batch_size": 0}, r"batch_size must be an integer in \[1, 2\]"),
+        ({"num_envs": 2, "autoreset_mode": "Disabled"}, r"autoreset_mode must be one of \('NextStep', 'SameStep'\)"),
+        ({"num_envs": 2, "frame_skip": 0}, "frame_skip must be an integer >= 1"),
+        ({"num_envs": 2, "game": "Pongg"}, "unknown game 'Pongg'"),
+        ({"num_envs": 2, "obs_type": "rgba"}, "obs_type must be one of"),
+        ({"num_envs": 2, "mode": 2}, "mode: 2 is not a mode of Breakout"),
+        ({"num_envs": 2, "random_starts": -2}, "random_starts must be an integer >= 0"),
+        ({"num_envs": 2, "start_method": "forks"}, r"start_method must be one of \[.*'forkserver'.*\].*got 'forks'"),
         # Mixed pools: the game list, the action sets, each game's options.
         (
-            {"n_envs": 3, "game": ["Pong", "Breakout"]},
-            "game: a list of games names one game per env, got 2 for n_envs=3",
+            {"num_envs": 3, "game": ["Pong", "Breakout"]},
+            "game: a list of games names one game per env, got 2 for num_envs=3",
         ),
-        ({"n_envs": 2, "game": ["Pong", 7]}, "game\\[1\\] must be a game name such as 'Breakout', got int 7"),
-        ({"n_envs": 2, "game": {"Pong"}}, "game must be a game name or a list of one per env, got set"),
-        ({"n_envs": 2, "game": ["Pong", "Pongg"]}, "unknown game 'Pongg'"),
+        ({"num_envs": 2, "game": ["Pong", 7]}, "game\\[1\\] must be a game name such as 'Breakout', got int 7"),
+        ({"num_envs": 2, "game": {"Pong"}}, "game must be a game name or a list of one per env, got set"),
+        ({"num_envs": 2, "game": ["Pong", "Pongg"]}, "unknown game 'Pongg'"),
         (
-            {"n_envs": 3, "game": ["Pong", "Breakout", "Pong"]},
+            {"num_envs": 3, "game": ["Pong", "Breakout", "Pong"]},
             r"game: these games' minimal action sets differ, and a pool has one action space: 6 actions \(NOOP, FIRE, "
             r"RIGHT, LEFT, RIGHTFIRE, LEFTFIRE\) in pong; 4 actions \(NOOP, FIRE, RIGHT, LEFT\) in breakout\. "
             r"To mix them, pass full_action_space=True",
         ),
         (
-            {"n_envs": 2, "game": ["Pong", "Skiing"], "full_action_space": True},
+            {"num_envs": 2, "game": ["Pong", "Skiing"], "full_action_space": True},
             r"full action sets differ.*9 actions \(.*\) in skiing\. To mix them, choose games with the same full",
         ),
-        ({"n_envs": 2, "game": ["Pong", "Freeway"], "fire_reset": True}, "fire_reset: Freeway has no FIRE action"),
-        ({"n_envs": 2, "game": ["Breakout", "Kaboom"], "mode": 4}, "mode: 4 is not a mode of Kaboom"),
+        ({"num_envs": 2, "game": ["Pong", "Freeway"], "fire_reset": True}, "fire_reset: Freeway has no FIRE action"),
+        ({"num_envs": 2, "game": ["Breakout", "Kaboom"], "mode": 4}, "mode: 4 is not a mode of Kaboom"),
     ],
 )
 def test_bad_pool_options_fail_before_any_process_or_memory_exists(kwargs, message):
@@ -486,7 +438,7 @@ def test_restart_workers_replaces_a_killed_worker_and_reports_its_envs_truncated
     assert list(truncs) == [True, True, False, False] and not terms.any()
     assert rewards[0] == rewards[1] == 0.0
     assert list(info["worker_restarted"]) == [True, True, False, False]
-    fresh = Game(seed=0 + 0 + 4, **OPTIONS).reset()  # env 0's replacement game: seed + i + restarts * n_envs
+    fresh = Game(seed=0 + 0 + 4, **OPTIONS).reset()  # env 0's replacement game: seed + i + restarts * num_envs
     assert np.array_equal(obs[0], fresh)
     assert all_gone([dead]) and dead not in worker_pids(pool)
     obs, _, _, truncs, info = pool.step([0, 0, 0, 0])  # and it goes on
@@ -559,8 +511,14 @@ def test_a_worker_failing_in_a_step_is_reported_with_its_traceback_and_the_pool_
     unchecked(pool)  # an action the parent would refuse reaches a worker: its Game fails on it
     first, last, pid = 2 * failing, 2 * failing + 1, worker_pids(pool)[failing]
     expected = rf"(?s)pool worker \(pid {pid}, envs {first}-{last}\) failed on envs \[{first}, {last}\].*IndexError"
-    with pytest.raises(PoolError, match=expected):
+    with pytest.raises(CommandFailed, match=expected) as caught:
         pool.step([99 if env == last else 0 for env in range(4)])
+    # The report, as fields: the worker named by the parent, the exception as the worker raised it.
+    failed = caught.value
+    assert isinstance(failed, PoolError) and failed.worker == f"pool worker (pid {pid}, envs {first}-{last})"
+    assert (failed.env_ids, failed.error_type) == ((first, last), "IndexError")
+    assert failed.traceback.startswith("Traceback (most recent call last):")
+    assert failed.traceback.rstrip().endswith(f"IndexError: {failed.message}") and "in play" in failed.traceback
     del pool._check_actions
     assert pool.step([0, 1, 2, 3])[0].shape == (4, 4, 84, 84)
 
@@ -937,6 +895,7 @@ def test_close_leaves_no_process_and_no_shared_memory():
         pool.step([0, 0, 0, 0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
 def test_a_pool_opened_and_closed_without_a_step_writes_nothing_to_stderr(tmp_path, start_method):
     # Closed at once, its workers are still starting (unpickling their arguments, the descriptors among them): they
@@ -1042,10 +1001,8 @@ def test_a_parent_stopped_by_ctrl_c_killed_or_hung_up_on_leaves_nothing_behind(t
         assert "KeyboardInterrupt" in parent.stderr.read()
 
 
+@pytest.mark.slow
 def test_ten_create_close_cycles_grow_nothing():
-    def fds():
-        return len(os.listdir(f"/proc/{os.getpid()}/fd"))
-
     def cycle():
         with GamePool(2, n_workers=2, game="Pong") as pool:
             pool.reset()
@@ -1053,11 +1010,11 @@ def test_ten_create_close_cycles_grow_nothing():
         return pool._transport.segment.name
 
     cycle()  # the first one starts the fork server and the resource tracker
-    before = (len(children()), fds())
+    before = (len(children()), len(open_descriptors()))
     # A leak is one or more things a cycle: ten cycles show it as well as fifty. Only this test's own segments are
     # counted: other processes on the machine make and delete theirs.
     segments = [cycle() for _ in range(10)]
-    assert (len(children()), fds()) == before
+    assert (len(children()), len(open_descriptors())) == before
     assert len(set(segments)) == 10 and not set(segments) & held_segments()
 
 

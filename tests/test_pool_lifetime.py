@@ -9,7 +9,6 @@ The checks read /proc (Linux); other processes of the machine (training runs) ma
 their own meanwhile, so an entry counts as the pool's when its processes hold it or its name bears one of their pids.
 """
 
-import contextlib
 import errno
 import os
 import selectors
@@ -20,6 +19,7 @@ import textwrap
 import time
 
 import pytest
+from support import descendants, mapped_and_open, open_descriptors
 
 from atari_game import GamePool
 from atari_game.game import GameOptions
@@ -66,26 +66,10 @@ def group(pgid: int) -> list[int]:
     return [pid for pid in processes() if (fields := stat(pid)) and fields[2] == str(pgid) and fields[0] != "Z"]
 
 
-def children(pid: int) -> list[int]:
-    """The processes `pid` started, and theirs."""
-    found = []
-    for child in processes():
-        if (fields := stat(child)) and fields[1] == str(pid):
-            found += [child, *children(child)]
-    return found
-
-
 def held(pids: list[int]) -> set[str]:
     """What the processes `pids` have mapped or open that is not a plain library or device: the files of their
     shared memory, as /proc names them (``/dev/shm/NAME``, ``/memfd:NAME (deleted)``, ``pipe:[INODE]``, ...)."""
-    paths = set()
-    for pid in pids:
-        with contextlib.suppress(OSError):  # gone meanwhile
-            with open(f"/proc/{pid}/maps") as maps:
-                paths.update(line.split(maxsplit=5)[5].strip() for line in maps if len(line.split(maxsplit=5)) == 6)
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
-                    paths.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    paths = set().union(*map(mapped_and_open, pids))
     return {path for path in paths if path.startswith(("/dev/shm/", "/memfd:"))}
 
 
@@ -150,7 +134,7 @@ def test_the_segment_and_the_tickets_have_no_name_while_the_pool_runs():
     with GamePool(4, "Pong", n_workers=2) as pool:
         pool.reset(seed=0)
         pool.step(pool.action_space.sample())  # a whole-pool step: the tickets in use
-        processes = [os.getpid(), *children(os.getpid())]
+        processes = [os.getpid(), *descendants(os.getpid())]
         holding = held(processes)
         new = dev_shm() - before
         # Nothing the pool's processes hold has a name in /dev/shm, and no entry bears the pool's pids.
@@ -161,15 +145,6 @@ def test_the_segment_and_the_tickets_have_no_name_while_the_pool_runs():
         assert segment and all(path.endswith(" (deleted)") for path in segment), segment
         for worker in pool._workers:
             assert {path for path in held([worker.process.pid]) if "atari_game_" in path} == segment
-
-
-def open_descriptors() -> dict[str, str]:
-    """This process's open descriptors: what /proc says each is."""
-    links = {}
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):  # (the listing's own descriptor, closed by now)
-            links[fd] = os.readlink(f"/proc/self/fd/{fd}")
-    return links
 
 
 def test_a_segment_the_kernel_will_not_give_is_refused_at_once_saying_so_and_leaving_no_descriptor(monkeypatch):

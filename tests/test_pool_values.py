@@ -3,16 +3,15 @@ autoreset modes, async batches in same-step mode, async schedules of any env ids
 worker killed and restarted, channels-last observations, a seed per env. Only the public API: ``GamePool(...)``,
 reset, step, send and recv."""
 
-import contextlib
 import dataclasses
 import os
 import signal
-import time
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import all_gone, children
 
 from atari_game import Game
 from atari_game.pool import GamePool
@@ -90,14 +89,14 @@ def check(results: tuple, expected: list[Step], env_ids: list[int]) -> None:
 @pytest.mark.parametrize("life_loss", ["reset", "terminal"])
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
 def test_lives_and_every_value_of_a_step_are_the_local_games_in_both_autoreset_modes(closing, mode, life_loss):
-    n_envs, seed, options = 3, 4, {**OPTIONS, "life_loss": life_loss}
-    pool = closing(GamePool)(n_envs, seed=seed, n_workers=2, autoreset_mode=mode, **options)
-    local = [LocalEnv(seed + i, mode == "SameStep", **options) for i in range(n_envs)]
+    num_envs, seed, options = 3, 4, {**OPTIONS, "life_loss": life_loss}
+    pool = closing(GamePool)(num_envs, seed=seed, n_workers=2, autoreset_mode=mode, **options)
+    local = [LocalEnv(seed + i, mode == "SameStep", **options) for i in range(num_envs)]
     check_reset(pool.reset(), [env.reset() for env in local])
     ends = []
-    for row in np.random.default_rng(0).integers(4, size=(180, n_envs)):
+    for row in np.random.default_rng(0).integers(4, size=(180, num_envs)):
         expected = [env.step(action) for env, action in zip(local, row, strict=True)]
-        check(pool.step(row), expected, list(range(n_envs)))
+        check(pool.step(row), expected, list(range(num_envs)))
         ends += [step for step in expected if step.ended_lives is not None]
     assert len(ends) >= 3
     if mode == "SameStep" and life_loss == "reset":  # each life lost restarted the game: the lives are back
@@ -135,12 +134,12 @@ def play_async(pool: GamePool, local: list[LocalEnv], pending: dict[int, int], r
 
 
 def test_async_batches_in_same_step_mode_carry_each_envs_values_and_final_observations(closing):
-    n_envs, seed = 4, 9
-    pool = closing(GamePool)(n_envs, seed=seed, n_workers=2, batch_size=2, autoreset_mode="SameStep", **OPTIONS)
-    local = [LocalEnv(seed + i, True, **OPTIONS) for i in range(n_envs)]
+    num_envs, seed = 4, 9
+    pool = closing(GamePool)(num_envs, seed=seed, n_workers=2, batch_size=2, autoreset_mode="SameStep", **OPTIONS)
+    local = [LocalEnv(seed + i, True, **OPTIONS) for i in range(num_envs)]
     check_reset(pool.reset(), [env.reset() for env in local])
     rng, pending = np.random.default_rng(5), {}
-    send(pool, pending, list(range(n_envs)), rng)
+    send(pool, pending, list(range(num_envs)), rng)
     # How many games end in so many batches depends on which envs the batches hold: play on until three have.
     steps: list[Step] = []
     while sum(step.final_obs is not None for step in steps) < 3:
@@ -170,6 +169,7 @@ def pools():
         pool_made.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
 @settings(max_examples=10, deadline=None, derandomize=True, database=None)
 @given(batch_size=st.integers(1, 4), seed=st.integers(0, 1 << 16), data=st.data())
@@ -192,52 +192,34 @@ def test_async_schedules_of_any_env_ids_return_each_envs_local_game(pools, mode,
 
 def grandchildren() -> set[int]:
     """The pids of this process's children's children: a pool's workers, which its fork server starts."""
-
-    def children(pid: int) -> set[int]:
-        found = set()
-        with contextlib.suppress(FileNotFoundError):  # a process that ended meanwhile has none
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as listing:
-                    found |= {int(child) for child in listing.read().split()}
-        return found
-
-    return {grandchild for child in children(os.getpid()) for grandchild in children(child)}
+    return {grandchild for child in children() for grandchild in children(child)}
 
 
 def kill(pid: int) -> None:
     """SIGKILL process `pid` and wait until it is dead (a zombie, or gone)."""
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().split(") ")[1].startswith("Z"):
-                    return
-        except FileNotFoundError:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"process {pid} still runs 10 s after SIGKILL")
+    assert all_gone([pid], within=10), f"process {pid} still runs 10 s after SIGKILL"
 
 
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
 def test_async_with_a_worker_killed_the_others_play_on_and_its_envs_restart_with_new_seeds(closing, mode):
-    n_envs, seed, same_step = 4, 3, mode == "SameStep"
+    num_envs, seed, same_step = 4, 3, mode == "SameStep"
     before = grandchildren()
     pool = closing(GamePool)(
-        n_envs, seed=seed, n_workers=2, batch_size=2, restart_workers=True, autoreset_mode=mode, **OPTIONS
+        num_envs, seed=seed, n_workers=2, batch_size=2, restart_workers=True, autoreset_mode=mode, **OPTIONS
     )
-    local = [LocalEnv(seed + i, same_step, **OPTIONS) for i in range(n_envs)]
+    local = [LocalEnv(seed + i, same_step, **OPTIONS) for i in range(num_envs)]
     check_reset(pool.reset(), [env.reset() for env in local])
     workers = sorted(grandchildren() - before)
     assert len(workers) == 2
     rng, pending = np.random.default_rng(8), {}
-    send(pool, pending, list(range(n_envs)), rng)
+    send(pool, pending, list(range(num_envs)), rng)
     play_async(pool, local, pending, rng, 40)
     for _ in range(2):  # every env back: nothing in flight when its worker dies
         receive(pool, local, pending)
 
     kill(workers[0])
-    send(pool, pending, list(range(n_envs)), rng)
+    send(pool, pending, list(range(num_envs)), rng)
     batches = [pool.recv() for _ in range(2)]
     # The dead worker's envs, one contiguous block, are reported restarted; the others played their step.
     flags = [info.get("worker_restarted", np.zeros(len(info["env_id"]), bool)) for *_, info in batches]
@@ -248,8 +230,8 @@ def test_async_with_a_worker_killed_the_others_play_on_and_its_envs_restart_with
         expected = []
         for i in ids:
             action = pending.pop(i)
-            if i in restarted:  # a new game, seeded as no env of this pool was before: seed + i + n_envs
-                local[i] = LocalEnv(seed + i + n_envs, same_step, **OPTIONS)
+            if i in restarted:  # a new game, seeded as no env of this pool was before: seed + i + num_envs
+                local[i] = LocalEnv(seed + i + num_envs, same_step, **OPTIONS)
                 expected.append(local[i].reset_by_a_new_worker())
             else:
                 expected.append(local[i].step(action))
@@ -257,7 +239,7 @@ def test_async_with_a_worker_killed_the_others_play_on_and_its_envs_restart_with
         assert flag.tolist() == [i in restarted for i in ids]
 
     # And every env plays on exactly, the restarted ones their new games (in next-step mode a reset step first).
-    send(pool, pending, list(range(n_envs)), rng)
+    send(pool, pending, list(range(num_envs)), rng)
     play_async(pool, local, pending, rng, 60)
 
 
@@ -266,35 +248,35 @@ def test_async_with_a_worker_killed_the_others_play_on_and_its_envs_restart_with
 
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
 def test_channels_last_observations_and_final_observations_are_the_local_games(closing, mode):
-    n_envs, seed, options = 3, 2, {**OPTIONS, "channels_last": True}
-    pool = closing(GamePool)(n_envs, seed=seed, n_workers=2, autoreset_mode=mode, **options)
-    local = [LocalEnv(seed + i, mode == "SameStep", **options) for i in range(n_envs)]
+    num_envs, seed, options = 3, 2, {**OPTIONS, "channels_last": True}
+    pool = closing(GamePool)(num_envs, seed=seed, n_workers=2, autoreset_mode=mode, **options)
+    local = [LocalEnv(seed + i, mode == "SameStep", **options) for i in range(num_envs)]
     obs, info = pool.reset()
-    assert obs.shape == (n_envs, 84, 84, 4)
+    assert obs.shape == (num_envs, 84, 84, 4)
     check_reset((obs, info), [env.reset() for env in local])
     ends = 0
-    for row in np.random.default_rng(1).integers(4, size=(150, n_envs)):
+    for row in np.random.default_rng(1).integers(4, size=(150, num_envs)):
         expected = [env.step(action) for env, action in zip(local, row, strict=True)]
-        check(pool.step(row), expected, list(range(n_envs)))
+        check(pool.step(row), expected, list(range(num_envs)))
         ends += sum(step.ended_lives is not None for step in expected)
     assert ends >= 2
 
 
 def test_reset_with_a_seed_per_env_reseeds_each_env_as_a_local_game_reset_with_it(closing):
-    n_envs = 4
-    pool = closing(GamePool)(n_envs, seed=0, n_workers=2, **OPTIONS)
-    local = [LocalEnv(i, False, **OPTIONS) for i in range(n_envs)]
+    num_envs = 4
+    pool = closing(GamePool)(num_envs, seed=0, n_workers=2, **OPTIONS)
+    local = [LocalEnv(i, False, **OPTIONS) for i in range(num_envs)]
     check_reset(pool.reset(), [env.reset() for env in local])
     rng = np.random.default_rng(2)
-    for row in rng.integers(4, size=(40, n_envs)):
-        check(pool.step(row), [env.step(action) for env, action in zip(local, row, strict=True)], list(range(n_envs)))
+    for row in rng.integers(4, size=(40, num_envs)):
+        check(pool.step(row), [env.step(action) for env, action in zip(local, row, strict=True)], list(range(num_envs)))
     seeds = [17, None, 3, 17]  # None: env 1's game restarts unseeded, drawing its NOOP start from its own generator
     check_reset(pool.reset(seed=seeds), [env.reset(seed) for env, seed in zip(local, seeds, strict=True)])
     observations = []
     for action in rng.integers(4, size=80):  # one action for every env: only the seeds tell them apart
-        row = np.full(n_envs, action)
+        row = np.full(num_envs, action)
         results = pool.step(row)
-        check(results, [env.step(action) for env, action in zip(local, row, strict=True)], list(range(n_envs)))
+        check(results, [env.step(action) for env, action in zip(local, row, strict=True)], list(range(num_envs)))
         observations.append(results[0])
     assert all(np.array_equal(obs[0], obs[3]) for obs in observations)  # one seed, one game
     assert not all(np.array_equal(obs[0], obs[2]) for obs in observations)  # another seed, another game

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from support import all_gone, descendants
 from test_cli import steps_played, video_frames
-from test_pool import all_gone
-from test_pool_lifetime import children
 
 from atari_game.ppo import UPDATE_FIELDS
 
 PPO = Path(__file__).parent.parent / "examples" / "ppo.py"
-TINY = ["--n-envs", "4", "--n-steps", "16", "--n-minibatches", "2", "--n-epochs", "2", "--checkpoint-every", "2"]
+TINY = ["--num-envs", "4", "--n-steps", "16", "--n-minibatches", "2", "--n-epochs", "2", "--checkpoint-every", "512"]
 
 
 def run(cwd, *args, status=0):
@@ -34,6 +33,7 @@ def update_rows(run_dir):
         return [row for row in csv.DictReader(file) if row["policy_loss"]]
 
 
+@pytest.mark.slow
 def test_train_resume_and_eval(tmp_path):
     run_dir = tmp_path / "run"
     first = run(tmp_path, "--total-frames", "1024", "--run-dir", str(run_dir), *TINY)  # 4 updates of 4 envs x 16 x 4
@@ -64,20 +64,22 @@ def test_train_resume_and_eval(tmp_path):
     assert video_frames(run_dir / "eval.mp4") == steps_played(result.stdout)  # a frame a step
 
 
+@pytest.mark.slow
 def test_sync_rollout_and_bad_arguments(tmp_path):
     run(tmp_path, "--total-frames", "256", "--run-dir", str(tmp_path / "sync"), "--no-async-envs", "--no-video", *TINY)
     assert len(update_rows(tmp_path / "sync")) == 1
-    bad = run(tmp_path, "--n-envs", "3", status=2)  # in tmp_path: the default run directory runs/Breakout-1 is free
-    assert "--async-envs plays two halves of the envs in turn: --n-envs 3 must be even (or" in bad.stderr
+    bad = run(tmp_path, "--num-envs", "3", status=2)  # in tmp_path: the default run directory runs/Breakout-1 is free
+    assert "--async-envs plays two halves of the envs in turn: --num-envs 3 must be even (or" in bad.stderr
 
 
 def test_a_trainer_run_where_the_test_stands_meets_a_users_earlier_run():
     # conftest.py runs every test where a user's runs are: a trainer run there (not in a tmp_path) is refused, as
     # test_sync_rollout_and_bad_arguments's bad-arguments run was after the README's first command.
-    refused = run(None, "--n-envs", "3", status=2)
+    refused = run(None, "--num-envs", "3", status=2)
     assert "runs/Breakout-1 holds a run already (runs/Breakout-1/checkpoint.pt)" in refused.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM"])
 def test_ctrl_c_or_sigterm_stops_a_run_with_a_line_saying_how_to_go_on_and_no_traceback(tmp_path, how):
     run_dir = tmp_path / "run"
@@ -97,7 +99,7 @@ def test_ctrl_c_or_sigterm_stops_a_run_with_a_line_saying_how_to_go_on_and_no_tr
         while not (run_dir / "checkpoint.pt").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(1.0)  # a few updates more: the run is between checkpoints
-        pids = children(child.pid)
+        pids = descendants(child.pid)
         child.send_signal(signal.SIGINT if how == "Ctrl-C" else signal.SIGTERM)
         try:
             _, stderr = child.communicate(timeout=60)
@@ -155,7 +157,7 @@ def test_the_learning_curve_leaves_matplotlib_as_the_caller_had_it(tmp_path):
     # A notebook's backend stays its own: the curve is drawn without pyplot (which would take "Agg" for good).
     import matplotlib
 
-    from atari_game.training import plot_learning_curve
+    from atari_game.run_log import plot_learning_curve
 
     callers = matplotlib.get_backend()
     matplotlib.use("svg")  # a backend the caller chose, which the old matplotlib.use("Agg") replaced
@@ -169,7 +171,7 @@ def test_the_learning_curve_leaves_matplotlib_as_the_caller_had_it(tmp_path):
 
 def test_ctrl_c_before_the_first_checkpoint_says_there_is_nothing_to_resume(tmp_path):
     from atari_game import ppo
-    from atari_game.training import interrupted
+    from atari_game.algorithms import interrupted
 
     config = ppo.Config(run_dir=str(tmp_path / "run"))
     assert interrupted(config, "ppo") == (
@@ -178,7 +180,7 @@ def test_ctrl_c_before_the_first_checkpoint_says_there_is_nothing_to_resume(tmp_
 
 
 def test_a_replay_memory_given_as_a_checkpoint_names_the_checkpoint_beside_it(tmp_path):
-    from atari_game.training import load_checkpoint
+    from atari_game.checkpoints import load_checkpoint
 
     (tmp_path / "run").mkdir()
     archive = r"replay\.npz is a numpy archive \(a DQN run's replay memory\?\), not a checkpoint"

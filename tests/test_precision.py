@@ -10,18 +10,17 @@ import csv
 import pytest
 import torch
 
-from atari_game import dqn, ppo, training
-from atari_game.training import NatureCNN, RunLog, choose_precision, load_checkpoint, probe_ms
+from atari_game import dqn, networks, ppo
+from atari_game.algorithms import parse_args
+from atari_game.checkpoints import load_checkpoint
+from atari_game.networks import NatureCNN, choose_precision, probe_ms
+from atari_game.run_log import RunLog
 
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(autouse=True)
-def torch_threads():
-    """The trainers set torch's thread count for the process: the tests after these get theirs back."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
+# The trainers set torch's thread count for the process: the tests after these get theirs back.
+pytestmark = pytest.mark.usefixtures("torch_threads")
 
 
 def hardware(monkeypatch, native: bool | None, fp32_ms: float = 10.0, bf16_ms: float = 5.0) -> list[bool]:
@@ -33,8 +32,8 @@ def hardware(monkeypatch, native: bool | None, fp32_ms: float = 10.0, bf16_ms: f
         probes.append(bf16)
         return bf16_ms if bf16 else fp32_ms
 
-    monkeypatch.setattr(training, "native_bf16", lambda device: native)
-    monkeypatch.setattr(training, "probe_ms", probe)
+    monkeypatch.setattr(networks, "native_bf16", lambda device: native)
+    monkeypatch.setattr(networks, "probe_ms", probe)
     return probes
 
 
@@ -110,11 +109,11 @@ def tiny(trainer, run_dir, precision: str):
     """A config of a few seconds' run of `trainer` (atari_game.ppo or .dqn) in `run_dir`."""
     if trainer is ppo:
         return ppo.Config(
-            total_frames=512, n_envs=2, n_steps=16, n_epochs=1, n_minibatches=2, checkpoint_every=2,
+            total_frames=512, num_envs=2, n_steps=16, n_epochs=1, n_minibatches=2, checkpoint_every=256,
             video=False, run_dir=str(run_dir), precision=precision,
         )  # fmt: skip
     return dqn.Config(
-        total_frames=192, n_envs=2, batch_size=4, buffer_size=64, learning_starts=12, log_every=96,
+        total_frames=192, num_envs=2, batch_size=4, buffer_size=64, learning_starts=12, log_every=96,
         checkpoint_every=96, video=False, run_dir=str(run_dir), precision=precision,
     )  # fmt: skip
 
@@ -124,6 +123,7 @@ def weights(run_dir) -> dict[str, torch.Tensor]:
     return saved.get("agent") or saved["q_network"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trainer", [ppo, dqn], ids=["ppo", "dqn"])
 def test_fp32_runs_repeat_bit_for_bit_and_bf16_runs_compute_other_bits(tmp_path, monkeypatch, trainer):
     hardware(monkeypatch, native=True)
@@ -135,6 +135,7 @@ def test_fp32_runs_repeat_bit_for_bit_and_bf16_runs_compute_other_bits(tmp_path,
     assert all(c[name].dtype == torch.float32 and c[name].isfinite().all() for name in c)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trainer", [ppo, dqn], ids=["ppo", "dqn"])
 def test_the_checkpoint_records_the_choice_and_resume_keeps_it_on_any_machine(tmp_path, monkeypatch, trainer):
     hardware(monkeypatch, native=True)  # auto chooses bf16 here
@@ -147,16 +148,17 @@ def test_the_checkpoint_records_the_choice_and_resume_keeps_it_on_any_machine(tm
 
     # Resumed where auto would now choose fp32 (another machine), the run goes on in bf16; --eval and play use it.
     probes = hardware(monkeypatch, native=False)
-    resumed = trainer.parse_config(["--run-dir", str(run_dir), "--resume", "--total-frames", "1000000"])
+    resumed = parse_args(trainer.ALGORITHM.name, ["--run-dir", str(run_dir), "--resume", "--total-frames", "1000000"])
     assert resumed.precision == "bf16"
     loaded = (
-        ppo.load_agent(load_checkpoint(run_dir / "checkpoint.pt"), CPU)
+        ppo.ALGORITHM.load(load_checkpoint(run_dir / "checkpoint.pt"), CPU)
         if trainer is ppo
-        else dqn.load_q_network(load_checkpoint(run_dir / "checkpoint.pt"), CPU)
+        else dqn.ALGORITHM.load(load_checkpoint(run_dir / "checkpoint.pt"), CPU)
     )
     assert loaded[0].trunk.bf16 and probes == []
 
 
+@pytest.mark.slow
 def test_a_checkpoint_from_before_precision_resumes_in_fp32(tmp_path, monkeypatch):
     hardware(monkeypatch, native=True)
     run_dir = tmp_path / "run"
@@ -164,13 +166,13 @@ def test_a_checkpoint_from_before_precision_resumes_in_fp32(tmp_path, monkeypatc
     saved = torch.load(run_dir / "checkpoint.pt")
     del saved["config"]["precision"]  # as the checkpoints written before --precision
     torch.save(saved, run_dir / "checkpoint.pt")
-    assert ppo.parse_config(["--run-dir", str(run_dir), "--resume", "--total-frames", "1024"]).precision == "fp32"
-    assert not ppo.load_agent(load_checkpoint(run_dir / "checkpoint.pt"), CPU)[0].trunk.bf16
+    assert parse_args("ppo", ["--run-dir", str(run_dir), "--resume", "--total-frames", "1024"]).precision == "fp32"
+    assert not ppo.ALGORITHM.load(load_checkpoint(run_dir / "checkpoint.pt"), CPU)[0].trunk.bf16
 
 
 def test_an_unknown_precision_is_a_usage_error_naming_the_choices(capsys):
     with pytest.raises(SystemExit) as exit:
-        ppo.parse_config(["--precision", "fp16"])
+        parse_args("ppo", ["--precision", "fp16"])
     assert exit.value.code == 2
     error = capsys.readouterr().err.splitlines()[-1]  # argparse quotes the choices or not, by Python version
     assert "argument --precision: invalid choice: 'fp16' (choose from" in error

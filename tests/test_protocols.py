@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from atari_game import PROTOCOLS, Game, GameOptions, GamePool, ppo
+from atari_game.algorithms import parse_args
 from atari_game.protocols import apply_protocol, get_protocol
-from atari_game.training import full_action_space, game_options
+from atari_game.run_config import full_action_space, game_options
 
 
 def test_machado_plays_with_sticky_actions_all_18_actions_and_no_life_loss_signal():
@@ -84,7 +85,7 @@ def test_apply_protocol_fills_in_the_phase_asked_for():
 
 
 def test_the_trainers_take_a_protocol_and_its_network_chooses_among_its_actions(tmp_path):
-    config = ppo.parse_config(["--game", "Pong", "--protocol", "machado", "--run-dir", str(tmp_path / "run")])
+    config = parse_args("ppo", ["--game", "Pong", "--protocol", "machado", "--run-dir", str(tmp_path / "run")])
     assert (config.protocol, config.life_loss, config.noop_max, config.fire_reset) == ("machado", "ignore", 0, False)
     assert game_options(config)["protocol"] == "machado"
     assert GameOptions.from_kwargs(**game_options(config)).sticky_actions == 0.25
@@ -92,21 +93,21 @@ def test_the_trainers_take_a_protocol_and_its_network_chooses_among_its_actions(
     agent = ppo.build_agent(config.game, torch.device("cpu"), full_action_space(config))
     assert agent.actor.out_features == 18
     # The defaults' free options stay: nature leaves fire_reset to the trainer.
-    config = ppo.parse_config(["--game", "Pong", "--protocol", "nature", "--run-dir", str(tmp_path / "run")])
+    config = parse_args("ppo", ["--game", "Pong", "--protocol", "nature", "--run-dir", str(tmp_path / "run")])
     assert (config.life_loss, config.noop_max, config.fire_reset) == ("terminal", 30, True)
     assert not full_action_space(config)
 
 
 def test_a_trainer_flag_against_the_protocol_is_a_usage_error_naming_both(tmp_path, capsys):
     with pytest.raises(SystemExit) as stopped:
-        ppo.parse_config(["--protocol", "machado", "--life-loss", "terminal", "--run-dir", str(tmp_path / "run")])
+        parse_args("ppo", ["--protocol", "machado", "--life-loss", "terminal", "--run-dir", str(tmp_path / "run")])
     assert stopped.value.code == 2
     assert (
         "error: --life-loss terminal conflicts with --protocol machado, which sets --life-loss ignore "
         "(an episode ends at game over only" in capsys.readouterr().err
     )
     with pytest.raises(SystemExit):
-        ppo.parse_config(["--protocol", "deepmind", "--run-dir", str(tmp_path / "run")])
+        parse_args("ppo", ["--protocol", "deepmind", "--run-dir", str(tmp_path / "run")])
     assert "argument --protocol: unknown protocol 'deepmind'; the protocols are machado, nature, or none" in (
         capsys.readouterr().err
     )

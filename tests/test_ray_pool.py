@@ -2,7 +2,6 @@
 
 import contextlib
 import importlib.metadata
-import ipaddress
 import json
 import os
 import re
@@ -17,35 +16,15 @@ import psutil
 import pytest
 import ray
 from gymnasium.vector import AutoresetMode
-from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-from test_pool import OPTIONS, all_gone
+from support import NODE, OPTIONS, all_gone, held_segments, loopback
 from test_pool_values import LocalEnv, check_reset, play_async, send
 
 import atari_game
 from atari_game import Game
 from atari_game.pool import GamePool, PoolError, WorkerDied
-from atari_game.ray_pool import FREE_CPU_WAIT, RayGamePool, _ray, single_machine_mode
-
-NODE = {"num_cpus": 2, "object_store_memory": 100 << 20, "node_ip_address": "127.0.0.1"}
-
-
-# Ray notices a lost node after this many missed health checks (default: 5 of 3 s).
-HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """Two nodes of 2 CPUs on this machine, listening on 127.0.0.1 only, and this process connected to them."""
-    head = {**NODE, "include_dashboard": False, "_system_config": HEALTH_CHECKS}
-    with single_machine_mode():
-        cluster = Cluster(initialize_head=True, head_node_args=head)
-        cluster.add_node(**NODE)
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False)
-        yield cluster
-        ray.shutdown()
-        cluster.shutdown()
+from atari_game.pool_errors import CommandFailed
+from atari_game.ray_pool import FREE_CPU_WAIT, RayGamePool, _ray
 
 
 @pytest.fixture
@@ -71,19 +50,6 @@ def fork_server_folders(actor_pids):
         [server] = [child for child in psutil.Process(pid).children() if "forkserver" in " ".join(child.cmdline())]
         folders |= {Path(socket.laddr).parent for socket in server.net_connections("unix") if socket.laddr}
     return folders
-
-
-def segments(pids):
-    """The shared-memory segments the processes `pids` hold open (anonymous files: /proc names each /memfd:NAME, once
-    for the pool's descriptor and once for its mapping's)."""
-    found = set()
-    for pid in pids:
-        with contextlib.suppress(OSError):  # gone
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):  # closed meanwhile
-                    if (link := os.readlink(f"/proc/{pid}/fd/{fd}")).startswith("/memfd:atari_game_"):
-                        found.add(link)
-    return sorted(found)
 
 
 def restarted(actor, dead_pid, within):
@@ -196,6 +162,34 @@ def test_a_killed_actor_is_reported_within_two_seconds_and_close_kills_the_rest(
     assert all_gone(pids(pool), within=10)
 
 
+@pytest.mark.parametrize(
+    ("actors", "failing_envs", "stray_error"), [("worker", (2, 3), "KeyError"), ("node", (3,), "IndexError")]
+)
+def test_a_failed_command_is_the_local_pools_report_and_the_pool_goes_on(
+    ray_pool, unchecked, actors, failing_envs, stray_error
+):
+    # failing_envs: the envs of the command that raised (a node actor's pool has a worker process per env here).
+    pool = ray_pool(4, n_workers=2, actors=actors, **OPTIONS)
+    pool.reset()
+    unchecked(pool)  # an action the parent would refuse reaches an actor: its Game raises
+    with pytest.raises(CommandFailed) as caught:
+        pool.step([0, 0, 0, 99])
+    failed = caught.value
+    assert isinstance(failed, PoolError) and failed.worker == pool._workers[1].describe()
+    assert re.fullmatch(r"ray actor \(pid \d+ on node \w+ at [\d.]+, envs 2-3\)", failed.worker)
+    assert (failed.env_ids, failed.error_type) == (failing_envs, "IndexError")
+    assert failed.message == "list index out of range"
+    assert failed.traceback.endswith("IndexError: list index out of range\n") and "in play" in failed.traceback
+    # A call that raises in the actor itself, not in its games (an env it does not host): Ray's error, as a report.
+    pool._send(pool._workers[0], "step", [3], [3])
+    with pytest.raises(CommandFailed) as caught:
+        pool._finish_in_flight()
+    assert (caught.value.worker, caught.value.env_ids) == (pool._workers[0].describe(), (3,))
+    assert caught.value.error_type == stray_error and stray_error in caught.value.traceback
+    del pool._check_actions
+    assert pool.step([0, 1, 2, 3])[0].shape == (4, 4, 84, 84)
+
+
 def test_restart_workers_uses_rays_actor_restart_and_reports_the_envs_truncated(ray_pool):
     pool = ray_pool(4, n_workers=2, restart_workers=True, **OPTIONS)
     pool.reset()
@@ -206,7 +200,7 @@ def test_restart_workers_uses_rays_actor_restart_and_reports_the_envs_truncated(
     obs, _, terms, truncs, info = pool.step([0, 0, 0, 0])
     assert list(truncs) == [True, True, False, False] and not terms.any()
     assert list(info["worker_restarted"]) == [True, True, False, False]
-    fresh = Game(seed=0 + 0 + 4, **OPTIONS).reset()  # env 0's new game: seed + i + restarts * n_envs
+    fresh = Game(seed=0 + 0 + 4, **OPTIONS).reset()  # env 0's new game: seed + i + restarts * num_envs
     assert np.array_equal(obs[0], fresh)
     assert pool._workers[0].actor is actor and pids(pool)[0] != victim  # Ray restarted the same actor
     obs, _, _, truncs, info = pool.step([0, 0, 0, 0])
@@ -289,11 +283,7 @@ print(json.dumps(found))
 """
 
 
-def loopback(ip):
-    address = ipaddress.ip_address(ip)
-    return (getattr(address, "ipv4_mapped", None) or address).is_loopback  # ::ffff:127.0.0.1 too
-
-
+@pytest.mark.slow
 def test_a_local_ray_listens_on_loopback_only_without_dashboard_and_with_token_authentication():
     run = subprocess.run([sys.executable, "-c", LISTENING], capture_output=True, text=True, timeout=120)
     processes = json.loads(run.stdout.splitlines()[-1])
@@ -324,7 +314,7 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     _ray.cache_clear()
     try:
-        needs = 'RayGamePool needs Ray: pip install -e ".[ray]" (in the atari_game clone)'
+        needs = 'RayGamePool needs Ray: pip install "atari_game[ray]"'
         with pytest.raises(ImportError, match=re.escape(needs)):
             RayGamePool(4)
     finally:
@@ -334,12 +324,12 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
 @pytest.mark.parametrize("actors", ["worker", "node"])
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
 def test_async_batches_carry_each_envs_values_as_local_games_stepped_alike(ray_pool, mode, actors):
-    n_envs, seed = 4, 6
-    pool = ray_pool(n_envs, seed=seed, actors=actors, n_workers=2, batch_size=2, autoreset_mode=mode, **OPTIONS)
-    local = [LocalEnv(seed + i, mode == "SameStep", **OPTIONS) for i in range(n_envs)]
+    num_envs, seed = 4, 6
+    pool = ray_pool(num_envs, seed=seed, actors=actors, n_workers=2, batch_size=2, autoreset_mode=mode, **OPTIONS)
+    local = [LocalEnv(seed + i, mode == "SameStep", **OPTIONS) for i in range(num_envs)]
     check_reset(pool.reset(), [env.reset() for env in local])
     rng, pending = np.random.default_rng(3), {}
-    send(pool, pending, list(range(n_envs)), rng)
+    send(pool, pending, list(range(num_envs)), rng)
     # Each env sent its next action as soon as it comes back: observations, rewards, flags, lives and final
     # observations checked against its local Game, across episode ends.
     steps = play_async(pool, local, pending, rng, 200)
@@ -455,7 +445,7 @@ def test_a_node_actors_dead_worker_restarts_the_actors_envs_or_breaks_the_pool_n
     # The actor's envs (both of its workers') start again with new seeds, reported truncated.
     assert list(truncs) == [False, False, True, True] and not terms.any()
     assert list(info["worker_restarted"]) == [False, False, True, True]
-    for i in (2, 3):  # seed + i + restarts * n_envs, as for any restart
+    for i in (2, 3):  # seed + i + restarts * num_envs, as for any restart
         assert np.array_equal(obs[i], Game(seed=0 + i + 4, **OPTIONS).reset())
     assert pids(pool)[1] == actor_pid and first not in pool_workers(actor_pid)  # the same actor, a new pool
     assert all_gone([first, second], within=10)
@@ -499,11 +489,11 @@ def test_closing_a_pool_of_node_actors_leaves_no_process_and_no_shared_memory(cl
     pool.step([0, 1, 2, 3])
     actors = pids(pool)
     processes = [*actors, *(pid for actor in actors for pid in pool_workers(actor))]
-    assert len(processes) == 6 and len(segments(actors)) == 2
+    assert len(processes) == 6 and len(held_segments(*actors)) == 2
     folders = fork_server_folders(actors)
     assert len(folders) == 2 and all(folder.is_dir() for folder in folders)
     pool.close()
-    assert all_gone(processes, within=10) and segments(actors) == []
+    assert all_gone(processes, within=10) and held_segments(*actors) == set()
     assert not any(folder.exists() for folder in folders)  # the actors ended as programs do, not killed
     deadline = time.monotonic() + 10  # its CPUs free again
     while ray.available_resources().get("CPU") != 4 and time.monotonic() < deadline:

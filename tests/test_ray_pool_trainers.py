@@ -12,25 +12,14 @@ import time
 
 import pytest
 import ray
-import test_ray_pool
 import torch
-from test_ray_pool import NODE
+from support import DQN_TINY, NODE, OPTIONS, PPO_TINY, command_line
 
-from atari_game import dqn, ppo, training
+from atari_game import dqn, ppo, run, run_config, run_envs
+from atari_game.algorithms import parse_args
 from atari_game.pool import GamePool
 from atari_game.ray_pool import FREE_CPU_WAIT, RayGamePool
 from atari_game.worker import available_cores
-
-# fp32 named: auto's probe in each of two runs could choose differently on a busy machine.
-PPO_TINY = {"n_envs": 4, "n_steps": 16, "n_minibatches": 2, "n_epochs": 2, "total_frames": 512, "video": False}
-PPO_TINY |= {"precision": "fp32"}
-DQN_TINY = {"n_envs": 4, "batch_size": 8, "buffer_size": 1000, "learning_starts": 100, "total_frames": 1600}
-DQN_TINY |= {"target_network_frequency": 50, "log_every": 400, "checkpoint_every": 800, "exploration_fraction": 1}
-DQN_TINY |= {"video": False, "precision": "fp32"}
-
-
-# The two-node cluster of the pool's Ray tests (one per module that uses it).
-cluster = test_ray_pool.cluster
 
 
 def rows(run_dir):
@@ -67,13 +56,13 @@ def test_the_same_seed_gives_the_same_run_on_the_cluster_as_on_the_local_pool(
     # The 4 envs ran on this node in PPO's 2 pools (async_envs) or DQN's 1, each with a share of the cores (at most a
     # worker per env, at least one), and in 4 actors on Ray's 2 nodes of 2 CPUs.
     pools = 2 if trainer is ppo else 1
-    local_workers = pools * max(1, min(tiny["n_envs"] // pools, available_cores() // pools))
+    local_workers = pools * max(1, min(tiny["num_envs"] // pools, available_cores() // pools))
     assert set(local_placement) == {("1", str(local_workers))} and set(ray_placement) == {("2", "4")}
 
 
 def test_the_command_line_trains_on_the_cluster_and_says_where(cluster, tmp_path):
-    command = [sys.executable, "-m", "atari_game", "train", "--algo", "dqn", "--ray", cluster.address]
-    command += [f"--{name.replace('_', '-')}={value}" for name, value in DQN_TINY.items() if name != "video"]
+    command = [sys.executable, "-m", "atari_game", "train", "--algorithm", "dqn", "--ray", cluster.address]
+    command += command_line(DQN_TINY)
     command += ["--no-video", "--total-frames", "800", "--run-dir", str(tmp_path / "run")]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -92,12 +81,12 @@ def test_the_command_line_trains_on_the_cluster_and_says_where(cluster, tmp_path
 def test_a_lost_node_is_survived_or_stops_the_run_naming_it_and_resume_goes_on(cluster, tmp_path, room):
     # A PPO run of 60 updates of 16 steps, a checkpoint after each: 2 envs in 2 actors, one per node (the lost
     # node's actor restarts on the head's free CPU), or 4 in 4, two per node (the head has no CPU free for them).
-    run_dir, driver_node, n_envs = tmp_path / "run", ray.get_runtime_context().get_node_id(), 2 if room else 4
+    run_dir, driver_node, num_envs = tmp_path / "run", ray.get_runtime_context().get_node_id(), 2 if room else 4
     command = [sys.executable, "-m", "atari_game", "train", "--ray", cluster.address, "--run-dir", str(run_dir)]
-    command += ["--n-envs", str(n_envs), "--n-steps", "16", "--n-minibatches", "2", "--n-epochs", "1"]
-    command += ["--no-async-envs", "--checkpoint-every", "1", "--no-video"]
+    command += ["--num-envs", str(num_envs), "--n-steps", "16", "--n-minibatches", "2", "--n-epochs", "1"]
+    command += ["--no-async-envs", "--checkpoint-every", str(4 * 16 * num_envs), "--no-video"]
     run = subprocess.Popen(
-        [*command, "--total-frames", str(60 * 64 * n_envs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*command, "--total-frames", str(60 * 64 * num_envs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         deadline = time.monotonic() + 120
@@ -128,10 +117,10 @@ def test_a_lost_node_is_survived_or_stops_the_run_naming_it_and_resume_goes_on(c
         ), message
     # --resume goes on from the last checkpoint (on the node left and the one added since): each update once.
     result = subprocess.run(
-        [*command, "--total-frames", str(62 * 64 * n_envs), "--resume"], capture_output=True, text=True, timeout=300
+        [*command, "--total-frames", str(62 * 64 * num_envs), "--resume"], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert [int(row["frames"]) for row in update_rows(run_dir)] == [64 * n_envs * update for update in range(1, 63)]
+    assert [int(row["frames"]) for row in update_rows(run_dir)] == [64 * num_envs * update for update in range(1, 63)]
 
 
 def update_rows(run_dir):
@@ -150,25 +139,23 @@ def update_rows(run_dir):
 )
 def test_a_bad_ray_address_is_a_usage_error(tmp_path, capsys, address, problem):
     with pytest.raises(SystemExit) as exit_:
-        ppo.parse_config(["--ray", address, "--run-dir", str(tmp_path / "run")])
+        parse_args("ppo", ["--ray", address, "--run-dir", str(tmp_path / "run")])
     assert exit_.value.code == 2 and problem in capsys.readouterr().err
 
 
 def test_without_ray_the_error_names_the_extra(monkeypatch):
-    monkeypatch.setattr(training.importlib.util, "find_spec", lambda name: None)
-    assert training.ray_problem("auto") == (
-        '--ray needs Ray, which is not installed: pip install -e ".[ray]" (in the atari_game clone)'
-    )
-    assert training.ray_problem("") == ""
+    monkeypatch.setattr(run_config.importlib.util, "find_spec", lambda name: None)
+    assert run_config.ray_problem("auto") == ('--ray needs Ray, which is not installed: pip install "atari_game[ray]"')
+    assert run_config.ray_problem("") == ""
 
 
 def test_env_placement_counts_worker_processes_or_actors_and_nodes(cluster, closing):
-    local = [closing(GamePool)(2, n_workers=n, **test_ray_pool.OPTIONS) for n in (1, 2)]
-    columns, line = training.env_placement(local)
+    local = [closing(GamePool)(2, n_workers=n, **OPTIONS) for n in (1, 2)]
+    columns, line = run_envs.env_placement(local)
     assert columns == {"env_nodes": 1, "env_workers": 3} and line == "envs: 4 in 3 worker processes on this machine"
     # One node actor per node, each with a local pool of 2 worker processes: 2 actors on 2 nodes.
-    pool = closing(RayGamePool)(4, actors="node", **test_ray_pool.OPTIONS)
-    columns, line = training.env_placement([pool])
+    pool = closing(RayGamePool)(4, actors="node", **OPTIONS)
+    columns, line = run_envs.env_placement([pool])
     assert columns == {"env_nodes": 2, "env_workers": 2} and pool.n_workers == 2
     node = r"node \w{8} at [\d.]+: 2 envs"
     assert re.fullmatch(rf"envs: 4 in 2 Ray actors on 2 nodes \({node}; {node}\)", line), line
@@ -181,7 +168,7 @@ def test_a_run_failing_to_place_its_envs_stops_them(tmp_path, monkeypatch, train
     def lost(*args, **kwargs):
         raise RuntimeError("the cluster is gone")
 
-    monkeypatch.setattr(training, "env_placement", lost)
+    monkeypatch.setattr(run, "env_placement", lost)
     with pytest.raises(RuntimeError, match="the cluster is gone"):
         trainer.train(trainer.Config(**tiny, run_dir=str(tmp_path / "run")))
     assert not multiprocessing.active_children()

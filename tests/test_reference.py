@@ -35,6 +35,7 @@ def test_bit_identical_to_gymnasium_preprocessing(game, options):
     assert_same_as_reference(ours, reference_env(game, **options), random_actions(ours), SEED)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("game", "channels_last"), [("Breakout", False), ("Pong", True), ("MsPacman", False)])
 def test_rgb_is_gymnasium_colour_preprocessing(game, channels_last):
     ours = Game(game, seed=SEED, obs_type="rgb", channels_last=channels_last)
@@ -43,6 +44,7 @@ def test_rgb_is_gymnasium_colour_preprocessing(game, channels_last):
     assert_same_as_reference(ours, reference, random_actions(ours), SEED, layout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("game", "obs_type"), [("Breakout", "grayscale"), ("SpaceInvaders", "rgb"), ("Seaquest", "grayscale")]
 )
@@ -54,6 +56,7 @@ def test_scale_obs_is_gymnasium_scale_obs(game, obs_type):
     assert_same_as_reference(ours, reference, random_actions(ours), SEED, layout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("game", "mode", "difficulty"), [("Breakout", 4, 1), ("SpaceInvaders", 3, 1), ("Pong", 1, 2)])
 def test_mode_and_difficulty_are_gymnasium_ones(game, mode, difficulty):
     ours = Game(game, seed=SEED, mode=mode, difficulty=difficulty)
@@ -66,6 +69,7 @@ def test_mode_and_difficulty_are_gymnasium_ones(game, mode, difficulty):
     assert not all(np.array_equal(a, b) for a, b in steps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("game", "threshold"), [("Breakout", 0.5), ("Pong", 0.3), ("SpaceInvaders", 0.5)])
 def test_continuous_actions_are_gymnasium_continuous(game, threshold):
     ours = Game(game, seed=SEED, continuous=True, continuous_action_threshold=threshold)

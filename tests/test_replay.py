@@ -96,6 +96,7 @@ POOLS = {
 }
 
 
+@pytest.mark.slow
 @CODECS
 @pytest.mark.parametrize("name", POOLS)
 def test_samples_equal_the_added_transitions_on_real_pools(name, compression):
@@ -117,6 +118,7 @@ def test_samples_equal_the_added_transitions_on_real_pools(name, compression):
     assert buffer.nbytes > frames if compression is None else buffer.nbytes < frames / 4
 
 
+@pytest.mark.slow
 @CODECS
 def test_a_worker_killed_and_restarted_mid_run_keeps_samples_exact(compression):
     with GamePool(4, "Breakout", seed=2, n_workers=2, restart_workers=True, autoreset_mode="SameStep") as pool:
@@ -269,6 +271,7 @@ for transitions in map(int, sys.argv[1:]):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident size from Linux's /proc")
 def test_a_compressed_memory_becomes_resident_only_as_it_fills_and_as_much_as_nbytes_says(tmp_path):
     script = tmp_path / "fill.py"
@@ -734,6 +737,7 @@ def replay_runs(draw):
     return settings, draw(st.booleans()), draw(st.lists(steps, min_size=1, max_size=40)), draw(st.integers(0, 9))
 
 
+@pytest.mark.slow
 @CODECS
 @settings(
     max_examples=300,

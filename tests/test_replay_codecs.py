@@ -46,7 +46,7 @@ def test_real_frames_are_held_raw_until_the_dictionary_is_trained_then_compresse
 def test_zstd_without_zstandard_names_the_extra_to_install(monkeypatch):
     # A None entry in sys.modules makes `import zstandard` fail, as on a machine without the zstd extra.
     monkeypatch.setitem(sys.modules, "zstandard", None)
-    with pytest.raises(ImportError, match=re.escape('zstandard: pip install -e ".[zstd]" (in the atari_game clone)')):
+    with pytest.raises(ImportError, match=re.escape('zstandard: pip install "atari_game[zstd]"')):
         FrameReplay(8, 1, (2, 2), compression="zstd")
     assert len(FrameReplay(8, 1, (2, 2))) == 0  # uncompressed frames need nothing more
 

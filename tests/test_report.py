@@ -1,31 +1,31 @@
-"""atari_game.report: the aggregate statistics against independent computations, the inputs and their errors, and
-the report's files."""
+"""atari_game.aggregates, score_files and report: the aggregate statistics against independent computations, the
+inputs and their errors, and the report's files."""
 
 import csv
 import json
 import os
 import re
+import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.stats
 
-from atari_game.report import (
+from atari_game.aggregates import (
     NO_INTERVAL,
-    Score,
-    format_summary,
     interquartile_mean,
-    load_scores,
     mean_hns,
     median_hns,
     optimality_gap,
     probability_of_improvement,
     score_profile,
     stratified_resample,
-    write_report,
 )
+from atari_game.report import format_summary, write_report
+from atari_game.score_files import Score, load_scores
 from atari_game.scores import ATARI_5, ATARI_57, HUMAN_SCORES, RANDOM_SCORES, atari5_median, human_normalized
 
 RAINBOW = Path(__file__).parent / "data" / "rainbow_scores.csv"
@@ -37,7 +37,10 @@ def raw_score(game, hns):
     return RANDOM_SCORES[game] + hns * (HUMAN_SCORES[game] - RANDOM_SCORES[game])
 
 
-def write_csv(path, rows, header=("algorithm", "game", "seed", "score")):
+HEADER = ("algorithm", "game", "run_seed", "score")
+
+
+def write_csv(path, rows, header=HEADER):
     with open(path, "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(header)
@@ -55,14 +58,14 @@ def hns_csv(path, algorithm, matrix, games=GAMES):
     return write_csv(path, rows)
 
 
-def evaluation(path, algorithm="ppo", game="pong", seed=1, mean=20.3, protocol="nature", **changes):
+def evaluation(path, algorithm="ppo", game="pong", run_seed=1, mean=20.3, protocol="nature", **changes):
     """An evaluation JSON as ``atari-game evaluate`` writes it."""
     data = {
         "format": "atari_game.evaluation",
         "version": 1,
         "algorithm": algorithm,
         "game": game,
-        "seed": seed,
+        "run_seed": run_seed,
         "protocol": protocol,
         "checkpoint": "runs/ppo-Pong-1/checkpoint.pt",
         "frames_trained": 10_000_000,
@@ -226,14 +229,36 @@ def test_rainbow_median_is_the_median_of_its_per_game_hns(tmp_path):
     assert abs(atari5["estimate"]["point"] - expected) <= 0.104 * expected
 
 
-def test_missing_matplotlib_is_named(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+def test_without_matplotlib_the_report_writes_its_numbers_and_names_the_extra(tmp_path, monkeypatch):
     path = write_csv(tmp_path / "s.csv", [("a", "pong", 0, 1.0)])
-    needs = 'need matplotlib: pip install -e ".[report]" (in the atari_game clone)'
-    with pytest.raises(ImportError, match=re.escape(needs)) as raised:
-        write_report([path], tmp_path / "out")
-    assert raised.value.name == "matplotlib"  # what atari-game report's line names: needs 'matplotlib'
-    assert not (tmp_path / "out").exists()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "performance_profiles.png").write_bytes(b"the plot of an earlier report")
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    needs = 'the performance-profile plot needs the report extra (matplotlib): pip install "atari_game[report]"'
+    with pytest.warns(UserWarning, match=f"^{re.escape(needs)}$"):
+        report = write_report([path], out, resamples=10)
+    assert json.loads((out / "report.json").read_text()) == report and report["algorithms"]["a"]["runs"] == 1
+    # No plot, and none of other scores beside these: the page says why instead.
+    assert sorted(file.name for file in out.iterdir()) == ["report.json", "report.md"]
+    markdown = (out / "report.md").read_text()
+    assert f"## Performance profiles\n\nNot drawn: {needs}.\n" in markdown and ".png" not in markdown
+
+
+def test_atari_game_report_without_matplotlib_or_with_an_old_file_says_so_a_line_each(tmp_path):
+    # A fresh interpreter in which matplotlib cannot be imported, as where the report extra is not installed.
+    path = write_csv(tmp_path / "s.csv", [("a", "pong", 0, 1.0)], header=("algorithm", "game", "seed", "score"))
+    out = tmp_path / "out"
+    script = "import sys; sys.modules['matplotlib'] = None; from atari_game.cli import main; main(sys.argv[1:])"
+    args = ["report", str(path), "--out", str(out), "--resamples", "10"]
+    run = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines() == [
+        f"note: {path} calls 'run_seed' by its old name 'seed', read for one more release: rename it 'run_seed'",
+        'note: the performance-profile plot needs the report extra (matplotlib): pip install "atari_game[report]"',
+    ]
+    assert run.stdout.endswith(f"written to {out}: report.md, report.json\n")
+    assert sorted(file.name for file in out.iterdir()) == ["report.json", "report.md"]
 
 
 # --- inputs -----------------------------------------------------------------------------------------------------
@@ -241,19 +266,44 @@ def test_missing_matplotlib_is_named(tmp_path, monkeypatch):
 
 def test_csv_in_any_column_order_and_any_spelling(tmp_path):
     rows = [("1.5", "x", "ALE/MsPacman-v5", "Rainbow", "0"), ("-3", "", "Pong", "dqn", "2")]
-    path = write_csv(tmp_path / "s.csv", rows, header=("score", "notes", "game", "algorithm", "seed"))
+    path = write_csv(tmp_path / "s.csv", rows, header=("score", "notes", "game", "algorithm", "run_seed"))
     assert load_scores([path]) == [
         Score("Rainbow", "ms_pacman", 0, 1.5, f"{path}, line 2"),
         Score("dqn", "pong", 2, -3.0, f"{path}, line 3"),
     ]
 
 
+def test_the_old_spelling_of_the_run_seed_is_read_for_one_release_with_a_warning(tmp_path):
+    # The files of the release before: an evaluation's "seed", a CSV's seed column.
+    old_json = evaluation(tmp_path / "old.json", run_seed=4)
+    data = json.loads(old_json.read_text())
+    data["seed"] = data.pop("run_seed")
+    old_json.write_text(json.dumps(data))
+    old_csv = write_csv(tmp_path / "old.csv", [("dqn", "pong", 5, 1.0)], header=("algorithm", "game", "seed", "score"))
+    with pytest.warns(DeprecationWarning) as caught:
+        scores = load_scores([old_json, old_csv])
+    assert [(score.algorithm, score.run_seed) for score in scores] == [("ppo", 4), ("dqn", 5)]
+    assert [str(warning.message) for warning in caught] == [
+        f"{file} calls 'run_seed' by its old name 'seed', read for one more release: rename it 'run_seed'"
+        for file in (old_json, old_csv)
+    ]
+    with pytest.warns(DeprecationWarning, match=r"^Score\.seed is now Score\.run_seed; the old name goes"):
+        assert scores[0].seed == 4
+    # A file with both spellings is read by the current one, and says nothing.
+    both = write_csv(
+        tmp_path / "both.csv", [("a", "pong", 1, 2, 3.0)], header=("algorithm", "game", "seed", "run_seed", "score")
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_scores([both])[0].run_seed == 2
+
+
 def test_the_budget_notes_count_the_aggregated_runs_and_ignore_whole_update_differences(tmp_path):
     # PPO's 10M frames in whole updates of 8 and of 16 envs (9,998,336 and 9,994,240): one budget, shown as a range.
-    eight = evaluation(tmp_path / "a.json", seed=1, frames_trained=9_998_336)
-    sixteen = evaluation(tmp_path / "b.json", seed=2, frames_trained=9_994_240)
+    eight = evaluation(tmp_path / "a.json", run_seed=1, frames_trained=9_998_336)
+    sixteen = evaluation(tmp_path / "b.json", run_seed=2, frames_trained=9_994_240)
     # A game outside the 57 trained for less: not in the aggregates, so not in their budget.
-    other = evaluation(tmp_path / "c.json", game="Adventure", seed=1, frames_trained=1_000_000)
+    other = evaluation(tmp_path / "c.json", game="Adventure", run_seed=1, frames_trained=1_000_000)
     summary = format_summary(write_report([eight, sixteen, other], tmp_path / "out", resamples=10))
     assert summary.startswith("ppo (nature): 1 game, 2 runs, 9,994,240-9,998,336 frames trained\n")
     assert summary.endswith("\n  Adventure left out of the aggregates: no human-normalized score outside the 57 games")
@@ -267,11 +317,11 @@ def test_the_budget_notes_count_the_aggregated_runs_and_ignore_whole_update_diff
 def test_evaluations_and_run_directories(tmp_path):
     run = tmp_path / "ppo-Pong-1"
     (run / "nested").mkdir(parents=True)
-    first = evaluation(run / "evaluation.json", seed=1, mean=20.0)
-    second = evaluation(run / "evaluation-breakout.json", game="Breakout", seed=1, mean=300.0)
-    evaluation(run / "nested" / "evaluation.json", seed=9)  # not read: directories are not searched below
+    first = evaluation(run / "evaluation.json", run_seed=1, mean=20.0)
+    second = evaluation(run / "evaluation-breakout.json", game="Breakout", run_seed=1, mean=300.0)
+    evaluation(run / "nested" / "evaluation.json", run_seed=9)  # not read: directories are not searched below
     (run / "progress.json").write_text("{}")  # not an evaluation*.json: not read
-    single = evaluation(tmp_path / "other.json", seed=2, mean=19.0, frames_trained=2_000_000)
+    single = evaluation(tmp_path / "other.json", run_seed=2, mean=19.0, frames_trained=2_000_000)
     assert load_scores([run, single]) == [
         Score("ppo", "breakout", 1, 300.0, str(second), 10_000_000),
         Score("ppo", "pong", 1, 20.0, str(first), 10_000_000),
@@ -321,15 +371,15 @@ def test_an_evaluation_older_than_its_checkpoint_is_noted_where_the_report_is_re
     ("header", "row", "message"),
     [
         (("algorithm", "game", "score"), ("a", "pong", "1"), r"s\.csv, line 1: the header must contain "
-         r"algorithm,game,seed,score \(missing seed\)"),
-        (("algorithm", "game", "seed", "score"), ("a", "pong", "0", "lots"), r"s\.csv, line 2: score 'lots' is not a "
+         r"algorithm,game,run_seed,score \(missing run_seed\)"),
+        (HEADER, ("a", "pong", "0", "lots"), r"s\.csv, line 2: score 'lots' is not a "
          "finite number"),
-        (("algorithm", "game", "seed", "score"), ("a", "pong", "0", "nan"), r"line 2: score 'nan' is not a finite"),
-        (("algorithm", "game", "seed", "score"), ("a", "Breakot", "0", "1"), r"s\.csv, line 2: game: unknown game "
+        (HEADER, ("a", "pong", "0", "nan"), r"line 2: score 'nan' is not a finite"),
+        (HEADER, ("a", "Breakot", "0", "1"), r"s\.csv, line 2: game: unknown game "
          r"'Breakot' \(closest: Breakout"),
-        (("algorithm", "game", "seed", "score"), ("a", "pong", "x", "1"), r"line 2: seed 'x' is not a non-negative"),
-        (("algorithm", "game", "seed", "score"), ("a", "pong", "0"), r"line 2: fewer values than the header"),
-        (("algorithm", "game", "seed", "score"), (" ", "pong", "0", "1"), r"line 2: no algorithm"),
+        (HEADER, ("a", "pong", "x", "1"), r"line 2: run_seed 'x' is not a non-negative"),
+        (HEADER, ("a", "pong", "0"), r"line 2: fewer values than the header"),
+        (HEADER, (" ", "pong", "0", "1"), r"line 2: no algorithm"),
     ],
 )  # fmt: skip
 def test_bad_csv(tmp_path, header, row, message):
@@ -369,10 +419,14 @@ def test_bad_inputs(tmp_path):
         load_scores([tmp_path / "nowhere"])
     # The per-game CSV beside an evaluation, given instead of its JSON.
     per_game = write_csv(tmp_path / "evaluation-nature.csv", [(0, -21.0, 800)], header=("episode", "return", "length"))
-    with pytest.raises(ValueError, match=r"\(missing algorithm, game, seed, score\); give the evaluation's \.json$"):
+    with pytest.raises(
+        ValueError, match=r"\(missing algorithm, game, run_seed, score\); give the evaluation's \.json$"
+    ):
         load_scores([per_game])
     beside = evaluation(tmp_path / "evaluation-nature.json")
-    with pytest.raises(ValueError, match=rf"\(missing algorithm, game, seed, score\); give {beside}, the evaluation$"):
+    with pytest.raises(
+        ValueError, match=rf"\(missing algorithm, game, run_seed, score\); give {beside}, the evaluation$"
+    ):
         load_scores([per_game])
     beside.unlink()
     # A report written over a file.
@@ -383,17 +437,19 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(ValueError, match=r"scores\.txt: expected a \.csv of scores, an evaluation \.json or a run"):
         load_scores([tmp_path / "scores.txt"])
     # The same run twice, from two inputs.
-    again = evaluation(tmp_path / "evaluation.json", seed=1)
+    again = evaluation(tmp_path / "evaluation.json", run_seed=1)
     with pytest.raises(
-        ValueError, match=rf"'ppo', game 'pong', seed 1 appears twice: in {csv_path}, line 2 and in {again}"
+        ValueError, match=rf"'ppo', game 'pong', run seed 1 appears twice: in {csv_path}, line 2 and in {again}"
     ):
         load_scores([csv_path, again])
     # A run directory holding the run's evaluations under two protocols: which one is for the user to name.
     run = tmp_path / "ppo-Pong-3"
     run.mkdir()
-    nature = evaluation(run / "evaluation-nature.json", seed=3)
-    evaluation(run / "evaluation-machado.json", seed=3, protocol="machado")
-    with pytest.raises(ValueError, match=r"seed 3 appears twice: .*; give the evaluation to report by its file name$"):
+    nature = evaluation(run / "evaluation-nature.json", run_seed=3)
+    evaluation(run / "evaluation-machado.json", run_seed=3, protocol="machado")
+    with pytest.raises(
+        ValueError, match=r"run seed 3 appears twice: .*; give the evaluation to report by its file name$"
+    ):
         load_scores([run])
     assert [score.source for score in load_scores([nature])] == [str(nature)]
     # Given by name, the two are one run under two protocols: said so.
@@ -407,14 +463,14 @@ def test_bad_inputs(tmp_path):
     # Two evaluations of one name and seed, named file by file (in one folder or two): two agents that need names of
     # their own, or one run evaluated twice.
     (tmp_path / "elsewhere").mkdir()
-    twice = evaluation(tmp_path / "elsewhere" / "evaluation-nature.json", seed=3)
-    beside_it = evaluation(run / "dqn-variant-evaluation-nature.json", seed=3)
+    twice = evaluation(tmp_path / "elsewhere" / "evaluation-nature.json", run_seed=3)
+    beside_it = evaluation(run / "dqn-variant-evaluation-nature.json", run_seed=3)
     agents = r"; two agents\? name them apart: atari-game evaluate --algorithm NAME \(from Python, .*\)$"
     for other in (twice, beside_it):
-        with pytest.raises(ValueError, match=rf"seed 3 appears twice: in {nature} and in {other}{agents}"):
+        with pytest.raises(ValueError, match=rf"run seed 3 appears twice: in {nature} and in {other}{agents}"):
             load_scores([nature, other])
     # One algorithm under two protocols.
-    machado = evaluation(tmp_path / "machado.json", seed=2, protocol="machado")
+    machado = evaluation(tmp_path / "machado.json", run_seed=2, protocol="machado")
     conflict = (
         r"'ppo' was evaluated under different protocols: machado \(.*machado\.json\), nature \(.*evaluation\.json\)"
     )

@@ -33,6 +33,7 @@ import pytest
 import torch
 
 from atari_game import dqn, ppo, replay
+from atari_game.algorithms import parse_args
 from atari_game.worker import available_cores
 
 
@@ -121,12 +122,9 @@ def watched_train(
     return states, held(networks, optimizers[0], {})
 
 
-@pytest.fixture(autouse=True)
-def torch_threads():
-    """The trainers set torch's thread count for the process: the tests after these get theirs back."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
+# Each test trains and resumes runs (slow). The trainers set torch's thread count for the process: the tests after
+# these get theirs back.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("torch_threads")]
 
 
 def logged_frames(run_dir: Path, column: str) -> list[int]:
@@ -145,7 +143,7 @@ def test_ppo_resumes_with_the_weights_optimizer_schedule_and_generator_of_the_ru
 ):
     # 4 updates of 2 envs x 16 agent steps x 4 frames; the first checkpoint after update 2 (of 0..3).
     config = ppo.Config(
-        total_frames=512, n_envs=2, n_steps=16, n_epochs=1, n_minibatches=2, checkpoint_every=2, video=False,
+        total_frames=512, num_envs=2, n_steps=16, n_epochs=1, n_minibatches=2, checkpoint_every=256, video=False,
         precision=precision,
     )  # fmt: skip
 
@@ -158,7 +156,7 @@ def test_ppo_resumes_with_the_weights_optimizer_schedule_and_generator_of_the_ru
     stopped = dataclasses.replace(config, run_dir=str(tmp_path / "stopped"))
     watched_train(monkeypatch, config=stopped, at=set(), stop=True, **watch)
     assert logged_frames(tmp_path / "stopped", "policy_loss") == [128, 256]
-    resumed = ppo.parse_config(["--run-dir", stopped.run_dir, "--resume"])
+    resumed = parse_args("ppo", ["--run-dir", stopped.run_dir, "--resume"])
     assert resumed.precision == precision
     resumed_first, resumed_end = watched_train(monkeypatch, config=resumed, at={0}, **watch)
 
@@ -180,7 +178,7 @@ def test_ppo_resumes_with_the_weights_optimizer_schedule_and_generator_of_the_ru
 DQN_CONFIG = dqn.Config(
     cleanrl=True,
     total_frames=192,
-    n_envs=2,
+    num_envs=2,
     batch_size=4,
     buffer_size=64,
     learning_starts=8,
@@ -230,7 +228,7 @@ def test_dqn_resumes_with_the_networks_optimizer_schedule_generators_and_memory_
     stopped = dataclasses.replace(config, run_dir=str(tmp_path / "stopped"))
     watched_train(monkeypatch, config=stopped, at=set(), stop=True, **DQN_WATCH)
     assert (tmp_path / "stopped" / "replay.npz").exists()
-    resumed = dqn.parse_config(["--run-dir", stopped.run_dir, "--resume"])
+    resumed = parse_args("dqn", ["--run-dir", stopped.run_dir, "--resume"])
     assert resumed.precision == precision and resumed.compression == "zstd"
     del gradient_steps[:]
     resumed_first, resumed_end = watched_train(monkeypatch, config=resumed, at={0, 1, 2, 11}, **DQN_WATCH)
@@ -267,7 +265,7 @@ def test_dqn_without_its_saved_memory_resumes_refilling_it(tmp_path, monkeypatch
     assert not (tmp_path / "stopped" / "replay.npz").exists()
     # Shortened to 36 transitions, the run would refill its memory past its end (learning after transition 24 + 8, the
     # first gradient step due at 36): refused before any env worker started, naming the least length that learns.
-    short = dqn.parse_config(["--run-dir", config.run_dir, "--resume", "--total-frames", "144"])
+    short = parse_args("dqn", ["--run-dir", config.run_dir, "--resume", "--total-frames", "144"])
     message = (
         "--resume: the replay memory refills for --learning-starts 8 transitions from the checkpoint's 24, which leaves"
         " this run no gradient step: its first is due at transition 36, and the run plays 36 (--total-frames 144 in "
@@ -278,7 +276,7 @@ def test_dqn_without_its_saved_memory_resumes_refilling_it(tmp_path, monkeypatch
         dqn.train(short)
     assert not multiprocessing.active_children()
     # Whether to save the memory is not what the run learns: a resumed run may turn it on.
-    resumed = dqn.parse_config(["--run-dir", config.run_dir, "--resume", "--save-memory"])
+    resumed = parse_args("dqn", ["--run-dir", config.run_dir, "--resume", "--save-memory"])
     assert resumed.save_memory
     _, resumed_end = watched_train(monkeypatch, config=resumed, at=set(), **DQN_WATCH)
     assert replay.FrameReplay.load(tmp_path / "stopped" / "replay.npz").added == 48 - 24
@@ -300,7 +298,7 @@ def test_dqn_refuses_to_resume_on_a_corrupt_or_another_checkpoints_memory(tmp_pa
     torch.set_num_threads(chosen)
     try:
         with pytest.raises(SystemExit, match=f"--resume: {memory}: not a whole FrameReplay file .* Delete it"):
-            dqn.train(dqn.parse_config(resume))
+            dqn.train(parse_args("dqn", resume))
         assert not multiprocessing.active_children() and torch.get_num_threads() == chosen
     finally:
         torch.set_num_threads(callers)
@@ -311,7 +309,7 @@ def test_dqn_refuses_to_resume_on_a_corrupt_or_another_checkpoints_memory(tmp_pa
     buffer.add(obs, [0, 0], [0.0, 0.0], obs, np.zeros(2, bool), np.zeros(2, bool))
     buffer.save(memory)
     with pytest.raises(SystemExit, match=f"--resume: {memory} is not the memory of the checkpoint beside it: it has"):
-        dqn.train(dqn.parse_config(resume))
+        dqn.train(parse_args("dqn", resume))
     assert not multiprocessing.active_children()
 
 
@@ -324,12 +322,14 @@ def test_resuming_a_run_at_its_end_says_there_is_nothing_to_train_and_rewrites_n
     # The same end, or one short of the next whole update (PPO) or step of the envs (DQN): the trainer rounds down.
     for total in (4_096_000, 4_096_000 + unit - 1, 1_000_000):
         with pytest.raises(SystemExit) as exit_:
-            trainer.parse_config(["--run-dir", str(run), "--resume", "--total-frames", str(total)])
+            parse_args(trainer.ALGORITHM.name, ["--run-dir", str(run), "--resume", "--total-frames", str(total)])
         assert exit_.value.code == 0
         assert capsys.readouterr().out == (
             f"{run} is trained to 4,096,000 frames, where --total-frames {total:,} ends: nothing to train (a larger "
             "--total-frames goes on)\n"
         )
     assert [path.name for path in run.iterdir()] == ["checkpoint.pt"]
-    config = trainer.parse_config(["--run-dir", str(run), "--resume", "--total-frames", str(4_096_000 + unit)])
+    config = parse_args(
+        trainer.ALGORITHM.name, ["--run-dir", str(run), "--resume", "--total-frames", str(4_096_000 + unit)]
+    )
     assert config.resume and config.final_frames == 4_096_000 + unit

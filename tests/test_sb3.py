@@ -14,7 +14,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import VecMonitor
-from test_pool import all_gone, held_here, held_segments, worker_pids
+from support import all_gone, held_here, held_segments, worker_pids
 
 from atari_game import Game
 from atari_game.pool import PoolError
@@ -35,7 +35,7 @@ def test_import_without_sb3_names_the_extra_to_install():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode != 0
     assert "ImportError: atari_game.sb3 needs Stable-Baselines3 and torch" in result.stderr
-    assert 'pip install torch==2.13.0 && pip install -e ".[sb3]" (in the atari_game clone)' in result.stderr
+    assert 'pip install torch==2.13.0 && pip install "atari_game[sb3]"' in result.stderr
 
 
 def test_spaces_shapes_and_dtypes(make_env):
@@ -84,15 +84,15 @@ def test_spaces_follow_the_observation_type_scaling_and_continuous_actions(make_
     ids=["raw", "clipped", "mixed"],
 )
 def test_plays_the_local_games_with_terminal_observations_and_unclipped_episode_stats(make_env, options):
-    n_envs, seed = 3, 4
-    env = make_env(n_envs, seed=seed, n_workers=2, **options)
+    num_envs, seed = 3, 4
+    env = make_env(num_envs, seed=seed, n_workers=2, **options)
     # The truth: local Games with the same seeds and actions, with raw rewards (clipping changes nothing else).
-    names = [options["game"]] * n_envs if isinstance(options["game"], str) else options["game"]
+    names = [options["game"]] * num_envs if isinstance(options["game"], str) else options["game"]
     games = [Game(seed=seed + i, **{**options, "game": name, "clip_rewards": False}) for i, name in enumerate(names)]
     assert np.array_equal(env.reset(), np.stack([game.reset() for game in games]))
-    raw_sums, clipped_sums, lengths = np.zeros(n_envs), np.zeros(n_envs), np.zeros(n_envs, int)
+    raw_sums, clipped_sums, lengths = np.zeros(num_envs), np.zeros(num_envs), np.zeros(num_envs, int)
     ended = {"terminated": 0, "truncated": 0, "clipping_shows": 0}
-    for actions in np.random.default_rng(0).integers(env.action_space.n, size=(300, n_envs)):
+    for actions in np.random.default_rng(0).integers(env.action_space.n, size=(300, num_envs)):
         obs, rewards, dones, infos = env.step(actions)
         for i, game in enumerate(games):
             game_obs, raw, done, episode = game.step(actions[i])
@@ -121,12 +121,12 @@ def test_plays_the_local_games_with_terminal_observations_and_unclipped_episode_
 
 def test_with_terminal_life_loss_every_life_is_done_but_episode_stats_are_whole_games(make_env):
     # SB3's own Atari stack (Monitor under EpisodicLifeEnv) reports whole games: so does the adapter.
-    n_envs = 2
-    env = make_env(n_envs, seed=0, life_loss="terminal", **BREAKOUT)
+    num_envs = 2
+    env = make_env(num_envs, seed=0, life_loss="terminal", **BREAKOUT)
     env.reset()
-    game_rewards, game_lengths = np.zeros(n_envs), np.zeros(n_envs, int)
+    game_rewards, game_lengths = np.zeros(num_envs), np.zeros(num_envs, int)
     lives_lost = games = 0
-    for actions in np.random.default_rng(1).integers(4, size=(400, n_envs)):
+    for actions in np.random.default_rng(1).integers(4, size=(400, num_envs)):
         _, rewards, dones, infos = env.step(actions)
         game_rewards, game_lengths = game_rewards + rewards, game_lengths + 1
         for i in np.flatnonzero(dones):
@@ -221,6 +221,7 @@ def test_close_leaves_no_process_and_no_shared_memory():
         env.reset()
 
 
+@pytest.mark.slow
 def test_ppo_cnn_policy_trains_on_it_without_transpose_or_warnings(make_env):
     # The SB3-standard Atari setting: every lost life ends an episode, clipped rewards, whole games reported.
     env = make_env(4, seed=0, life_loss="terminal", clip_rewards=True, **BREAKOUT)

@@ -49,8 +49,8 @@ def rainbow_scores() -> dict[str, float]:
     """Rainbow's score on each game of tests/data/rainbow_scores.csv, by ROM id."""
     with RAINBOW_CSV.open(newline="") as file:
         rows = list(csv.DictReader(file))
-    assert rows and list(rows[0]) == ["algorithm", "game", "seed", "score"]
-    assert {(row["algorithm"], row["seed"]) for row in rows} == {("Rainbow", "0")}
+    assert rows and list(rows[0]) == ["algorithm", "game", "run_seed", "score"]
+    assert {(row["algorithm"], row["run_seed"]) for row in rows} == {("Rainbow", "0")}
     scores = {row["game"]: float(row["score"]) for row in rows}
     assert len(scores) == len(rows), "a game is listed twice"
     return scores

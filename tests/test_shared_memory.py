@@ -56,6 +56,7 @@ def small_shm_command() -> list[str]:
     return [*command, f"{mount} && exec {sys.executable} script.py"]
 
 
+@pytest.mark.slow
 def test_a_pool_that_does_not_fit_in_dev_shm_fails_at_once_saying_why(tmp_path):
     (tmp_path / "script.py").write_text(SCRIPT)
     result = subprocess.run(small_shm_command(), cwd=tmp_path, capture_output=True, text=True, timeout=120)

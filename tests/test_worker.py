@@ -12,7 +12,7 @@ import types
 
 import numpy as np
 import pytest
-from test_pool import all_gone
+from support import all_gone
 
 from atari_game import DEFAULT_START_METHOD, Game, Worker, WorkerError, worker_process
 from atari_game.worker import start_context
