@@ -66,8 +66,8 @@ class Transport(Protocol[W]):
 
     def next_answer(self, busy: set[W], everything: bool) -> tuple[W, tuple[str, list[int], Any]]:
         """Wait for the next answer of a `busy` worker: the worker and its answer (see above); its results are in the
-        arrays. With `everything` the pool waits for all its commands in flight (a transport may wait for them at
-        once)."""
+        arrays. With `everything` the pool waits for all its commands in flight, and the transport waits for them at
+        once (one wait for all of them, not one an answer)."""
 
     def close(self) -> None:
         """Stop the workers and free what `open` made; nothing if it did not run."""

@@ -500,12 +500,13 @@ class RayTransport:
         return False
 
     def next_answer(self, busy: set[RayActor], everything: bool) -> tuple[RayActor, tuple[str, list[int], Any]]:
-        """The answer of the first call of the `busy` actors to finish (`everything` or not), its results copied into
-        `shared`; an actor that died, or that Ray restarted since it last answered, is ``("died", [], WorkerDied)``, a
-        call that raised ``("error", [], CommandFailed)``."""
+        """The answer of the first call of the `busy` actors to finish, its results copied into `shared`; with
+        `everything`, once every actor's first call has (one wait for them all, not one a call). An actor that died, or
+        that Ray restarted since it last answered, is ``("died", [], WorkerDied)``, a call that raised ``("error", [],
+        CommandFailed)``."""
         ray = _ray()
         first_calls = {worker.calls[0]: worker for worker in busy}
-        [done], _ = ray.wait(list(first_calls), num_returns=1)
+        [done, *_], _ = ray.wait(list(first_calls), num_returns=len(first_calls) if everything else 1)
         worker = first_calls[done]
         try:
             answer, results, location = ray.get(done)
