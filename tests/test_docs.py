@@ -334,6 +334,7 @@ def test_a_class_page_documents_its_class_and_its_members_only(site: Path) -> No
 # --- types and CI --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # mypy over the package: half a minute
 def test_the_package_type_checks() -> None:
     # mypy at its default strictness (settings in pyproject.toml: only which untyped libraries to skip).
     check = subprocess.run([sys.executable, "-m", "mypy", "atari_game"], cwd=ROOT, capture_output=True, text=True)
