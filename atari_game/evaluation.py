@@ -24,7 +24,7 @@ from atari_game.game import GameOptions, display_name, resolve_game
 from atari_game.pool import GamePool
 from atari_game.protocols import PROTOCOLS, apply_protocol, get_protocol, trained_protocol
 from atari_game.scores import ATARI_57, human_normalized
-from atari_game.validation import check_agent_name, check_count, check_int, renamed
+from atari_game.validation import check_agent_name, check_count, check_int, renamed, renamed_option
 
 #: The ``format`` and ``version`` of the JSON an `Evaluation` is saved as (``atari-game report`` checks both).
 FORMAT, VERSION = "atari_game.evaluation", 1
@@ -185,9 +185,7 @@ def evaluate(
         raise ValueError(
             "evaluate scores agents that choose among the action set's actions: continuous=True is not supported"
         )
-    if "n_envs" in options:
-        renamed("n_envs", "num_envs")
-        num_envs = options.pop("n_envs") if num_envs is None else num_envs
+    num_envs = renamed_option(options, "n_envs", "num_envs", num_envs)
     # More envs than games would play games that are never counted.
     num_envs = (
         min(episodes, 8) if num_envs is None else check_count("num_envs (at most episodes)", num_envs, 1, episodes)

@@ -23,7 +23,7 @@ from atari_game.local_transport import LocalTransport
 from atari_game.pool_errors import CommandFailed, PoolError, WorkerDied, WorkerHandle
 from atari_game.segment import Layout, layout
 from atari_game.spaces import action_space, observation_space
-from atari_game.validation import check_choice, check_count, check_int, renamed
+from atari_game.validation import check_choice, check_count, check_int, renamed_option
 from atari_game.worker import interrupts_deferred
 
 #: The type of a transport's handles on its workers, a `WorkerHandle`: `LocalWorker` for `LocalTransport` (the
@@ -106,9 +106,7 @@ def _check_arguments(
 ) -> tuple[int, GameOptions, tuple[str, ...]]:
     """`num_envs` in [1, 65536] (the likeliest slips named), the options every env shares and each env's ROM id.
     ``n_envs=``, its name until 0.2, is taken from `game_options` with a `FutureWarning`."""
-    if "n_envs" in game_options:
-        renamed("n_envs", "num_envs", stacklevel=4)
-        num_envs = game_options.pop("n_envs") if num_envs is None else num_envs
+    num_envs = renamed_option(game_options, "n_envs", "num_envs", num_envs, stacklevel=5)
     if num_envs is None:
         raise TypeError(f"{pool}(num_envs, game): how many envs is missing, as in {pool}(8, 'Breakout')")
     if isinstance(num_envs, str) and not num_envs.isdigit():

@@ -109,3 +109,14 @@ def renamed(old: str, new: str, stacklevel: int = 3) -> None:
     is taken until 0.3. `stacklevel` points the warning at the caller's line (3: the caller of the function calling
     this one)."""
     warnings.warn(f"{old} is now {new} ({old} is taken until 0.3)", FutureWarning, stacklevel=stacklevel)
+
+
+def renamed_option(options: dict[str, Any], old: str, new: str, value: Any, stacklevel: int = 4) -> Any:
+    """The argument `new` given as `value`, or under its old name `old` among the keywords `options` (taken out of
+    them, with `renamed`'s warning, `stacklevel` for it); a `TypeError` where both are given."""
+    if old not in options:
+        return value
+    renamed(old, new, stacklevel=stacklevel)
+    if value is not None:
+        raise TypeError(f"{new} and {old} (its old name) are both given: give {new} alone")
+    return options.pop(old)

@@ -16,6 +16,8 @@ def test_a_pool_takes_n_envs_with_a_warning_and_needs_a_count():
         assert pool.num_envs == 2 and pool.reset()[0].shape == (2, 4, 84, 84)
     with pytest.raises(TypeError, match=r"GamePool\(num_envs, game\): how many envs is missing"):
         GamePool(game="Pong")
+    with pytest.warns(FutureWarning), pytest.raises(TypeError, match=r"num_envs and n_envs \(its old name\) are both"):
+        GamePool(2, n_envs=2, game="Pong")
 
 
 def test_a_trainer_takes_n_envs_and_train_takes_algo_with_a_note(tmp_path, capsys):
