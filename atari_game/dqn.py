@@ -27,7 +27,7 @@ from atari_game.learners import Learners
 from atari_game.networks import NatureCNN, on_device
 from atari_game.pool import GamePool
 from atari_game.replay import FrameReplay
-from atari_game.run import finish_run, run_files, set_precision, start_run
+from atari_game.run import finish_run, passes, run_files, set_precision, start_run
 from atari_game.run_config import RunConfig, full_action_space, observation_shape
 from atari_game.run_envs import env_placement, make_pools
 from atari_game.run_log import whole_games
@@ -340,7 +340,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             # A row, a checkpoint, where this pool step's frames passed a multiple of log_every, checkpoint_every.
             frames, before = 4 * steps, 4 * (steps - config.num_envs)
             done = steps >= config.total_transitions
-            row = frames // config.log_every > before // config.log_every
+            row = passes(config.log_every, before, frames)
             if row or done:
                 # Every learner's games into the first one's log, weights compared, the envs' places (Ray actors move).
                 games = learners.gather(games)
@@ -370,7 +370,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
                 seconds = dict.fromkeys(seconds, 0.0)
                 learners.sync_seconds = 0.0
             progress.update(4 * config.num_envs)
-            if frames // config.checkpoint_every > before // config.checkpoint_every or done:
+            if passes(config.checkpoint_every, before, frames) or done:
                 if config.save_memory:  # first: a checkpoint.pt is never newer than its replay.npz
                     buffer.save(replay_path)
                 # Every learner's exploration generator (where they differ, with the memories each saves itself).

@@ -23,7 +23,7 @@ from atari_game.game import action_meanings
 from atari_game.learners import Learners
 from atari_game.networks import NatureCNN, on_device
 from atari_game.pool import GamePool
-from atari_game.run import finish_run, run_files, set_precision, start_run
+from atari_game.run import finish_run, passes, run_files, set_precision, start_run
 from atari_game.run_config import RunConfig, full_action_space, observation_shape
 from atari_game.run_envs import env_placement, make_pools
 from atari_game.run_log import whole_games
@@ -238,8 +238,7 @@ def train(config: Config, learners: Learners | None = None) -> Path:
                 log.update(frames, seconds, stats)
                 progress.set_postfix(game_return=f"{log.recent_return():.1f}", fps=f"{stats['frames_per_second']:.0f}")
             # A checkpoint where this update's frames passed a multiple of checkpoint_every, and at the end.
-            before = frames - 4 * config.batch_size
-            if frames // config.checkpoint_every > before // config.checkpoint_every or update + 1 == n_updates:
+            if passes(config.checkpoint_every, frames - 4 * config.batch_size, frames) or update + 1 == n_updates:
                 state = checkpoint_state(agent, optimizer, update + 1, frames, config, rollout.generator)
                 if learners.lead:
                     save_checkpoint(checkpoint_path, state)

@@ -22,6 +22,12 @@ from atari_game.run_envs import env_placement, record_game
 from atari_game.run_log import RunLog, plot_learning_curve, progress_bar
 
 
+def passes(every: int, before: int, frames: int) -> bool:
+    """Whether going from `before` to `frames` emulator frames passes a multiple of `every`: a row or a checkpoint
+    is due where an update or a step of the envs, which moves many frames at once, passes one."""
+    return frames // every > before // every
+
+
 def start_run(config: RunConfig, algorithm: str) -> tuple[Path, torch.device]:
     """A run of the trainer `algorithm` starting, before its networks are built: its directory made, torch's
     generator seeded with ``config.seed``; returns the run directory and the device the networks go on."""
