@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from atari_game.learners import Learners
-from atari_game.networks import NatureCNN
-from atari_game.run_config import RunConfig, full_action_space
+from atari_game.networks import Trunk
+from atari_game.run_config import RunConfig
 
 #: A policy for one game: an observation ``uint8 (4, 84, 84)`` in, an action out.
 Policy = Callable[[np.ndarray], int]
@@ -40,8 +40,8 @@ class Algorithm:
         check: what is wrong with a config as its run, as a usage error says it ("" if nothing).
         train: trains as a config says and returns the run directory; its second argument, the process's place
             among the run's learners (`atari_game.learners.Learners`).
-        build: a new network for a game, on a device, choosing among its minimal action set or (third argument
-            true: a protocol's full action space) all 18, as train builds it.
+        build: a new network as a config says (its game, its protocol's action set: the minimal one or all 18, its
+            own network settings), on a device, as train builds it.
         network_key: the key of the checkpoint that holds the weights of the network `build` makes.
         policy: a loaded network as a policy for one game, on a device, acting as the given config says (DQN: its
             ``eval_epsilon``, seeded with its ``seed``); used by ``--eval`` and ``atari-game play``.
@@ -55,7 +55,7 @@ class Algorithm:
     config: type[RunConfig]
     check: Callable[[Any], str]
     train: Callable[[Any, Learners], Path]
-    build: Callable[[str, torch.device, bool], nn.Module]
+    build: Callable[[Any, torch.device], nn.Module]
     network_key: str
     policy: Callable[[Any, torch.device, Any], Policy]
     batch_policy: Callable[[Any], BatchPolicy]
@@ -65,7 +65,7 @@ class Algorithm:
         """The network of a checkpoint `saved` (`atari_game.checkpoints.load_checkpoint`) on `device`, computing in
         the precision it trained in (before ``--precision``: fp32), and the config it trained with."""
         config = self.config(**saved["config"])
-        network = self.build(config.game, device, full_action_space(config))
+        network = self.build(config, device)
         network.load_state_dict(saved[self.network_key])
-        cast(NatureCNN, network.get_submodule("trunk")).bf16 = config.precision == "bf16"
+        cast(Trunk, network.get_submodule("trunk")).bf16 = config.precision == "bf16"
         return network, config

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from atari_game import dqn, ppo
+from atari_game import dqn, iqn, ppo
 from atari_game.algorithm import Algorithm, BatchPolicy, Policy
-from atari_game.checkpoints import load_checkpoint
+from atari_game.checkpoints import load_checkpoint, save_checkpoint
 from atari_game.game import resolve_game
 from atari_game.learners import Learners, LearnersFailed, train_on_learners
 from atari_game.networks import pick_device
@@ -26,7 +26,9 @@ from atari_game.run_envs import record_game
 from atari_game.worker import check_main_guard, sigterm_as_ctrl_c, start_context
 
 #: The trainers by name, the first the default of ``atari-game train``.
-ALGORITHMS: dict[str, Algorithm] = {algorithm.name: algorithm for algorithm in (ppo.ALGORITHM, dqn.ALGORITHM)}
+ALGORITHMS: dict[str, Algorithm] = {
+    algorithm.name: algorithm for algorithm in (ppo.ALGORITHM, dqn.ALGORITHM, iqn.ALGORITHM)
+}
 
 
 def get_algorithm(name: str) -> Algorithm:
@@ -127,6 +129,23 @@ def trained_policy(checkpoint: str | Path, game: str | None = None) -> tuple[Pol
     if game is not None and resolve_game(game) != resolve_game(config.game):
         raise ValueError(f"{checkpoint} was trained on {config.game}, not {game}")
     return algorithm.policy(network, torch.device("cpu"), config), game_options(config)
+
+
+def export_agent(checkpoint: str | Path, out: str | Path) -> Path:
+    """Write the agent of a checkpoint of any trainer to `out` alone, to share or keep in a repository: its trainer's
+    name, config, frames trained and network weights, the floating-point ones in fp16 (half of fp32's size; loaded, the
+    network computes as it trained, with weights rounded to fp16's 11 significant bits). ``atari-game evaluate`` and
+    ``atari-game play --checkpoint`` load it as they load a checkpoint; it holds nothing to ``--resume`` from. A
+    `ValueError` for a file that is no checkpoint; returns `out` as a `Path`."""
+    saved = load_checkpoint(checkpoint)
+    algorithm = get_algorithm(saved["algorithm"])
+    weights = {
+        name: tensor.half() if tensor.is_floating_point() else tensor
+        for name, tensor in saved[algorithm.network_key].items()
+    }
+    agent = {"algorithm": algorithm.name, "config": saved["config"], "frames": saved.get("frames", 0)}
+    save_checkpoint(Path(out), {**agent, algorithm.network_key: weights})
+    return Path(out)
 
 
 def batch_policy(saved: dict) -> tuple[BatchPolicy, RunConfig]:

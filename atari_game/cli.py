@@ -1,4 +1,4 @@
-"""The `atari-game` command (also `python -m atari_game`): games, play, evaluate, report, bench, train.
+"""The `atari-game` command (also `python -m atari_game`): games, play, evaluate, report, export, bench, train.
 
 The command-line guide (docs/guides/cli.md) shows each command at work.
 """
@@ -86,7 +86,8 @@ def trainer_parser() -> argparse.ArgumentParser:
     names = list(ALGORITHMS)
     usage = f"atari-game train [--algorithm {{{','.join(names)}}}] [the trainer's flags, below with --help]"
     parser = argparse.ArgumentParser(prog="atari-game train", usage=usage, add_help=False, allow_abbrev=False)
-    trainers = " or ".join(f"atari_game/{name}.py" for name in names)
+    modules = [f"atari_game/{name}.py" for name in names]
+    trainers = f"{', '.join(modules[:-1])} or {modules[-1]}" if len(modules) > 1 else modules[0]
     parser.add_argument(
         "--algorithm", choices=names, default=names[0], help=f"the trainer: {trainers} (default: {names[0]})"
     )
@@ -148,10 +149,32 @@ def report(args: argparse.Namespace) -> None:
     print(f"written to {args.out}: report.md, report.json{plot}")
 
 
+def export(args: argparse.Namespace) -> None:
+    try:
+        from atari_game.algorithms import export_agent
+    except ImportError as error:  # torch, to read and write the weights
+        missing_extra("export", error, "train")
+    # Refused before the checkpoint loads: an OUT that would replace it, or in no folder (torch's error is obscure).
+    if args.out.resolve() == args.checkpoint.resolve():
+        args.command_parser.error(f"argument OUT: {args.out} is the checkpoint itself; name another file")
+    if not args.out.parent.is_dir():
+        args.command_parser.error(f"argument OUT: no folder {args.out.parent} to write {args.out.name} into")
+    try:
+        path = export_agent(args.checkpoint, args.out)
+    except ValueError as error:
+        args.command_parser.error(str(error))
+    except OSError as error:  # a folder that cannot be written
+        args.command_parser.error(f"argument OUT: cannot write {args.out}: {error.strerror or error}")
+    print(
+        f"written to {path} ({path.stat().st_size / 1e6:.1f} MB): atari-game evaluate {path}, or watch it with "
+        f"atari-game play GAME --checkpoint {path}"
+    )
+
+
 # These commands have their own options (and --help): everything after the command name goes to them.
 FORWARDED: dict[str, tuple[Callable[[list[str]], None], str]] = {
     "bench": (benchmark.main, "the throughput benchmark"),
-    "train": (train, "train the PPO (default) or DQN example"),
+    "train": (train, "train PPO (default), DQN or IQN"),
 }
 
 
@@ -228,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=label,
         default=None,
         help="the agent's name in the evaluation, by which atari-game report groups runs: give two variants of a "
-        "trainer names of their own (default: the trainer, ppo or dqn)",
+        "trainer names of their own (default: the trainer's name: ppo, dqn or iqn)",
     )
     evaluate_parser.add_argument(
         "--out",
@@ -259,6 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--resamples", type=count, default=10_000, help="bootstrap resamples per interval (default: %(default)s)"
     )
     report_parser.add_argument("--seed", type=seed, default=0, help="the bootstrap's seed (default: %(default)s)")
+    export_parser = command(
+        "export", "write a checkpoint's agent alone, in fp16, to share it: evaluate and play load it"
+    )
+    export_parser.add_argument("checkpoint", type=checkpoint_file, metavar="CHECKPOINT", help="a checkpoint.pt")
+    export_parser.add_argument("out", type=Path, metavar="OUT", help="the agent's file, e.g. agents/dqn-Pong.pt")
     for name, (_, about) in FORWARDED.items():
         commands.add_parser(name, help=f"{about} (see: atari-game {name} --help)")
     return parser
@@ -271,7 +299,8 @@ def main(argv: list[str] | None = None) -> None:
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:  # argparse reports a command's unknown flags with the top-level usage: report them with the command's
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    {"games": lambda _: games(), "play": play, "evaluate": evaluate, "report": report}[args.command](args)
+    commands = {"games": lambda _: games(), "play": play, "evaluate": evaluate, "report": report, "export": export}
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

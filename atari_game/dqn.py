@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 import torch
@@ -24,7 +25,7 @@ from atari_game.algorithm import Algorithm, BatchPolicy, Policy
 from atari_game.checkpoints import restore_torch_generators, save_checkpoint, torch_generators
 from atari_game.game import action_meanings
 from atari_game.learners import Learners
-from atari_game.networks import NatureCNN, on_device
+from atari_game.networks import TRUNKS, Trunk, on_device
 from atari_game.pool import GamePool
 from atari_game.replay import FrameReplay
 from atari_game.run import finish_run, passes, run_files, set_precision, start_run
@@ -40,8 +41,13 @@ class Config(RunConfig):
     but for the Rainbow-lite switches (``cleanrl`` turns them off). Each is a flag of ``atari-game train --algorithm
     dqn`` and ``examples/dqn.py``, as `RunConfig` says. A transition is one agent step of one env: 4 emulator frames."""
 
+    network: str = "nature"
+    """The network's trunk: nature (the Nature-DQN CNN) or impala (the IMPALA CNN: about 4x the learning's CPU time,
+    for more learned from the same frames)."""
     learning_rate: float = 1e-4
     """Adam's learning rate."""
+    adam_epsilon: float = 1e-8
+    """Adam's epsilon, added to the root of its second moment (PyTorch's default; Dopamine's agents take 0.01 / 32)."""
     buffer_size: int = 1_000_000
     """Transitions the replay memory holds (the oldest are overwritten)."""
     gamma: float = 0.99
@@ -115,6 +121,7 @@ COMPRESSIONS = {"zstd": "zstd", "none": None}
 
 RULES = {
     "learning_rate": POSITIVE,
+    "adam_epsilon": POSITIVE,
     "gamma": between(0, 1),
     "batch_size": at_least(1),
     "alpha": at_least(0),
@@ -153,28 +160,51 @@ def check_config(config: Config) -> str:
         return f"batch_size {config.batch_size} must divide among --learners {config.learners} (each samples its share)"
     if config.compression not in COMPRESSIONS:
         return f"--compression must be one of {', '.join(COMPRESSIONS)}, got {config.compression!r}"
+    if config.network not in TRUNKS:
+        return f"--network must be one of {', '.join(TRUNKS)}, got {config.network!r}"
     return ""
 
 
 # --- the agent ------------------------------------------------------------------------------------------
 
 
-class QNetwork(nn.Module):
-    """The Nature-DQN CNN with one Q-value per action; PyTorch's default initialisation, as CleanRL's."""
+class ValueNetwork(nn.Module):
+    """What DQN's loop acts with: a `trunk` (its precision set on it), `n_actions`, and `q_values`, whose argmax is
+    the greedy action (`QNetwork`; `atari_game.iqn.QuantileNetwork`)."""
 
-    def __init__(self, n_actions: int) -> None:
+    trunk: Trunk
+    n_actions: int
+
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """``uint8`` observations ``(batch, 4, 84, 84)`` in, float Q-values ``(batch, n_actions)`` out."""
+        raise NotImplementedError
+
+
+class QNetwork(ValueNetwork):
+    """A trunk (the Nature-DQN CNN by default) with one Q-value per action; PyTorch's default initialisation, as
+    CleanRL's."""
+
+    def __init__(self, n_actions: int, trunk: Trunk | None = None) -> None:
         super().__init__()
-        self.trunk = NatureCNN()
-        self.head = nn.Linear(512, n_actions)
+        self.trunk = trunk or TRUNKS["nature"]()
+        self.head = nn.Linear(self.trunk.features, n_actions)
+        self.n_actions = n_actions
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``uint8`` observations ``(batch, 4, 84, 84)`` in, float Q-values ``(batch, n_actions)`` out."""
         return self.head(self.trunk(obs))
 
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """The Q-values the agent acts on (greedily, the argmax): here `forward`'s."""
+        return self(obs)
 
-def build_q_network(game: str, device: torch.device, full_action_space: bool = False) -> QNetwork:
-    """A new `QNetwork` for `game`'s minimal action set (all 18 with `full_action_space`), on `device` (`on_device`)."""
-    return on_device(QNetwork(len(action_meanings(game, full_action_space))), device)
+
+def build_q_network(
+    game: str, device: torch.device, full_action_space: bool = False, network: str = "nature"
+) -> QNetwork:
+    """A new `QNetwork` on the trunk `network` (a name in `atari_game.networks.TRUNKS`) for `game`'s minimal action
+    set (all 18 with `full_action_space`), on `device` (`on_device`)."""
+    return on_device(QNetwork(len(action_meanings(game, full_action_space)), TRUNKS[network]()), device)
 
 
 @overload
@@ -189,16 +219,16 @@ def epsilon(config: Config, transition: int | np.ndarray) -> float | np.ndarray:
 
 
 def choose_actions(
-    q_network: QNetwork, obs: np.ndarray, epsilons: np.ndarray, rng: np.random.Generator, device: torch.device
+    q_network: ValueNetwork, obs: np.ndarray, epsilons: np.ndarray, rng: np.random.Generator, device: torch.device
 ) -> np.ndarray:
     """Epsilon-greedy actions (``int64``, one per row of `obs`), env k exploring with probability `epsilons[k]`, in one
-    forward pass of the greedy envs; `rng` draws the same numbers whatever the network says: the seed's exploration."""
-    n_actions = q_network.head.out_features
+    pass of the greedy envs through ``q_network.q_values``; `rng` draws the same numbers whatever the network says:
+    the seed's exploration."""
     explore = rng.random(len(obs)) < epsilons
-    actions = rng.integers(n_actions, size=len(obs))
+    actions = rng.integers(q_network.n_actions, size=len(obs))
     if not explore.all():
         with torch.inference_mode():
-            q_values = q_network(torch.from_numpy(obs[~explore]).to(device))
+            q_values = q_network.q_values(torch.from_numpy(obs[~explore]).to(device))
         actions[~explore] = q_values.argmax(1).cpu().numpy()
     return actions
 
@@ -251,23 +281,61 @@ UPDATE_FIELDS = (
 )
 
 
-def train(config: Config, learners: Learners | None = None) -> Path:
-    """Train DQN as `config` says and return the run directory, which then holds progress.csv, checkpoint.pt,
-    learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run saved there. `learners`: this
-    process's place among the run's learners (`atari_game.learners`; by default, the only one), each playing its share
-    of the envs into a memory of its own (``buffer_size / learners``), all taking the same gradient steps."""
+class Transitions(NamedTuple):
+    """A sampled batch of ``n`` transitions as tensors on the learning device: ``uint8`` observations ``(n, 4, 84, 84)``
+    and next observations, ``int64`` actions, and float n-step rewards, discounts (gamma to the steps summed) and
+    dones (1.0 where the episode ended within them: no bootstrap)."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    discounts: torch.Tensor
+    dones: torch.Tensor
+    next_obs: torch.Tensor
+
+
+#: A trainer's loss on a batch: (its config, Q-network, target network, `Transitions`) in, each sample's loss (with
+#: its gradient), its new priority and the Q-value of its action (both without) out, each ``(n,)``.
+Loss = Callable[[Any, Any, Any, Transitions], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+@dataclasses.dataclass(frozen=True)
+class QLearning:
+    """What a value-based trainer brings to DQN's loop (`train`), which does everything else (acting, the memory,
+    the schedules, target updates, logs, checkpoints, resume): DQN's own is `DQN`, IQN's `atari_game.iqn.IQN`.
+
+    Attributes:
+        name: its name in the registry and in its checkpoints.
+        title: how its learning curve names it ("DQN on Pong").
+        build: a new network as a config says, on a device.
+        loss: its loss on a batch (`Loss`).
+    """
+
+    name: str
+    title: str
+    build: Callable[[Any, torch.device], ValueNetwork]
+    loss: Loss
+
+
+def train(config: Config, learners: Learners | None = None, q_learning: QLearning | None = None) -> Path:
+    """Train DQN (or another `q_learning`, as IQN) as `config` says and return the run directory, which then holds
+    progress.csv, checkpoint.pt, learning_curve.png and (with ``video``) agent.mp4; with ``resume``, continue the run
+    saved there. `learners`: this process's place among the run's learners (`atari_game.learners`; by default, the
+    only one), each playing its share of the envs into a memory of its own (``buffer_size / learners``), all taking
+    the same gradient steps."""
     learners = learners or Learners(num_envs=config.num_envs)
-    run_dir, device = start_run(config, "dqn")
+    q_learning = q_learning or DQN
+    run_dir, device = start_run(config, q_learning.name)
     threads = config.torch_threads or learners.cores  # torch's, while it plays and learns
     # Exploration (which envs explore, and their random actions): each learner its own stream, the first the seed's.
     rng = np.random.default_rng(config.seed * learners.count + learners.rank)
 
-    q_network = build_q_network(config.game, device, full_action_space(config))
-    target_network = build_q_network(config.game, device, full_action_space(config))
+    q_network = q_learning.build(config, device)
+    target_network = q_learning.build(config, device)
     target_network.load_state_dict(q_network.state_dict())
     config = set_precision(config, [q_network.trunk, target_network.trunk], device, learners, threads)
     # Adam as CleanRL's, in its fused implementation: the same update in one kernel, in about a fifth less CPU time.
-    optimizer = torch.optim.Adam(q_network.parameters(), lr=config.learning_rate, fused=True)
+    optimizer = torch.optim.Adam(q_network.parameters(), lr=config.learning_rate, eps=config.adam_epsilon, fused=True)
     steps = 0  # transitions played, over all envs
     checkpoint_path = run_dir / "checkpoint.pt"
     if config.resume:  # from the run's checkpoint, or the one Ray Train restarts the learners from
@@ -317,7 +385,9 @@ def train(config: Config, learners: Learners | None = None) -> Path:
             for t, event in learning_events(config, steps, steps + config.num_envs, learning_after):
                 if event == "learn":
                     losses.append(
-                        gradient_step(config, q_network, target_network, optimizer, buffer, device, t, learners)
+                        gradient_step(
+                            config, q_network, target_network, optimizer, buffer, device, t, learners, q_learning.loss
+                        )
                     )
                 else:
                     target_network.load_state_dict(q_network.state_dict())
@@ -375,13 +445,15 @@ def train(config: Config, learners: Learners | None = None) -> Path:
                     buffer.save(replay_path)
                 # Every learner's exploration generator (where they differ, with the memories each saves itself).
                 rng_states = learners.gather([rng.bit_generator.state])
-                saved = checkpoint_state(q_network, target_network, optimizer, rng_states, steps, config)
+                saved = checkpoint_state(
+                    q_network, target_network, optimizer, rng_states, steps, config, q_learning.name
+                )
                 # How many transitions the memory saved with it had seen: --resume checks that it is this one's.
                 if learners.lead:
                     save_checkpoint(checkpoint_path, {**saved, "replay_added": buffer.added})
                 learners.report(checkpoint_path, frames)
     policy = agent_policy(q_network, device, config.eval_epsilon, config.seed)
-    return finish_run(config, run_dir, f"DQN on {config.game}", log, policy)
+    return finish_run(config, run_dir, f"{q_learning.title} on {config.game}", log, policy)
 
 
 def replay_memory(
@@ -441,16 +513,18 @@ def receive(pool: GamePool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
 
 def gradient_step(
     config: Config,
-    q_network: QNetwork,
-    target_network: QNetwork,
+    q_network: ValueNetwork,
+    target_network: ValueNetwork,
     optimizer: torch.optim.Optimizer,
     buffer: FrameReplay,
     device: torch.device,
     transition: int,
     learners: Learners | None = None,
+    loss_of: Loss | None = None,
 ) -> tuple[float, float]:
-    """One gradient step on a batch from the memory (due at `transition`); returns its TD loss and mean Q. Several
-    `learners` each sample their share of the batch from their own memory and all take the whole batch's step."""
+    """One gradient step on a batch from the memory (due at `transition`) with the loss `loss_of` (default: DQN's
+    `td_loss`); returns its loss and mean Q. Several `learners` each sample their share of the batch from their own
+    memory and all take the whole batch's step."""
     learners = learners or Learners(num_envs=config.num_envs)
     # Prioritized replay's importance-sampling exponent: annealed linearly from beta to 1 over the run.
     beta = config.beta + (1.0 - config.beta) * min(1.0, transition / config.total_transitions)
@@ -461,42 +535,54 @@ def gradient_step(
         torch.from_numpy(array).to(device).float()
         for array in (batch.rewards, batch.discounts, batch.weights, batch.dones)
     )
-    # The TD target: the n-step return plus the discounted value of next_obs where the episode goes on (--double).
-    with torch.no_grad():
-        next_q = target_network(next_obs)
-        if config.double:
-            next_value = next_q.gather(1, q_network(next_obs).argmax(1, keepdim=True)).squeeze(1)
-        else:
-            next_value = next_q.max(1).values
-        td_target = rewards + discounts * next_value * (1.0 - dones)
-    q_value = q_network(obs).gather(1, actions.unsqueeze(1)).squeeze(1)
-    td_error = td_target - q_value
-    # The mean squared TD error over the whole batch (this learner's sum over its samples, divided by the batch's
-    # size); each sample weighted by its importance weight (all ones without priorities).
-    loss = (weights * td_error**2).sum() / config.batch_size
+    losses, priorities, q_value = (loss_of or td_loss)(
+        config, q_network, target_network, Transitions(obs, actions, rewards, discounts, dones, next_obs)
+    )
+    # The mean loss over the whole batch (this learner's sum over its samples, divided by the batch's size); each
+    # sample weighted by its importance weight (all ones without priorities).
+    loss = (weights * losses).sum() / config.batch_size
     optimizer.zero_grad()
     loss.backward()
-    # The whole batch's gradient, TD loss and mean Q on every learner (one learner: as they are).
-    statistics = torch.stack([loss.detach(), q_value.detach().sum() / config.batch_size])
+    # The whole batch's gradient, loss and mean Q on every learner (one learner: as they are).
+    statistics = torch.stack([loss.detach(), q_value.sum() / config.batch_size])
     statistics = learners.sum_gradients(q_network.parameters(), statistics)
     optimizer.step()
     if config.prioritized:
-        buffer.update_priorities(batch.indices, td_error.detach().abs().cpu().numpy())
+        buffer.update_priorities(batch.indices, priorities.cpu().numpy())
     return statistics[0].item(), statistics[1].item()
 
 
+def td_loss(
+    config: Config, q_network: ValueNetwork, target_network: ValueNetwork, batch: Transitions
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """DQN's `Loss`: each sample's squared TD error, its absolute TD error as its priority, and its Q-value."""
+    # The TD target: the n-step return plus the discounted value of next_obs where the episode goes on (--double).
+    with torch.no_grad():
+        next_q = target_network(batch.next_obs)
+        if config.double:
+            next_value = next_q.gather(1, q_network(batch.next_obs).argmax(1, keepdim=True)).squeeze(1)
+        else:
+            next_value = next_q.max(1).values
+        td_target = batch.rewards + batch.discounts * next_value * (1.0 - batch.dones)
+    q_value = q_network(batch.obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
+    td_error = td_target - q_value
+    return td_error**2, td_error.detach().abs(), q_value.detach()
+
+
 def checkpoint_state(
-    q_network: QNetwork,
-    target_network: QNetwork,
+    q_network: ValueNetwork,
+    target_network: ValueNetwork,
     optimizer: torch.optim.Optimizer,
     rng_states: list[dict],
     steps: int,
     config: Config,
+    algorithm: str = "dqn",
 ) -> dict:
-    """What checkpoint.pt holds: everything --resume needs but the replay memories (replay.npz beside it, one per
-    learner), the learners' exploration generators' `rng_states` by rank included, and the config for --eval."""
+    """What checkpoint.pt of a run of the trainer `algorithm` holds: everything --resume needs but the replay memories
+    (replay.npz beside it, one per learner), the learners' exploration generators' `rng_states` by rank included, and
+    the config for --eval."""
     return {
-        "algorithm": "dqn",
+        "algorithm": algorithm,
         "q_network": q_network.state_dict(),
         "target_network": target_network.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -511,7 +597,7 @@ def checkpoint_state(
 # --- results: a trained agent's policy ------------------------------------------------------------------
 
 
-def agent_policy(q_network: QNetwork, device: torch.device, eval_epsilon: float, seed: int) -> Policy:
+def agent_policy(q_network: ValueNetwork, device: torch.device, eval_epsilon: float, seed: int) -> Policy:
     """The Q-network as a policy for one game: an observation in, an epsilon-greedy action out (`eval_epsilon`, its
     draws seeded with `seed`)."""
     rng = np.random.default_rng(seed)
@@ -522,16 +608,25 @@ def agent_policy(q_network: QNetwork, device: torch.device, eval_epsilon: float,
     return policy
 
 
-def batch_policy(q_network: QNetwork) -> BatchPolicy:
+def batch_policy(q_network: ValueNetwork) -> BatchPolicy:
     """The Q-network (on the CPU) as a greedy policy for a batch of games: ``(n, *obs_shape)`` in, ``n`` argmax
-    actions out (an evaluation adds its protocol's epsilon)."""
+    actions of its `ValueNetwork.q_values` out (an evaluation adds its protocol's epsilon)."""
 
     def policy(obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
-            return q_network(torch.from_numpy(obs)).argmax(1).numpy()
+            return q_network.q_values(torch.from_numpy(obs)).argmax(1).numpy()
 
     return policy
 
+
+def build(config: Config, device: torch.device) -> QNetwork:
+    """A new `QNetwork` as `config` says (its game, the protocol's action set, its --network), on `device`: the
+    registry's builder (`Algorithm.build`)."""
+    return build_q_network(config.game, device, full_action_space(config), config.network)
+
+
+#: DQN's part of its loop.
+DQN = QLearning(name="dqn", title="DQN", build=build, loss=td_loss)
 
 #: DQN, as the registry (`atari_game.algorithms`) lists it.
 ALGORITHM = Algorithm(
@@ -540,7 +635,7 @@ ALGORITHM = Algorithm(
     config=Config,
     check=check_config,
     train=train,
-    build=build_q_network,
+    build=build,
     network_key="q_network",
     policy=lambda q_network, device, config: agent_policy(q_network, device, config.eval_epsilon, config.seed),
     batch_policy=batch_policy,

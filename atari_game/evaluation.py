@@ -239,7 +239,8 @@ def evaluate_checkpoint(
 ) -> tuple[Evaluation, str]:
     """Score the agent of a checkpoint of ``atari-game train`` (any trainer) with `evaluate`; return the
     evaluation and a note ("" if none) when `protocol` is not the one the run trained under. `algorithm` labels the
-    result for ``atari-game report`` (default: the trainer, "ppo" or "dqn"); the run's seed is its ``run_seed``.
+    result for ``atari-game report`` (default: the trainer's name, "ppo", "dqn" or "iqn"); the run's seed is its
+    ``run_seed``.
 
     `protocol` None: the run's own (`trained_protocol`); a run that trained under none raises `ValueError` asking
     for one. Under another protocol than the run's the games are scored with a note, unless the two give the agent

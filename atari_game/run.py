@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from atari_game.algorithm import Policy
 from atari_game.learners import Learners
-from atari_game.networks import NatureCNN, choose_precision, pick_device, torch_threads
+from atari_game.networks import Trunk, choose_precision, pick_device, torch_threads
 from atari_game.pool import GamePool
 from atari_game.protocols import get_protocol
 from atari_game.run_config import ConfigT, RunConfig, run_directory
@@ -38,7 +38,7 @@ def start_run(config: RunConfig, algorithm: str) -> tuple[Path, torch.device]:
 
 
 def set_precision(
-    config: ConfigT, trunks: Sequence[NatureCNN], device: torch.device, learners: Learners, threads: int
+    config: ConfigT, trunks: Sequence[Trunk], device: torch.device, learners: Learners, threads: int
 ) -> ConfigT:
     """`config` with the precision the run computes in (`choose_precision`: probed with `threads` before the env
     workers start and take the cores; every learner takes the first one's choice), set on each of `trunks`; the first

@@ -25,7 +25,7 @@ from atari_game.checkpoints import load_checkpoint
 from atari_game.extras import install_command
 from atari_game.game import LIFE_LOSS_MODES, GameOptions, action_meanings, display_name, resolve_game
 from atari_game.learners import learners_problem
-from atari_game.networks import PRECISIONS
+from atari_game.networks import PRECISIONS, TRUNKS
 from atari_game.protocols import get_protocol
 from atari_game.ray_pool import check_address
 from atari_game.validation import at_least, broken_rule, flag_of
@@ -127,7 +127,7 @@ FLAG_TYPES: dict[str, Callable[[str], Any]] = {
 # The flags renamed, by their spelling until 0.2 (taken until 0.3, with a note).
 OLD_FLAGS = {"--n-envs": "--num-envs"}
 # The fields whose values come from a fixed set.
-FLAG_CHOICES = {"life_loss": LIFE_LOSS_MODES, "precision": PRECISIONS}
+FLAG_CHOICES = {"life_loss": LIFE_LOSS_MODES, "precision": PRECISIONS, "network": tuple(TRUNKS)}
 
 
 def field_docs(config_class: type) -> dict[str, str]:
@@ -202,9 +202,17 @@ def unknown_flags(config_class: type, unknown: list[str], others: Mapping[str, t
     flags += [flag_of("no_" + field.name) for field in fields if str(field.type) == "bool"]
     closest = difflib.get_close_matches(first, flags, n=3, cutoff=0.6) if first.startswith("--") else []
     hint = f" (closest: {', '.join(closest)})" if closest else ""
-    for other, other_config in others.items():
-        if first in {flag_of(field.name) for field in dataclasses.fields(other_config)}:
-            hint = f" ({first} is {other.upper()}'s: atari-game train --algorithm {other}, or examples/{other}.py)"
+    owners = [
+        other
+        for other, other_config in others.items()
+        if first in {flag_of(field.name) for field in dataclasses.fields(other_config)}
+    ]
+    if owners:  # "--n-step is DQN's and IQN's: atari-game train --algorithm dqn or iqn, or examples/dqn.py or iqn.py"
+        whose = " and ".join(f"{other.upper()}'s" for other in owners)
+        hint = (
+            f" ({first} is {whose}: atari-game train --algorithm {' or '.join(owners)}, or "
+            f"examples/{'.py or '.join(owners)}.py)"
+        )
     return f"unrecognized arguments: {' '.join(unknown)}{hint}"
 
 

@@ -12,6 +12,10 @@ import os
 import re
 import time
 
+import numpy as np
+
+from atari_game.replay import FrameReplay
+
 # A pool of Breakout as the Atari benchmarks play it: FIRE after each reset, up to 30 no-ops.
 OPTIONS = {"game": "Breakout", "fire_reset": True, "noop_max": 30}
 
@@ -106,6 +110,20 @@ PPO_TINY |= {"precision": "fp32"}
 DQN_TINY = {"num_envs": 4, "batch_size": 8, "buffer_size": 1000, "learning_starts": 100, "total_frames": 1600}
 DQN_TINY |= {"target_network_frequency": 50, "log_every": 400, "checkpoint_every": 800, "exploration_fraction": 1}
 DQN_TINY |= {"video": False, "precision": "fp32"}
+
+
+def filled_buffer(config, seed: int) -> FrameReplay:
+    """A memory of 2 envs with 60 steps of random frames, actions (of 4) and rewards stored, episodes ending now and
+    then, with the n-step returns and priorities of a DQN or IQN `config`; its sampling generator seeded `seed`."""
+    rng = np.random.default_rng(0)
+    buffer = FrameReplay(256, 2, (4, 84, 84), n_step=config.n_step, prioritized=config.prioritized, seed=seed)
+    obs = rng.integers(0, 255, (2, 4, 84, 84), dtype=np.uint8)
+    for step in range(60):
+        next_obs = np.concatenate([obs[:, 1:], rng.integers(0, 255, (2, 1, 84, 84), dtype=np.uint8)], axis=1)
+        terminated, truncated = np.array([step % 17 == 16, step % 23 == 22]), np.zeros(2, bool)
+        buffer.add(obs, rng.integers(0, 4, 2), rng.choice([-1.0, 0.0, 1.0], 2), next_obs, terminated, truncated)
+        obs = next_obs
+    return buffer
 
 
 def command_line(config: dict) -> list[str]:

@@ -198,8 +198,14 @@ def test_train_with_a_misspelt_game_or_option_is_a_usage_error_and_makes_no_run_
         # A misspelt flag, or the other trainer's: the closest of this trainer's.
         ("ppo", ["--totl-frames", "5"], "unrecognized arguments: --totl-frames 5 (closest: --total-frames)"),
         ("dqn", ["--n-steps", "3"], "unrecognized arguments: --n-steps 3 (--n-steps is PPO's: atari-game train --algo"),
-        # Not an abbreviation of PPO's --n-steps: DQN's flag, named as such.
-        ("ppo", ["--n-step", "3"], "unrecognized arguments: --n-step 3 (--n-step is DQN's: atari-game train --algo"),
+        # Not an abbreviation of PPO's --n-steps: DQN's and IQN's flag, named as such; IQN's own, named as IQN's.
+        (
+            "ppo",
+            ["--n-step", "3"],
+            "unrecognized arguments: --n-step 3 (--n-step is DQN's and IQN's: atari-game train --algorithm dqn or iqn, "
+            "or examples/dqn.py or iqn.py)",
+        ),
+        ("dqn", ["--kappa", "2"], "--kappa 2 (--kappa is IQN's: atari-game train --algorithm iqn, or examples/iqn.py)"),
         ("ppo", ["--total-frame", "5"], "unrecognized arguments: --total-frame 5 (closest: --total-frames)"),
         ("dqn", ["--seed", "-1"], "--seed must be at least 0, got -1"),
         ("dqn", ["--device", "cudaa"], "--device must be auto, cpu, cuda or cuda:N"),
@@ -313,20 +319,21 @@ def test_forwarded_commands_have_their_own_help(capsys):
         assert exit_.value.code == 0 and option in capsys.readouterr().out
 
 
-def test_train_runs_ppo_unless_told_dqn(capsys):
-    # Each trainer's own options: PPO's clip coefficient, DQN's replay memory.
+def test_train_runs_ppo_unless_told_dqn_or_iqn(capsys):
+    # Each trainer's own options: PPO's clip coefficient, DQN's replay memory, IQN's quantile levels.
     helps = []
-    for algo in ([], ["--algorithm", "dqn"]):
+    for algo in ([], ["--algorithm", "dqn"], ["--algorithm", "iqn"]):
         with pytest.raises(SystemExit) as exit_:
             cli.main(["train", *algo, "--help"])
         assert exit_.value.code == 0
         helps.append(capsys.readouterr().out)
-    ppo, dqn = helps
+    ppo, dqn, iqn = helps
     assert "--clip-coef" in ppo and "--buffer-size" not in ppo
-    assert "--buffer-size" in dqn and "--double" in dqn and "--clip-coef" not in dqn
+    assert "--buffer-size" in dqn and "--double" in dqn and "--clip-coef" not in dqn and "--kappa" not in dqn
+    assert "--buffer-size" in iqn and "--num-tau-samples" in iqn and "--kappa" in iqn and "--clip-coef" not in iqn
     with pytest.raises(SystemExit):
         cli.main(["train", "--algorithm", "sarsa"])
-    assert "invalid choice: 'sarsa' (choose from 'ppo', 'dqn')" in capsys.readouterr().err
+    assert "invalid choice: 'sarsa' (choose from 'ppo', 'dqn', 'iqn')" in capsys.readouterr().err
 
 
 def test_a_missing_extra_names_what_to_install():
@@ -362,7 +369,7 @@ TRAINER_USAGE = "[-h] [--flag VALUE ...] (--help lists the flags)"
         (["bench", "--rounds", "0"], "usage: atari-game bench [-h]"),
         (["train", "--bogus"], f"usage: atari-game train --algorithm ppo {TRAINER_USAGE}\n"),
         (["train", "--algorithm", "dqn", "--bogus"], f"usage: atari-game train --algorithm dqn {TRAINER_USAGE}\n"),
-        (["train", "--algorithm", "sarsa"], "usage: atari-game train [--algorithm {ppo,dqn}] [the trainer's flags"),
+        (["train", "--algorithm", "sarsa"], "usage: atari-game train [--algorithm {ppo,dqn,iqn}] [the trainer's flags"),
     ],
 )
 def test_a_usage_error_shows_its_commands_usage(command, usage, tmp_path, monkeypatch, capsys):
@@ -392,8 +399,11 @@ def test_train_help_gives_algo_then_the_trainers_flags(capsys):
     with pytest.raises(SystemExit):
         cli.main(["train", "--algorithm", "dqn", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert shown.startswith("usage: atari-game train [--algorithm {ppo,dqn}]")
-    assert "--algorithm {ppo,dqn} the trainer: atari_game/ppo.py or atari_game/dqn.py (default: ppo)" in shown
+    assert shown.startswith("usage: atari-game train [--algorithm {ppo,dqn,iqn}]")
+    assert (
+        "--algorithm {ppo,dqn,iqn} the trainer: atari_game/ppo.py, atari_game/dqn.py or atari_game/iqn.py "
+        "(default: ppo)" in shown
+    )
     assert "usage: atari-game train --algorithm dqn [-h]" in shown
     assert "--total-frames INT Emulator frames to train for, all envs together (4 per agent step)" in shown
 
@@ -442,7 +452,7 @@ def test_a_trainer_called_from_python_names_itself_in_its_errors_not_the_interpr
     # A notebook's kernel or `python -c` is sys.argv[0] there: the error names the function that was called.
     from atari_game.algorithms import main
 
-    for name in ("ppo", "dqn"):
+    for name in ("ppo", "dqn", "iqn"):
         with pytest.raises(SystemExit) as exit_:
             main(name, ["--num-envs", "x"])
         lines = capsys.readouterr().err.splitlines()

@@ -33,8 +33,8 @@ DOCS = ROOT / "docs"
 # The modules the API reference documents, and why the others are not in it.
 PUBLIC_MODULES = (
     "game", "protocols", "worker", "pool", "ray_pool", "env", "spaces", "replay", "sb3", "evaluation", "scores",
-    "score_files", "aggregates", "report", "ppo", "dqn", "algorithms", "algorithm", "run_config", "run", "run_envs",
-    "run_log", "checkpoints", "networks", "learners", "arguments", "local_transport",
+    "score_files", "aggregates", "report", "ppo", "dqn", "iqn", "algorithms", "algorithm", "run_config", "run",
+    "run_envs", "run_log", "checkpoints", "networks", "learners", "arguments", "local_transport",
     "pool_errors",
 )  # fmt: skip
 INTERNAL_MODULES = {
@@ -97,7 +97,7 @@ def test_the_cli_reference_shows_every_flag(site: Path) -> None:
         assert f">{flag}" in html, flag
 
 
-@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+@pytest.mark.parametrize("algo", ["ppo", "dqn", "iqn"])
 def test_an_example_takes_the_flags_of_its_trainer(algo: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The CLI reference documents `atari-game train --algorithm X` once and says examples/X.py takes the same flags.
     monkeypatch.syspath_prepend(str(DOCS / "_ext"))

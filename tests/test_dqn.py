@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support import filled_buffer
 from test_cli import steps_played, video_frames
 
 from atari_game import dqn
@@ -56,18 +57,6 @@ def test_gradient_steps_and_target_updates_count_transitions_of_all_envs():
             assert {sum(event == "learn" for _, event in step) for step in events[700:]} == {2}
     # A resumed run learns again only past learning_starts more transitions (its memory starts empty).
     assert dqn.learning_events(config, 12_000, 12_008, 12_000 + 5_000) == []
-
-
-def filled_buffer(config, seed):
-    rng = np.random.default_rng(0)
-    buffer = FrameReplay(256, 2, (4, 84, 84), n_step=config.n_step, prioritized=config.prioritized, seed=seed)
-    obs = rng.integers(0, 255, (2, 4, 84, 84), dtype=np.uint8)
-    for step in range(60):
-        next_obs = np.concatenate([obs[:, 1:], rng.integers(0, 255, (2, 1, 84, 84), dtype=np.uint8)], axis=1)
-        terminated, truncated = np.array([step % 17 == 16, step % 23 == 22]), np.zeros(2, bool)
-        buffer.add(obs, rng.integers(0, 4, 2), rng.choice([-1.0, 0.0, 1.0], 2), next_obs, terminated, truncated)
-        obs = next_obs
-    return buffer
 
 
 @pytest.mark.parametrize(

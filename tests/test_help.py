@@ -11,7 +11,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from atari_game import Game, GamePool, arguments, benchmark, cli, dqn, ppo
+from atari_game import Game, GamePool, arguments, benchmark, cli, dqn, iqn, ppo
 from atari_game.game import FOREIGN_OPTIONS, GameOptions
 from atari_game.run_config import config_parser, field_docs
 
@@ -33,7 +33,7 @@ def script_parsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def all_parsers() -> dict[str, argparse.ArgumentParser]:
-    """Every command line: atari-game and its commands, both trainers (examples/ppo.py and dqn.py run them too),
+    """Every command line: atari-game and its commands, every trainer (examples/ppo.py, dqn.py and iqn.py run them too),
     and the scripts'."""
     top = cli.build_parser()
     commands = next(action for action in top._actions if isinstance(action, argparse._SubParsersAction))
@@ -44,6 +44,7 @@ def all_parsers() -> dict[str, argparse.ArgumentParser]:
         "atari-game train": cli.trainer_parser(),
         "atari-game train --algorithm ppo": config_parser(ppo.Config, ppo.__doc__),
         "atari-game train --algorithm dqn": config_parser(dqn.Config, dqn.__doc__),
+        "atari-game train --algorithm iqn": config_parser(iqn.Config, iqn.__doc__),
         **script_parsers(),
     }
 
@@ -92,7 +93,7 @@ def test_every_flag_has_a_description_its_default_and_its_choices():
 
 
 def test_a_trainer_flag_is_documented_once_in_its_config_field():
-    for config in (ppo.Config, dqn.Config):
+    for config in (ppo.Config, dqn.Config, iqn.Config):
         docs = field_docs(config)
         assert set(docs) == {field.name for field in dataclasses.fields(config)}  # every field, nothing else
         # (an old spelling, hidden from --help, shares its field's dest)
@@ -147,7 +148,7 @@ def test_counts_and_seeds_have_their_lower_bounds():
 
 
 def test_every_trainer_count_takes_1e6():
-    for config in (ppo.Config, dqn.Config):
+    for config in (ppo.Config, dqn.Config, iqn.Config):
         counts = [field.name for field in dataclasses.fields(config) if field.type == "int"]
         given = [word for name in counts for word in (f"--{name.replace('_', '-')}", "1e6")]
         args = vars(config_parser(config, "x").parse_args(given))

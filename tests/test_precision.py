@@ -10,10 +10,10 @@ import csv
 import pytest
 import torch
 
-from atari_game import dqn, networks, ppo
+from atari_game import dqn, iqn, networks, ppo
 from atari_game.algorithms import parse_args
 from atari_game.checkpoints import load_checkpoint
-from atari_game.networks import NatureCNN, choose_precision, probe_ms
+from atari_game.networks import ImpalaCNN, NatureCNN, choose_precision, probe_ms
 from atari_game.run_log import RunLog
 
 CPU = torch.device("cpu")
@@ -86,9 +86,10 @@ def test_the_probe_leaves_the_seeded_generator_and_the_network_alone():
     assert all(parameter.grad is None for parameter in trunk.parameters()) and not trunk.bf16
 
 
-def test_a_bf16_trunk_computes_in_bfloat16_and_hands_back_float32():
+@pytest.mark.parametrize("trunk_class", [NatureCNN, ImpalaCNN], ids=["nature", "impala"])
+def test_a_bf16_trunk_computes_in_bfloat16_and_hands_back_float32(trunk_class):
     torch.manual_seed(0)
-    trunk = NatureCNN()
+    trunk = trunk_class()
     obs = torch.randint(0, 256, (6, 4, 84, 84), dtype=torch.uint8)
     fp32 = trunk(obs)
     trunk.bf16 = True
@@ -96,7 +97,7 @@ def test_a_bf16_trunk_computes_in_bfloat16_and_hands_back_float32():
     bf16.sum().backward()
     # Float32 features (the heads, losses and targets stay fp32), rounded by bfloat16's 8-bit mantissa on the way:
     # different bits, within a few percent of fp32's.
-    assert bf16.dtype == fp32.dtype == torch.float32 and bf16.shape == fp32.shape == (6, 512)
+    assert bf16.dtype == fp32.dtype == torch.float32 and bf16.shape == fp32.shape == (6, trunk.features)
     assert not torch.equal(bf16, fp32)
     assert (bf16 - fp32).norm() < 0.05 * fp32.norm()
     # The master weights and their gradients stay float32.
@@ -106,13 +107,13 @@ def test_a_bf16_trunk_computes_in_bfloat16_and_hands_back_float32():
 
 
 def tiny(trainer, run_dir, precision: str):
-    """A config of a few seconds' run of `trainer` (atari_game.ppo or .dqn) in `run_dir`."""
+    """A config of a few seconds' run of `trainer` (atari_game.ppo, .dqn or .iqn) in `run_dir`."""
     if trainer is ppo:
         return ppo.Config(
             total_frames=512, num_envs=2, n_steps=16, n_epochs=1, n_minibatches=2, checkpoint_every=256,
             video=False, run_dir=str(run_dir), precision=precision,
         )  # fmt: skip
-    return dqn.Config(
+    return trainer.Config(
         total_frames=192, num_envs=2, batch_size=4, buffer_size=64, learning_starts=12, log_every=96,
         checkpoint_every=96, video=False, run_dir=str(run_dir), precision=precision,
     )  # fmt: skip
@@ -124,7 +125,7 @@ def weights(run_dir) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("trainer", [ppo, dqn], ids=["ppo", "dqn"])
+@pytest.mark.parametrize("trainer", [ppo, dqn, iqn], ids=["ppo", "dqn", "iqn"])
 def test_fp32_runs_repeat_bit_for_bit_and_bf16_runs_compute_other_bits(tmp_path, monkeypatch, trainer):
     hardware(monkeypatch, native=True)
     for name, precision in (("a", "fp32"), ("b", "fp32"), ("c", "bf16")):
@@ -136,7 +137,7 @@ def test_fp32_runs_repeat_bit_for_bit_and_bf16_runs_compute_other_bits(tmp_path,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("trainer", [ppo, dqn], ids=["ppo", "dqn"])
+@pytest.mark.parametrize("trainer", [ppo, dqn, iqn], ids=["ppo", "dqn", "iqn"])
 def test_the_checkpoint_records_the_choice_and_resume_keeps_it_on_any_machine(tmp_path, monkeypatch, trainer):
     hardware(monkeypatch, native=True)  # auto chooses bf16 here
     run_dir = tmp_path / "run"
@@ -150,11 +151,7 @@ def test_the_checkpoint_records_the_choice_and_resume_keeps_it_on_any_machine(tm
     probes = hardware(monkeypatch, native=False)
     resumed = parse_args(trainer.ALGORITHM.name, ["--run-dir", str(run_dir), "--resume", "--total-frames", "1000000"])
     assert resumed.precision == "bf16"
-    loaded = (
-        ppo.ALGORITHM.load(load_checkpoint(run_dir / "checkpoint.pt"), CPU)
-        if trainer is ppo
-        else dqn.ALGORITHM.load(load_checkpoint(run_dir / "checkpoint.pt"), CPU)
-    )
+    loaded = trainer.ALGORITHM.load(load_checkpoint(run_dir / "checkpoint.pt"), CPU)
     assert loaded[0].trunk.bf16 and probes == []
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from atari_game import algorithms, dqn, ppo
+from atari_game import algorithms, cli, dqn, ppo
 from atari_game.algorithm import Algorithm
 from atari_game.algorithms import ALGORITHMS, get_algorithm, parse_args
 from atari_game.checkpoints import load_checkpoint, save_checkpoint
@@ -17,7 +17,7 @@ PACKAGE = Path(algorithms.__file__).parent
 
 
 def test_each_trainer_is_one_record_under_its_own_name():
-    assert list(ALGORITHMS) == ["ppo", "dqn"]  # the first is atari-game train's default
+    assert list(ALGORITHMS) == ["ppo", "dqn", "iqn"]  # the first is atari-game train's default
     for name, algorithm in ALGORITHMS.items():
         assert isinstance(algorithm, Algorithm) and algorithm.name == name
         assert issubclass(algorithm.config, RunConfig) and algorithm.doc.splitlines()[0]
@@ -30,12 +30,13 @@ def test_each_trainer_is_one_record_under_its_own_name():
 
 
 def test_an_unknown_trainer_is_refused_naming_the_trainers_there_are():
-    with pytest.raises(ValueError, match=r"no trainer is called 'sarsa': the trainers are ppo, dqn"):
+    with pytest.raises(ValueError, match=r"no trainer is called 'sarsa': the trainers are ppo, dqn, iqn"):
         get_algorithm("sarsa")
 
 
 def test_no_module_but_the_registry_names_a_trainer_module():
-    # A new agent is its module and its line in the registry: nothing else imports a trainer by name.
+    # A new agent is its module and its line in the registry: nothing else imports a trainer by name, but IQN, which
+    # is DQN's loop with its own network and loss.
     importers = set()
     for path in PACKAGE.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -46,15 +47,15 @@ def test_no_module_but_the_registry_names_a_trainer_module():
                 names = [node.module.removeprefix("atari_game.")]
             if set(names) & set(ALGORITHMS):
                 importers.add(path.stem)
-    assert importers == {"algorithms"}
+    assert importers == {"algorithms", "iqn"}
 
 
-@pytest.mark.parametrize("name", ["ppo", "dqn"])
+@pytest.mark.parametrize("name", ["ppo", "dqn", "iqn"])
 def test_a_checkpoint_loads_through_its_record_with_the_names_of_earlier_releases(tmp_path, name):
     # A checkpoint of 0.1 names its trainer "algo" and its config's env count "n_envs": read with today's names.
     algorithm = get_algorithm(name)
     config = algorithm.config(game="Pong", run_dir=str(tmp_path), precision="bf16")
-    network = algorithm.build("Pong", torch.device("cpu"), False)
+    network = algorithm.build(config, torch.device("cpu"))
     saved_config = {
         ("n_envs" if key == "num_envs" else key): value for key, value in dataclasses.asdict(config).items()
     }
@@ -88,3 +89,40 @@ def test_ppo_checkpoint_every_counts_frames_and_an_update_count_is_refused_with_
             "frames (it counted updates before 0.2; 50 updates are --checkpoint-every 6400)"
         )
     )
+
+
+@pytest.mark.parametrize("name", ["ppo", "dqn", "iqn"])
+def test_an_exported_agent_is_its_network_in_fp16_and_loads_as_a_checkpoint(tmp_path, name, capsys):
+    algorithm = get_algorithm(name)
+    config = algorithm.config(game="Pong", run_dir=str(tmp_path), precision="fp32")
+    network = algorithm.build(config, torch.device("cpu"))
+    saved = {"algorithm": name, algorithm.network_key: network.state_dict(), "config": dataclasses.asdict(config)}
+    save_checkpoint(tmp_path / "checkpoint.pt", {**saved, "frames": 4096, "optimizer": {"state": "big"}})
+    cli.main(["export", str(tmp_path / "checkpoint.pt"), str(tmp_path / "agent.pt")])
+    assert capsys.readouterr().out.startswith(f"written to {tmp_path}/agent.pt (")
+    agent = torch.load(tmp_path / "agent.pt")
+    assert set(agent) == {"algorithm", "config", "frames", algorithm.network_key} and agent["frames"] == 4096
+    # Its weights are the network's rounded to fp16; loaded, the network is fp32 again, computing as it trained.
+    for key, tensor in network.state_dict().items():
+        assert agent[algorithm.network_key][key].dtype == torch.float16
+        assert torch.equal(agent[algorithm.network_key][key], tensor.half())
+    loaded, trained = algorithm.load(load_checkpoint(tmp_path / "agent.pt"), torch.device("cpu"))
+    assert trained == config and all(p.dtype == torch.float32 for p in loaded.parameters())
+    for mine, theirs in zip(loaded.state_dict().values(), network.state_dict().values(), strict=True):
+        assert torch.equal(mine, theirs.half().float())
+    obs = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8).numpy()
+    assert algorithm.batch_policy(loaded)(obs).shape == (3,)
+
+
+def test_export_refuses_what_it_cannot_write_or_read(tmp_path, capsys):
+    torch.save({"not": "a checkpoint"}, tmp_path / "other.pt")
+    for arguments, expected in (
+        ([str(tmp_path / "other.pt"), str(tmp_path / "a.pt")], "holds no config"),
+        ([str(tmp_path / "other.pt"), str(tmp_path / "other.pt")], f"{tmp_path}/other.pt is the checkpoint itself"),
+        ([str(tmp_path / "other.pt"), str(tmp_path / "no" / "a.pt")], f"no folder {tmp_path}/no to write a.pt into"),
+        ([str(tmp_path / "missing.pt"), str(tmp_path / "a.pt")], f"no such checkpoint file: {tmp_path}/missing.pt"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["export", *arguments])
+        assert exit_.value.code == 2 and expected in capsys.readouterr().err, arguments
+    assert not (tmp_path / "a.pt").exists()

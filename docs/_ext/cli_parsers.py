@@ -95,6 +95,10 @@ def train_dqn() -> argparse.ArgumentParser:
     return catch(lambda: cli.main(["train", "--algorithm", "dqn", "--help"]))
 
 
+def train_iqn() -> argparse.ArgumentParser:
+    return catch(lambda: cli.main(["train", "--algorithm", "iqn", "--help"]))
+
+
 def bench() -> argparse.ArgumentParser:
     return catch(lambda: cli.main(["bench", "--help"]))
 
@@ -105,3 +109,7 @@ def example_ppo() -> argparse.ArgumentParser:
 
 def example_dqn() -> argparse.ArgumentParser:
     return script("examples/dqn.py")
+
+
+def example_iqn() -> argparse.ArgumentParser:
+    return script("examples/iqn.py")
