@@ -26,6 +26,7 @@ import numpy as np
 
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
+TEXT_COLUMNS = ("precision",)  # progress.csv's columns that are not numbers
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")  # what the CPU path of torch and OpenCV uses
 PACKAGES = ("atari_game", "ale-py", "numpy", "opencv-python", "torch", "zstandard", "stable-baselines3", "ray")
 # The start of what CleanRL's python runs (``python -c CLEANRL_START + code SCRIPT ARGUMENT...``): ale_py imported (it
@@ -147,11 +148,15 @@ def mean_returns(games: list[tuple[int, float]], frames: int, every: int) -> lis
 
 
 def read_progress(run_dir: Path) -> tuple[list[tuple[int, float]], list[dict[str, float]]]:
-    """A run's whole games as (frames at their end, return), and its update rows (with ``seconds``) as numbers."""
+    """A run's whole games as (frames at their end, return), and its update rows (with ``seconds``) as numbers (their
+    `TEXT_COLUMNS` left out)."""
     with (run_dir / "progress.csv").open(newline="") as file:
         rows = list(csv.DictReader(file))
     games = [(int(row["frames"]), float(row["game_return"])) for row in rows if row["game_return"]]
-    return games, [{key: float(value) for key, value in row.items() if value} for row in rows if row["seconds"]]
+    updates = [row for row in rows if row["seconds"]]
+    return games, [
+        {key: float(value) for key, value in row.items() if value and key not in TEXT_COLUMNS} for row in updates
+    ]
 
 
 def ppo_run(n_envs: int, updates: int, *flags: str) -> list[dict[str, float]]:

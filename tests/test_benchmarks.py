@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 import agent_gif
 import common
+import dopamine_scores
 import dqn_final_agents
 import numpy as np
 import pool_versus
@@ -35,6 +36,8 @@ from atari_game import Game, GamePool
 from atari_game.benchmark import OUR_GAME, game_options_json
 from atari_game.dqn import Config
 from atari_game.run_config import game_options
+from atari_game.score_files import load_scores
+from atari_game.scores import ATARI_5, atari5_median, human_normalized
 
 ROOT = Path(__file__).parent.parent
 BENCHMARKS = ROOT / "benchmarks"
@@ -190,12 +193,14 @@ def test_the_report_gives_first_and_last_twenty_and_each_100k(capsys):
 def test_run_figures_reads_a_resumed_runs_games_and_parts_from_its_progress_csv(tmp_path, capsys):
     # Games 1..130 end every 15k frames with returns 1..130; a first part runs to its checkpoint at 1M frames in
     # 100 s, a second, resumed there, to 2M in 1,500 s (stopped for a while): its clock starts again.
-    rows = ["frames,seconds,game_return,game_length,frames_per_second"]
-    rows += [f"{15_000 * k},,{k},100," for k in range(1, 131)]
-    rows += ["500000,50.0,,,10000.0", "1000000,100.0,,,10000.0", "1500000,1000.0,,,500.0", "2000000,1500.0,,,666.67"]
+    # (The update rows name their precision, as DQN's and PPO's do: text among the numbers.)
+    rows = ["frames,seconds,game_return,game_length,frames_per_second,precision"]
+    rows += [f"{15_000 * k},,{k},100,," for k in range(1, 131)]
+    rows += [f"{row},bf16" for row in ("500000,50.0,,,10000.0", "1000000,100.0,,,10000.0", "1500000,1000.0,,,500.0")]
+    rows += ["2000000,1500.0,,,666.67,bf16"]
     # A third, fast, resumed from a checkpoint between two rows (at 2,010,000; seconds rounded as progress.csv does):
     # 50,000 frames/s from rows 4,096 frames apart, which the rounding of seconds must not split into parts.
-    rows += [f"{2_010_000 + 4096 * k},{4096 * k / 50_000:.1f},,,50000.0" for k in range(1, 6)]
+    rows += [f"{2_010_000 + 4096 * k},{4096 * k / 50_000:.1f},,,50000.0,bf16" for k in range(1, 6)]
     (tmp_path / "progress.csv").write_text("\n".join(rows) + "\n")
     run_figures.main([str(tmp_path), "--out", str(tmp_path / "figures.json")])
     assert capsys.readouterr().out.splitlines() == [
@@ -213,6 +218,21 @@ def test_run_figures_reads_a_resumed_runs_games_and_parts_from_its_progress_csv(
     [first, second, third] = figures["parts"]
     assert (first["from"], second["from"], third["to"]) == (0, 1_000_000, 2_030_480)
     assert abs(third["from"] - 2_010_000) <= 0.05 * 50_000
+    # With --scores, its row for `atari-game report`: the mean of the games that ended in the last --every frames,
+    # under the run's game and seed (from its checkpoint), in place of an older row of the same run; others kept.
+    scores = tmp_path / "scores.csv"
+    scores.write_text("algorithm,game,run_seed,score\ndqn-2m,qbert,1,5.0\ndqn-2m,pong,4,1.0\n")
+    torch.save({"algorithm": "dqn", "config": {"game": "Pong", "seed": 4}}, tmp_path / "checkpoint.pt")
+    run_figures.main(
+        [str(tmp_path), "--out", str(tmp_path / "f.json"), "--scores", str(scores), "--algorithm", "dqn-2m"]
+    )
+    assert (
+        capsys.readouterr().out.splitlines()[-1] == f"{scores}: dqn-2m, Pong, seed 4: 99.5"
+    )  # games 69-130: 1,030,480 on
+    assert scores.read_text() == "algorithm,game,run_seed,score\ndqn-2m,qbert,1,5.0\ndqn-2m,pong,4,99.5000\n"
+    with pytest.raises(SystemExit) as exit_:
+        run_figures.main([str(tmp_path), "--scores", str(scores)])
+    assert exit_.value.code == 2 and "--scores and --algorithm go together" in capsys.readouterr().err
     # Not a run directory, or one without a whole game yet: a usage error naming it.
     for folder, problem in ((tmp_path / "none", "holds no progress.csv"), (tmp_path, "holds no whole game yet")):
         if folder == tmp_path:
@@ -618,3 +638,56 @@ def test_agent_gif_shows_the_checkpoints_agent_playing_in_colour_at_the_games_sp
     assert gif.size == (160, 210) and gif.mode == "P" and gif.info["duration"] == 130
     assert gif.n_frames > 5
     assert json.loads((tmp_path / "r.json").read_text())["figures"]["frames"] == 23
+
+
+def test_dopamine_scores_are_each_seeds_training_return_in_the_million_frames_ending_at_the_budget(tmp_path, capsys):
+    # A Dopamine checkout's data: per game (and per game on the IMPALA CNN), each agent's 5 seeds per iteration.
+    data = tmp_path / "baselines" / "atari" / "data"
+    data.mkdir(parents=True)
+    for game in ("battlezone", "doubledunk", "namethisgame", "phoenix", "qbert"):
+        for suffix, offset in (("", 0), ("_Impala", 1000)):
+            entries = [
+                {"Iteration": iteration, "Value": offset + 100 * iteration + seed, "Agent": agent}
+                for agent in ("DQN", "Rainbow", "IQN", "C51")
+                for iteration in range(10)
+                for seed in range(5)
+            ]
+            (data / f"{game}{suffix}.json").write_text(json.dumps(entries))
+    out = tmp_path / "dopamine-2m.csv"
+    dopamine_scores.main([str(tmp_path), "--frames", "2000000", "--csv", str(out), "--out", str(tmp_path / "f.json")])
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"{out}: 125 rows, 5 agents at 2,000,000 frames"
+    # Each agent's Atari-5 estimate from its seeds' means (seeds 0-4: 102 more than the iteration's hundreds).
+    means = {game: 102.0 for game in ATARI_5}
+    figures = json.loads((tmp_path / "f.json").read_text())["figures"]
+    assert figures["dopamine-dqn-2m"] == {
+        "means": means,
+        "atari5": pytest.approx(atari5_median({g: human_normalized(g, m) for g, m in means.items()})),
+    }
+    assert printed[1].startswith("dopamine-dqn-2m: Atari-5 ")
+    rows = out.read_text().splitlines()
+    assert rows[:3] == [
+        "algorithm,game,run_seed,score",
+        "dopamine-dqn-2m,battle_zone,0,100.0000",
+        "dopamine-dqn-2m,battle_zone,1,101.0000",
+    ]
+    assert "dopamine-iqn-impala-2m,qbert,4,1104.0000" in rows and not any("c51" in row for row in rows)
+    # The report reads it as 5 agents with 5 runs on each of the 5 games.
+    scores = load_scores([out])
+    assert len(scores) == 125 and {score.algorithm for score in scores} == {
+        f"dopamine-{a}-2m" for a in dopamine_scores.AGENTS
+    }
+    # A budget between Dopamine's iterations, past its 10, or a folder without its data: usage errors naming them.
+    (data / "qbert.json").write_text(
+        json.dumps([e for e in json.loads((data / "qbert.json").read_text()) if e["Iteration"] < 9])
+    )
+    for flags, problem in (
+        (["--frames", "2500000"], "give a multiple of 1,000,000"),
+        (["--frames", "10000000"], "0 values of 'DQN' at iteration 9, not 5"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            dopamine_scores.main([str(tmp_path), *flags, "--csv", str(out)])
+        assert exit_.value.code == 2 and problem in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        dopamine_scores.main([str(data), "--csv", str(out)])
+    assert exit_.value.code == 2 and "has no baselines/atari/data" in capsys.readouterr().err

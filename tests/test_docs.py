@@ -205,6 +205,17 @@ def test_the_results_page_shows_the_report_over_the_committed_evaluations(tmp_pa
     assert atari_game.report.format_summary(report) in (DOCS / "results.md").read_text()
 
 
+@pytest.mark.slow
+def test_the_results_page_shows_the_atari5_estimates_of_dopamines_agents_as_the_report_gives_them(tmp_path: Path):
+    # `atari-game report docs/results/dopamine-10m.csv` (and -2m): each agent's estimate and its interval on the page.
+    page = (DOCS / "results.md").read_text()
+    for budget in ("2m", "10m"):
+        report = atari_game.report.write_report([DOCS / "results" / f"dopamine-{budget}.csv"], tmp_path / budget)
+        for algorithm, found in report["algorithms"].items():
+            estimate, (low, high) = found["atari5"]["estimate"]["point"], found["atari5"]["estimate"]["interval"]
+            assert f"{estimate:.3f} [{low:.3f}, {high:.3f}]" in page, f"{algorithm}: {estimate:.3f}"
+
+
 def test_every_code_line_fits_the_page() -> None:
     # Every code block: ```python, ```{code-block} python, ```bash, ```text, a bare ```; not a directive's body.
     too_long = [
