@@ -152,6 +152,7 @@ def report(args: argparse.Namespace) -> None:
 def export(args: argparse.Namespace) -> None:
     try:
         from atari_game.algorithms import export_agent
+        from atari_game.checkpoints import load_checkpoint
     except ImportError as error:  # torch, to read and write the weights
         missing_extra("export", error, "train")
     # Refused before the checkpoint loads: an OUT that would replace it, or in no folder (torch's error is obscure).
@@ -165,9 +166,10 @@ def export(args: argparse.Namespace) -> None:
         args.command_parser.error(str(error))
     except OSError as error:  # a folder that cannot be written
         args.command_parser.error(f"argument OUT: cannot write {args.out}: {error.strerror or error}")
+    game = load_checkpoint(path)["config"]["game"]
     print(
         f"written to {path} ({path.stat().st_size / 1e6:.1f} MB): atari-game evaluate {path}, or watch it with "
-        f"atari-game play GAME --checkpoint {path}"
+        f"atari-game play {game} --checkpoint {path}"
     )
 
 

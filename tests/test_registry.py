@@ -99,7 +99,9 @@ def test_an_exported_agent_is_its_network_in_fp16_and_loads_as_a_checkpoint(tmp_
     saved = {"algorithm": name, algorithm.network_key: network.state_dict(), "config": dataclasses.asdict(config)}
     save_checkpoint(tmp_path / "checkpoint.pt", {**saved, "frames": 4096, "optimizer": {"state": "big"}})
     cli.main(["export", str(tmp_path / "checkpoint.pt"), str(tmp_path / "agent.pt")])
-    assert capsys.readouterr().out.startswith(f"written to {tmp_path}/agent.pt (")
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"written to {tmp_path}/agent.pt (")
+    assert printed.endswith(f"watch it with atari-game play Pong --checkpoint {tmp_path}/agent.pt\n")
     agent = torch.load(tmp_path / "agent.pt")
     assert set(agent) == {"algorithm", "config", "frames", algorithm.network_key} and agent["frames"] == 4096
     # Its weights are the network's rounded to fp16; loaded, the network is fp32 again, computing as it trained.
