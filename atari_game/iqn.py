@@ -37,7 +37,7 @@ class Config(dqn.Config):
     below. Each is a flag of ``atari-game train --algorithm iqn`` and ``examples/iqn.py``."""
 
     # DQN's settings that Dopamine's IQN sets otherwise (its n-step 3 is DQN's default already; its Adam epsilon,
-    # 0.01/32, is not taken: DQN's 1e-8 is, as the Training IQN guide says why).
+    # 0.01/32, is not taken: DQN's 1e-8 is, and the Training IQN guide says why).
     network: str = "impala"
     learning_rate: float = 5e-5
     target_network_frequency: int = 8_000

@@ -56,8 +56,10 @@ def scores(dopamine_dir: Path, frames: int) -> list[tuple[str, str, int, float]]
 def build_parser() -> argparse.ArgumentParser:
     parser = common.parser(__doc__)
     parser.add_argument("dopamine_dir", type=Path, help="a checkout of github.com/google/dopamine")
-    parser.add_argument("--frames", type=int, default=10_000_000, help="the budget, a multiple of 1M (default: 10M)")
-    parser.add_argument("--csv", type=Path, required=True, help="the CSV to write, for `atari-game report`")
+    parser.add_argument(
+        "--frames", type=int, default=10_000_000, help="the budget, a multiple of 1,000,000 (default: %(default)s)"
+    )
+    parser.add_argument("--csv", type=Path, required=True, help="the CSV to write, for `atari-game report` (required)")
     return parser
 
 

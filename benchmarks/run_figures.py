@@ -43,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a CSV (algorithm,game,run_seed,score) to put the run's mean return over its last --every frames into, "
         "replacing the row of the same algorithm, game and seed (default: none)",
     )
-    parser.add_argument("--algorithm", help="the algorithm the --scores row is under, as `atari-game report` shows it")
+    parser.add_argument(
+        "--algorithm", help="the algorithm the --scores row is under, as `atari-game report` shows it (default: none)"
+    )
     return parser
 
 
