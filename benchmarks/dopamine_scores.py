@@ -21,6 +21,7 @@ from pathlib import Path
 import common
 import numpy as np
 
+from atari_game.score_files import CSV_COLUMNS
 from atari_game.scores import ATARI_5, atari5_median, human_normalized
 
 #: Each agent's label stem in the CSV (``dopamine-STEM-2m``) -> its file's suffix and Dopamine's name for it.
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(error))
     with args.csv.open("w", newline="") as file:
         writer = csv.writer(file, lineterminator="\n")
-        writer.writerow(["algorithm", "game", "run_seed", "score"])
+        writer.writerow(CSV_COLUMNS)
         writer.writerows((algorithm, game, seed, f"{score:.4f}") for algorithm, game, seed, score in rows)
     print(f"{args.csv}: {len(rows)} rows, {len(AGENTS)} agents at {args.frames:,} frames")
     # Each agent's mean over its seeds per game, and the Atari-5 estimate of those means (as `atari-game report`'s).

@@ -15,6 +15,7 @@ import numpy as np
 from atari_game.arguments import count
 from atari_game.checkpoints import load_checkpoint
 from atari_game.game import resolve_game
+from atari_game.score_files import CSV_COLUMNS
 
 
 def parts(updates: list[dict[str, float]]) -> list[dict[str, float]]:
@@ -61,7 +62,7 @@ def put_score(path: Path, algorithm: str, game: str, seed: int, score: float) ->
             ]
     rows.append({"algorithm": algorithm, "game": game, "run_seed": str(seed), "score": f"{score:.4f}"})
     with path.open("w", newline="") as file:
-        writer = csv.DictWriter(file, ["algorithm", "game", "run_seed", "score"], lineterminator="\n")
+        writer = csv.DictWriter(file, CSV_COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
 
