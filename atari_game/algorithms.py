@@ -119,16 +119,18 @@ def play_checkpoint(config: RunConfig, algorithm: Algorithm) -> None:
     )
 
 
-def trained_policy(checkpoint: str | Path, game: str | None = None) -> tuple[Policy, dict]:
+def trained_policy(checkpoint: str | Path, game: str | None = None) -> tuple[Policy, dict, str]:
     """For ``atari-game play --checkpoint``: the CPU policy of a checkpoint of any trainer (acting as it trained:
-    DQN's eval_epsilon, seeded with its run's seed), and its game options; a `ValueError` for a file that is no
-    checkpoint, or one trained on another `game` than the one named (None: the checkpoint's own)."""
+    DQN's eval_epsilon, seeded with its run's seed), its game options and how it acts ("epsilon 0.01"; "" as it
+    trained); a `ValueError` for a file that is no checkpoint, or one trained on another `game` than the one named
+    (None: the checkpoint's own)."""
     saved = load_checkpoint(checkpoint)
     algorithm = get_algorithm(saved["algorithm"])
     network, config = algorithm.load(saved, torch.device("cpu"))
     if game is not None and resolve_game(game) != resolve_game(config.game):
         raise ValueError(f"{checkpoint} was trained on {config.game}, not {game}")
-    return algorithm.policy(network, torch.device("cpu"), config), game_options(config)
+    acting = algorithm.acting(config) if algorithm.acting else ""
+    return algorithm.policy(network, torch.device("cpu"), config), game_options(config), acting
 
 
 def export_agent(checkpoint: str | Path, out: str | Path) -> Path:

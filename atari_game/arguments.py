@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import decimal
+import difflib
 import sys
 from pathlib import Path
 from typing import Any
@@ -119,14 +120,19 @@ def scoring_protocol(name: str) -> str:
 
 
 def checkpoint_file(text: str) -> Path:
-    """An argparse type: a file that exists (a checkpoint.pt)."""
-    if Path(text).is_dir():  # a folder: name the checkpoint inside, if there is one
-        inside = Path(text) / "checkpoint.pt"
-        hint = f"; its checkpoint is {inside}" if inside.is_file() else ", not a checkpoint file"
+    """An argparse type: a file that exists (a checkpoint.pt, or an agent file of ``atari-game export``)."""
+    path = Path(text)
+    if path.is_dir():  # a folder: name the checkpoints in it, if there are any
+        inside = sorted(str(file) for file in path.glob("*.pt"))
+        hint = f"; its .pt files: {', '.join(inside)}" if inside else ", with no .pt file in it"
         raise argparse.ArgumentTypeError(f"{text} is a folder{hint}")
-    if not Path(text).is_file():
-        raise argparse.ArgumentTypeError(f"no such checkpoint file: {text}")
-    return Path(text)
+    if not path.is_file():  # a misspelt name: the closest .pt files beside it
+        beside = [str(file) for file in path.parent.glob("*.pt")] if path.parent.is_dir() else []
+        closest = difflib.get_close_matches(str(path), beside, n=2, cutoff=0.8)
+        raise argparse.ArgumentTypeError(
+            f"no such checkpoint file: {text}" + (f" (closest: {', '.join(closest)})" if closest else "")
+        )
+    return path
 
 
 def mp4_file(text: str) -> Path:

@@ -57,7 +57,7 @@ def play(args: argparse.Namespace) -> None:
         except ImportError as error:
             missing_extra("play --checkpoint", error, "train")
         try:
-            policy, options = trained_policy(args.checkpoint, args.game)
+            policy, options, acting = trained_policy(args.checkpoint, args.game)
         except ValueError as error:  # no checkpoint, or another game's: a usage error, as evaluate's
             args.command_parser.error(str(error))
     else:
@@ -72,7 +72,7 @@ def play(args: argparse.Namespace) -> None:
         score, length = play_game(game, policy, args.record)
     except OSError as error:  # a video that cannot be written: one line, not a traceback
         raise SystemExit(f"atari-game play: {error}") from None
-    agent = "trained agent" if args.checkpoint else "random agent"
+    agent = (f"trained agent ({acting})" if acting else "trained agent") if args.checkpoint else "random agent"
     recorded = f"; video: {args.record}" if args.record else ""
     print(f"{game.name}, {agent}: one game scored {score:g} in {length} steps{recorded}")
 
@@ -208,7 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     play_parser.add_argument(
         "--checkpoint",
         type=checkpoint_file,
-        help="a checkpoint.pt of `atari-game train` whose agent plays (default: none: a random agent)",
+        help="a checkpoint.pt of `atari-game train`, or an agent file of `atari-game export` (as agents/*.pt), whose "
+        "agent plays as its run's --eval does (DQN's and IQN's with epsilon 0.01): one game, where `atari-game "
+        "evaluate` scores 30 (default: none: a random agent)",
     )
     play_parser.add_argument(
         "--record", type=mp4_file, metavar="OUT.mp4", help="write the game as a colour video (default: none)"
@@ -224,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         type=checkpoint_file,
         metavar="CHECKPOINT",
-        help="checkpoint.pt files of `atari-game train`",
+        help="checkpoint.pt files of `atari-game train`, or agent files of `atari-game export` (as agents/*.pt)",
     )
     evaluate_parser.add_argument(
         "--episodes", type=count, default=30, help="whole games per checkpoint (default: %(default)s)"
@@ -239,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed",
         type=seed,
         default=0,
-        help="env i is seeded seed + i; the same seed, the same games (default: %(default)s)",
+        help="env i is seeded seed + i; the same seed, --episodes and --num-envs, the same games (default: "
+        "%(default)s)",
     )
     evaluate_parser.add_argument(
         "--num-envs",
@@ -287,7 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     export_parser = command(
         "export", "write a checkpoint's agent alone, in fp16, to share it: evaluate and play load it"
     )
-    export_parser.add_argument("checkpoint", type=checkpoint_file, metavar="CHECKPOINT", help="a checkpoint.pt")
+    export_parser.add_argument(
+        "checkpoint", type=checkpoint_file, metavar="CHECKPOINT", help="a checkpoint.pt of `atari-game train`"
+    )
     export_parser.add_argument("out", type=Path, metavar="OUT", help="the agent's file, e.g. agents/dqn-Pong.pt")
     for name, (_, about) in FORWARDED.items():
         commands.add_parser(name, help=f"{about} (see: atari-game {name} --help)")

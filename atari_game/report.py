@@ -244,15 +244,15 @@ def _markdown(report: Mapping[str, Any], plotted: bool) -> str:
 
 
 def format_summary(report: Mapping[str, Any]) -> str:
-    """The few lines ``atari-game report`` prints: each algorithm's aggregates and Atari-5 estimate, and the
-    probabilities of improvement."""
+    """The few lines ``atari-game report`` prints: each algorithm's aggregates of human-normalized scores ("HNS Mean
+    0.484, Median ...") and Atari-5 estimate, and the probabilities of improvement."""
     lines = []
     for algorithm, entry in report["algorithms"].items():
         games, runs = _counted(entry["games"], "game"), _counted(entry["runs"], "run")
         trained = f", {_frames_cell(entry['frames_trained'])} frames trained" if entry["frames_trained"] else ""
         lines.append(f"{algorithm} ({', '.join(entry['protocols'])}): {games}, {runs}{trained}")
         if entry["games"]:
-            lines.append("  " + ", ".join(f"{label} {_cell(entry[name])}" for name, label in LABELS.items()))
+            lines.append("  HNS " + ", ".join(f"{label} {_cell(entry[name])}" for name, label in LABELS.items()))
         lines.append(f"  Atari-5 median estimate: {_atari5_cell(entry['atari5'])}")
         lines += [f"  {note}" for note in _notes(entry)]
     lines += [

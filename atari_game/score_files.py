@@ -160,7 +160,7 @@ def read_inputs(paths: Sequence[str | Path]) -> Inputs:
             raise ValueError(
                 f"{path} has no *evaluation*.json, nor do its run directories: run `atari-game evaluate "
                 f"RUN/checkpoint.pt` first (it writes RUN/evaluation-PROTOCOL.json; with --out {path}, "
-                f"{path}/RUN-evaluation-PROTOCOL.json), or give the files `Evaluation.save` wrote by name"
+                f"{path}/RUN-evaluation-PROTOCOL.json), or name evaluation JSONs or score CSVs"
             )
         for file in files:
             resolved = file.resolve()

@@ -3,6 +3,10 @@ again when evaluated anew (the report regenerated from them)."""
 
 import json
 import math
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +69,22 @@ def test_each_agent_scores_again_what_the_results_page_says_and_the_report_regen
     assert (tmp_path / "report" / "report.md").is_file()
     rows = [[(row["game"], row["algorithm"], row["runs"]) for row in made["games"]] for made in (report, committed)]
     assert list(report["algorithms"]) == list(committed["algorithms"]) and rows[0] == rows[1]
+
+
+@pytest.mark.slow
+def test_the_readme_s_command_watches_an_agent_play_as_it_is_written(tmp_path: Path):
+    # The README's one command, from the repository root as a user runs it; only the video goes elsewhere.
+    [command] = re.findall(r"^atari-game play .*?\.mp4$", (ROOT / "README.md").read_text(), re.MULTILINE | re.DOTALL)
+    words = shlex.split(command.replace("\\\n", " "))
+    assert words[-2] == "--record" and (ROOT / words[words.index("--checkpoint") + 1]).is_file()
+    video = tmp_path / words[-1]
+    result = subprocess.run(
+        [sys.executable, "-m", "atari_game", *words[1:-1], str(video)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{words[2]}, trained agent (epsilon 0.01): one game scored ")
+    assert video.stat().st_size > 10_000

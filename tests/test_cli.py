@@ -246,11 +246,13 @@ def test_play_refuses_a_negative_seed_a_missing_or_foreign_checkpoint_and_a_vide
     (tmp_path / "notes.pt").write_text("not a checkpoint")
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "checkpoint.pt").write_text("a run's checkpoint")
+    (tmp_path / "empty").mkdir()
     for args, expected, status in [
         (["--seed", "-1"], "argument --seed: the seed must be an integer >= 0, got '-1'", 2),
         (["--checkpoint", "missing.pt"], "argument --checkpoint: no such checkpoint file: missing.pt", 2),
-        (["--checkpoint", "run"], "argument --checkpoint: run is a folder; its checkpoint is run/checkpoint.pt", 2),
-        (["--checkpoint", "."], "argument --checkpoint: . is a folder, not a checkpoint file", 2),
+        (["--checkpoint", "note.pt"], "argument --checkpoint: no such checkpoint file: note.pt (closest: notes.pt)", 2),
+        (["--checkpoint", "run"], "argument --checkpoint: run is a folder; its .pt files: run/checkpoint.pt", 2),
+        (["--checkpoint", "empty"], "argument --checkpoint: empty is a folder, with no .pt file in it", 2),
         (["--record", "b.gif"], "argument --record: the video must be an .mp4 file, got 'b.gif'", 2),
         (["--checkpoint", "notes.pt"], "notes.pt is not a checkpoint.pt of atari-game train", 2),
     ]:
@@ -285,7 +287,7 @@ def test_evaluate_and_report_refuse_what_they_cannot_do_before_doing_any_of_it(t
     (tmp_path / "run" / "checkpoint.pt").write_text("a run's checkpoint")
     (tmp_path / "s.csv").write_text("algorithm,game,seed,score\nppo,pong,1,20\n")
     for args, expected in [
-        (["evaluate", "run"], "argument CHECKPOINT: run is a folder; its checkpoint is run/checkpoint.pt"),
+        (["evaluate", "run"], "argument CHECKPOINT: run is a folder; its .pt files: run/checkpoint.pt"),
         (
             ["evaluate", "run/checkpoint.pt", "--episodes", "2", "--num-envs", "3"],
             "argument --num-envs: at most --episodes (2)",

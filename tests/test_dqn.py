@@ -168,7 +168,8 @@ def test_play_a_dqn_checkpoint(tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("Breakout, trained agent: one game scored")
+    # It acts as --eval does, and says so: a game of an agent that explores is one draw, not evaluate's score.
+    assert result.stdout.startswith("Breakout, trained agent (epsilon 0.01): one game scored")
 
 
 def test_a_restarted_worker_s_envs_bootstrap_from_the_observation_their_lost_step_was_taken_in(tmp_path, monkeypatch):

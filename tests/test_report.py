@@ -406,7 +406,7 @@ def test_bad_inputs(tmp_path):
         ValueError,
         match=r"run has no \*evaluation\*\.json, nor do its run directories: "
         r"run `atari-game evaluate RUN/checkpoint\.pt` first \(it writes RUN/evaluation-PROTOCOL\.json; with --out "
-        r".*run, .*run/RUN-evaluation-PROTOCOL\.json\), or give the files `Evaluation\.save` wrote by name",
+        r".*run, .*run/RUN-evaluation-PROTOCOL\.json\), or name evaluation JSONs or score CSVs",
     ):
         load_scores([tmp_path / "run"])
     # One that holds its checkpoint: the command that evaluates it.
