@@ -23,12 +23,17 @@ def parts(updates: list[dict[str, float]]) -> list[dict[str, float]]:
     seconds``, or a checkpoint's row within progress.csv's rounding of that), its last frames, seconds, frames/s."""
     found: list[dict[str, float]] = []
     logged = [0]  # the rows a part can begin at: the run's start, or a checkpoint's row
+    begun, begun_error = 0.0, 0.0  # the part's start as its rows estimate it, and how far off that estimate may be
     for row in updates:
         frames, seconds, rate = int(row["frames"]), row["seconds"], row["frames_per_second"]
-        start, error = frames - rate * seconds, rate * 0.05 + 1  # (each row's estimate is off by up to `error`)
-        if not found or abs(start - found[-1]["from"]) > 2 * error:  # another start than the part's: a new part
+        # Each row's estimate is off by its seconds' rounding (0.05 s) and by the frames it logs at, a multiple of
+        # log_every, where its frames/s counts its pool step's (up to 4 x num_envs frames on: 1,024 at 256 envs).
+        start, error = frames - rate * seconds, rate * 0.05 + 1_024
+        # Another part: its clock started again, or (one too short for that to show) it began elsewhere.
+        if not found or seconds < found[-1]["seconds"] or abs(start - begun) > error + begun_error:
             near = [row for row in logged if abs(row - start) <= error]
             found.append({"from": near[-1] if near else round(start)})
+            begun, begun_error = start, error
         found[-1].update({"to": frames, "seconds": seconds, "frames_per_second": rate})
         logged.append(frames)
     return found

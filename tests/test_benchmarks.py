@@ -190,6 +190,21 @@ def test_the_report_gives_first_and_last_twenty_and_each_100k(capsys):
     assert (figures["first_20"], figures["last_20"], figures["per_100k"]) == (10.5, 20.5, [5.5, 15.5, 25.5])
 
 
+def test_run_figures_keeps_one_part_whose_frames_per_second_fall_as_learning_starts(tmp_path, capsys):
+    # A DQN run's rows, resumed at 250,016 frames: fast while its memory refills, slower once it learns; each row's
+    # frames a multiple of 40,000, its frames/s counted from its pool step's. One part, not two.
+    rows = ["frames,seconds,game_return,frames_per_second"]
+    rows += ["200000,1157.5,,172.8", "240000,1168.5,,205.4", "260000,,30.0,"]
+    rows += ["280000,7.5,,4011.44", "320000,17.0,,4127.36", "360000,88.8,,1239.14", "400000,149.9,,1000.57"]
+    rows += ["440000,212.2,,895.44", "480000,273.1,,842.16", "520000,382.6,,705.60"]
+    (tmp_path / "progress.csv").write_text("\n".join(rows) + "\n")
+    run_figures.main([str(tmp_path), "--out", str(tmp_path / "figures.json")])
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("part")] == [
+        "part 1: frames 0 to 240,000 in 1,168 s, 205 frames/s",
+        "part 2: frames 249,914 to 520,000 in 383 s, 706 frames/s",
+    ]
+
+
 def test_run_figures_reads_a_resumed_runs_games_and_parts_from_its_progress_csv(tmp_path, capsys):
     # Games 1..130 end every 15k frames with returns 1..130; a first part runs to its checkpoint at 1M frames in
     # 100 s, a second, resumed there, to 2M in 1,500 s (stopped for a while): its clock starts again.
