@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:  # a missing file, or one that is no checkpoint, is a usage error, as in atari-game play --checkpoint
-        policy, options = trained_policy(args.checkpoint)
+        policy, options, _ = trained_policy(args.checkpoint)
     except ValueError as error:
         parser.error(str(error))
     game = Game(seed=args.seed, **options)

@@ -85,7 +85,7 @@ class RecordedPlay:
 def record(name: str) -> RecordedPlay:
     """The recording `name` of `PLAYS`, played now."""
     game = name.removesuffix("-trained")
-    policy, options = trained_policy(CHECKPOINT, game) if PLAYS[name] else (None, {})
+    policy, options, _ = trained_policy(CHECKPOINT, game) if PLAYS[name] else (None, {}, "")
     options.pop("game", None)
     return RecordedPlay(ENVS, RECORD_STEPS, game, policy, **options)
 
