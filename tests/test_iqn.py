@@ -197,4 +197,6 @@ def test_train_resume_eval_evaluate_and_play(tmp_path):
         [sys.executable, "-m", "atari_game", "play", "Pong", "--checkpoint", str(run_dir / "checkpoint.pt")],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert play.returncode == 0 and play.stdout.startswith("Pong, trained agent: one game scored"), play.stderr
+    assert play.returncode == 0 and play.stdout.startswith("Pong, trained agent (epsilon 0.01): one game scored"), (
+        play.stderr
+    )
