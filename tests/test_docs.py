@@ -206,7 +206,7 @@ def test_the_results_page_shows_the_report_over_the_committed_evaluations(tmp_pa
 
 
 @pytest.mark.slow
-def test_the_results_page_shows_the_atari5_estimates_of_dopamines_agents_as_the_report_gives_them(tmp_path: Path):
+def test_the_results_page_shows_the_atari5_estimates_at_2m_and_10m_frames_as_the_report_gives_them(tmp_path: Path):
     # `atari-game report docs/results/dopamine-10m.csv` (and -2m): each agent's estimate and its interval on the page.
     page = (DOCS / "results.md").read_text()
     for budget in ("2m", "10m"):
@@ -214,6 +214,11 @@ def test_the_results_page_shows_the_atari5_estimates_of_dopamines_agents_as_the_
         for algorithm, found in report["algorithms"].items():
             estimate, (low, high) = found["atari5"]["estimate"]["point"], found["atari5"]["estimate"]["interval"]
             assert f"{estimate:.3f} [{low:.3f}, {high:.3f}]" in page, f"{algorithm}: {estimate:.3f}"
+    # `atari-game report docs/results/dopamine-2m.csv docs/results/dqn-2m-training.csv`: Rainbow-lite DQN's, one seed a
+    # game (no interval), on the page beside them.
+    report = atari_game.report.write_report([DOCS / "results" / "dqn-2m-training.csv"], tmp_path / "ours")
+    estimate = report["algorithms"]["dqn-2m-training"]["atari5"]["estimate"]["point"]
+    assert f"| Atari-5 estimate | **{estimate:.3f}** |" in page, f"dqn-2m-training: {estimate:.3f}"
 
 
 def test_every_code_line_fits_the_page() -> None:
