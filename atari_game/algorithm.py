@@ -47,7 +47,8 @@ class Algorithm:
             ``eval_epsilon``, seeded with its ``seed``); used by ``--eval`` and ``atari-game play``.
         batch_policy: a loaded network on the CPU as a policy for a batch of games (``atari-game evaluate``: PPO
             samples from its policy with torch's generator, DQN acts greedily and the protocol adds its epsilon).
-        acting: how `policy` acts under a config, for ``--eval``'s line ("epsilon 0.01"); None: as it trained.
+        acting: how `policy` acts under a config, for the lines of ``--eval`` and ``atari-game play``
+            ("epsilon 0.01"); None: as it trained (`acting_of` then gives "").
     """
 
     name: str
@@ -60,6 +61,10 @@ class Algorithm:
     policy: Callable[[Any, torch.device, Any], Policy]
     batch_policy: Callable[[Any], BatchPolicy]
     acting: Callable[[Any], str] | None = None
+
+    def acting_of(self, config: RunConfig) -> str:
+        """How `policy` acts under `config` ("epsilon 0.01"), or "" where it acts as it trained."""
+        return self.acting(config) if self.acting else ""
 
     def load(self, saved: dict, device: torch.device) -> tuple[nn.Module, RunConfig]:
         """The network of a checkpoint `saved` (`atari_game.checkpoints.load_checkpoint`) on `device`, computing in

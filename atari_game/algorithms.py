@@ -112,7 +112,7 @@ def play_checkpoint(config: RunConfig, algorithm: Algorithm) -> None:
     score, length = record_game(
         algorithm.policy(network, device, config), dataclasses.replace(trained, seed=config.seed), path
     )
-    acting = algorithm.acting(config) if algorithm.acting else ""
+    acting = algorithm.acting_of(config)
     print(
         f"{trained.game}: one game scored {score:g} in {length} steps (unclipped{', ' + acting if acting else ''}); "
         f"video: {path}"
@@ -129,8 +129,7 @@ def trained_policy(checkpoint: str | Path, game: str | None = None) -> tuple[Pol
     network, config = algorithm.load(saved, torch.device("cpu"))
     if game is not None and resolve_game(game) != resolve_game(config.game):
         raise ValueError(f"{checkpoint} was trained on {config.game}, not {game}")
-    acting = algorithm.acting(config) if algorithm.acting else ""
-    return algorithm.policy(network, torch.device("cpu"), config), game_options(config), acting
+    return algorithm.policy(network, torch.device("cpu"), config), game_options(config), algorithm.acting_of(config)
 
 
 def export_agent(checkpoint: str | Path, out: str | Path) -> Path:
