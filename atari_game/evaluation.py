@@ -48,6 +48,8 @@ class Evaluation:
         run_seed: the seed of the training run that made the agent; ``atari-game report`` counts runs by it.
         checkpoint: the checkpoint's path, or "".
         frames_trained: the emulator frames the agent was trained for, if known.
+        truncated: ``bool (episodes,)``, whether each game was cut at the protocol's ``max_episode_frames`` instead
+            of ending (its return is then what the agent had scored by the cap), or None where not recorded.
     """
 
     game: str
@@ -59,6 +61,7 @@ class Evaluation:
     run_seed: int = 0
     checkpoint: str = ""
     frames_trained: int | None = None
+    truncated: np.ndarray | None = None
 
     @property
     def seed(self) -> int:
@@ -87,18 +90,25 @@ class Evaluation:
         return float(human_normalized(self.game, self.mean)) if self.game in ATARI_57 else None
 
     def summary(self) -> str:
-        """One line: the game, who played, the mean return with its standard error, and the HNS."""
+        """One line: the game, who played, the mean return with its standard error, the HNS, and how many games the
+        frame cap cut (where any did: their returns are the cap's, not the game's end)."""
         hns = f", HNS {self.hns:.3f}" if self.hns is not None else " (no human-normalized score for this game)"
         protocol = self.protocol or "no protocol"
         n = len(self.returns)
         spread = f"+- {self.sem:.1f} (standard error)" if n > 1 else "(no standard error with fewer than two games)"
+        cut = 0 if self.truncated is None else int(self.truncated.sum())
+        capped = f"; {cut} of {n} cut at the frame cap, not ended by the game" if cut else ""
         return (
             f"{display_name(self.game)}: {self.algorithm} (run seed {self.run_seed}), {n} game{'s' * (n != 1)} under "
-            f"{protocol}: mean {self.mean:.1f} {spread}{hns}"
+            f"{protocol}: mean {self.mean:.1f} {spread}{hns}{capped}"
         )
 
     def to_json(self) -> dict[str, Any]:
         """Everything, as the JSON object ``atari-game report`` reads (`FORMAT`, `VERSION`)."""
+        episodes = [{"return": float(r), "length": int(n)} for r, n in zip(self.returns, self.lengths, strict=True)]
+        if self.truncated is not None:  # (an evaluation built without them writes what it has)
+            for episode, cut in zip(episodes, self.truncated.tolist(), strict=True):
+                episode["truncated"] = cut
         return {
             "format": FORMAT,
             "version": VERSION,
@@ -109,9 +119,7 @@ class Evaluation:
             "checkpoint": self.checkpoint,
             "frames_trained": self.frames_trained,
             "evaluation_seed": self.evaluation_seed,
-            "episodes": [
-                {"return": float(r), "length": int(n)} for r, n in zip(self.returns, self.lengths, strict=True)
-            ],
+            "episodes": episodes,
             "mean": self.mean,
             "sem": None if math.isnan(self.sem) else self.sem,
             "hns": self.hns,
@@ -123,10 +131,13 @@ class Evaluation:
         path = Path(path).with_suffix(".json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+        columns = {"return": self.returns.tolist(), "length": self.lengths.tolist()}
+        if self.truncated is not None:
+            columns["truncated"] = self.truncated.astype(int).tolist()
         with path.with_suffix(".csv").open("w", newline="") as file:
             writer = csv.writer(file)
-            writer.writerow(("episode", "return", "length"))  # as the JSON's "episodes"
-            writer.writerows(zip(range(len(self.returns)), self.returns.tolist(), self.lengths.tolist(), strict=True))
+            writer.writerow(("episode", *columns))  # as the JSON's "episodes"
+            writer.writerows(zip(range(len(self.returns)), *columns.values(), strict=True))
         return path
 
 
@@ -164,8 +175,9 @@ def evaluate(
             so is ``continuous=True``. (``n_envs``, `num_envs`'s name until 0.2, is taken with a `FutureWarning`.)
 
     Returns:
-        The `Evaluation`: the games' returns and lengths (in agent steps) in the order of the count above, with who
-        played, the protocol and `seed` (its `evaluation_seed`).
+        The `Evaluation`: the games' returns, lengths (in agent steps) and truncations (cut at the protocol's
+        ``max_episode_frames``) in the order of the count above, with who played, the protocol and `seed` (its
+        `evaluation_seed`).
 
     Raises:
         TypeError: `episodes`, `seed`, `num_envs` or `run_seed` not an integer; an unknown game option.
@@ -192,7 +204,7 @@ def evaluate(
     )
     # Env i's share of the games: the first episodes % num_envs envs play one more.
     quota = np.full(num_envs, episodes // num_envs) + (np.arange(num_envs) < episodes % num_envs)
-    scores: list[list[tuple[float, int]]] = [[] for _ in range(num_envs)]
+    scores: list[list[tuple[float, int, bool]]] = [[] for _ in range(num_envs)]
     rng = np.random.default_rng(seed)
     with GamePool(num_envs, game, seed, autoreset_mode=AutoresetMode.SAME_STEP, **options) as pool:
         n_actions = len(pool.action_meanings)
@@ -210,20 +222,22 @@ def evaluate(
             # The protocol's epsilon: a random action instead of the agent's, drawn the same whatever the agent does.
             explore = rng.random(num_envs) < epsilon
             actions = np.where(explore, rng.integers(n_actions, size=num_envs), actions)
-            obs, _, _, _, info = pool.step(actions)
-            # A whole game's return (all its lives, unclipped), counted until the env's share is played.
+            obs, _, _, truncations, info = pool.step(actions)
+            # A whole game's return (all its lives, unclipped) and whether the frame cap cut it, counted until the
+            # env's share is played.
             for i in np.flatnonzero(info.get("_game", ())):
                 if len(scores[i]) < quota[i]:
-                    scores[i].append((float(info["game"]["r"][i]), int(info["game"]["l"][i])))
+                    scores[i].append((float(info["game"]["r"][i]), int(info["game"]["l"][i]), bool(truncations[i])))
     played = [game for env in scores for game in env]
     return Evaluation(
         game=resolve_game(game),
         protocol=protocol or "",
         evaluation_seed=seed,
-        returns=np.array([r for r, _ in played], dtype=np.float64),
-        lengths=np.array([n for _, n in played], dtype=np.int64),
+        returns=np.array([r for r, _, _ in played], dtype=np.float64),
+        lengths=np.array([n for _, n, _ in played], dtype=np.int64),
         algorithm=algorithm,
         run_seed=run_seed,
+        truncated=np.array([cut for _, _, cut in played], dtype=bool),
     )
 
 

@@ -2,6 +2,7 @@
 splits the games evenly over the envs, repeats for a seed; `atari-game evaluate` scores checkpoints under the run's
 protocol (or another, with a note), refuses what cannot be compared, and writes what `atari-game report` reads."""
 
+import dataclasses
 import json
 import math
 import shutil
@@ -22,9 +23,10 @@ def scripted(obs: np.ndarray) -> np.ndarray:
     return obs.astype(np.int64).sum(axis=(1, 2, 3)) % 4
 
 
-def lockstep_returns(game, seed, num_envs, episodes, epsilon, options):
+def lockstep_games(game, seed, num_envs, episodes, epsilon, options):
     """What `evaluate` must find, played without a pool: Games seeded seed + i stepped together, each step's actions
-    the policy's with the same epsilon draws, each env's whole games counted until its share is played."""
+    the policy's with the same epsilon draws, each env's whole games counted until its share is played; their
+    returns, and whether the frame cap cut each."""
     games = [Game(game, seed=seed + i, **options) for i in range(num_envs)]
     obs = np.stack([g.reset() for g in games])
     quota = [episodes // num_envs + (i < episodes % num_envs) for i in range(num_envs)]
@@ -37,24 +39,29 @@ def lockstep_returns(game, seed, num_envs, episodes, epsilon, options):
         for i, g in enumerate(games):
             obs[i], _, done, info = g.step(int(actions[i]))
             if done and len(scores[i]) < quota[i]:
-                scores[i].append(info["game_reward"])
-    return [r for env in scores for r in env]
+                scores[i].append((info["game_reward"], info["truncated"]))
+    played = [game for env in scores for game in env]
+    return [r for r, _ in played], [cut for _, cut in played]
 
 
 def test_evaluate_plays_the_games_local_games_play_with_the_same_seeds_and_epsilon_draws():
     result = evaluate(scripted, "Breakout", protocol="nature", episodes=5, seed=7, num_envs=2, fire_reset=True)
     options = {**get_protocol("nature").evaluate, "fire_reset": True}
-    expected = lockstep_returns("Breakout", 7, 2, 5, 0.05, options)
-    assert result.returns.tolist() == expected
+    expected, cut = lockstep_games("Breakout", 7, 2, 5, 0.05, options)
+    assert result.returns.tolist() == expected and result.truncated.tolist() == cut == [False] * 5
     assert (result.game, result.protocol, result.evaluation_seed, len(result.lengths)) == ("breakout", "nature", 7, 5)
     assert result.mean == pytest.approx(np.mean(expected))
     assert result.sem == pytest.approx(np.std(expected, ddof=1) / math.sqrt(5))
     assert result.hns == pytest.approx(human_normalized("breakout", np.mean(expected)))
     # No protocol: the options as given, whole games, no epsilon (games of at most 2,000 frames here: the scripted
-    # policy keeps some Breakout balls in play until the cap).
+    # policy keeps Breakout's balls in play until the cap).
     options = {"fire_reset": True, "max_episode_frames": 2_000}
     unnamed = evaluate(scripted, "Breakout", None, 3, 7, 2, **options)
-    assert unnamed.returns.tolist() == lockstep_returns("Breakout", 7, 2, 3, 0.0, {**options, "life_loss": "ignore"})
+    expected, cut = lockstep_games("Breakout", 7, 2, 3, 0.0, {**options, "life_loss": "ignore"})
+    assert unnamed.returns.tolist() == expected and unnamed.truncated.tolist() == cut
+    # The games the cap cut (here all three) are counted and said: their returns are not whole games'.
+    assert cut == [True] * 3
+    assert unnamed.summary().endswith("; 3 of 3 cut at the frame cap, not ended by the game")
 
 
 def test_evaluate_refuses_bad_input_by_name():
@@ -116,6 +123,14 @@ def test_an_evaluation_saves_the_json_report_reads_and_a_csv_of_its_games(tmp_pa
     assert data["episodes"] == [{"return": -21.0, "length": 800}, {"return": -19.0, "length": 900}]
     assert path.with_suffix(".csv").read_text().splitlines() == ["episode,return,length", "0,-21.0,800", "1,-19.0,900"]
     assert "Pong: ppo (run seed 3), 2 games under nature: mean -20.0 +- 1.0 (standard error), HNS" in result.summary()
+    # With the truncations `evaluate` records: a key of each game, a CSV column.
+    cut = dataclasses.replace(result, truncated=np.array([False, True])).save(tmp_path / "cut-evaluation-nature")
+    assert [game["truncated"] for game in json.loads(cut.read_text())["episodes"]] == [False, True]
+    assert cut.with_suffix(".csv").read_text().splitlines() == [
+        "episode,return,length,truncated",
+        "0,-21.0,800,0",
+        "1,-19.0,900,1",
+    ]
     one = Evaluation("pong", "nature", 0, np.array([-21.0]), np.array([800]))
     assert (
         "Pong: agent (run seed 0), 1 game under nature: mean -21.0 (no standard error with fewer than two games)"
