@@ -48,8 +48,9 @@ class Evaluation:
         run_seed: the seed of the training run that made the agent; ``atari-game report`` counts runs by it.
         checkpoint: the checkpoint's path, or "".
         frames_trained: the emulator frames the agent was trained for, if known.
-        truncated: ``bool (episodes,)``, whether each game was cut at the protocol's ``max_episode_frames`` instead
-            of ending (its return is then what the agent had scored by the cap), or None where not recorded.
+        truncated: ``bool (episodes,)``, whether each game was cut at the ``max_episode_frames`` it was played
+            under instead of ending (its return is then what the agent had scored by the cap), or None where not
+            recorded.
     """
 
     game: str
@@ -126,8 +127,8 @@ class Evaluation:
         }
 
     def save(self, path: str | Path) -> Path:
-        """Write `to_json` to `path` (a ``.json`` file, its folder made if needed) and each game's return and length
-        to the ``.csv`` beside it; return the JSON's path."""
+        """Write `to_json` to `path` (a ``.json`` file, its folder made if needed) and each game's return, length and
+        (where recorded) truncation, 0 or 1, to the ``.csv`` beside it; return the JSON's path."""
         path = Path(path).with_suffix(".json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
@@ -175,9 +176,9 @@ def evaluate(
             so is ``continuous=True``. (``n_envs``, `num_envs`'s name until 0.2, is taken with a `FutureWarning`.)
 
     Returns:
-        The `Evaluation`: the games' returns, lengths (in agent steps) and truncations (cut at the protocol's
-        ``max_episode_frames``) in the order of the count above, with who played, the protocol and `seed` (its
-        `evaluation_seed`).
+        The `Evaluation`: the games' returns, lengths (in agent steps) and truncations (cut at the
+        ``max_episode_frames`` they were played under) in the order of the count above, with who played, the
+        protocol and `seed` (its `evaluation_seed`).
 
     Raises:
         TypeError: `episodes`, `seed`, `num_envs` or `run_seed` not an integer; an unknown game option.

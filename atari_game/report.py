@@ -69,7 +69,7 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
         raise ValueError(f"resamples must be an integer >= 1, got {resamples}")
     if Path(out).exists() and not Path(out).is_dir():  # before the work, not after it
         raise ValueError(f"{out} is a file: the report needs a folder to write report.md, report.json and the PNG in")
-    scores, protocols, outdated = read_inputs(inputs)
+    scores, protocols, outdated, capped = read_inputs(inputs)
     if not scores:
         raise ValueError(f"no scores in {', '.join(map(str, inputs)) or 'no inputs'}")
     # Each algorithm's raw scores per game, runs in run seed order.
@@ -97,6 +97,7 @@ def write_report(inputs: Sequence[str | Path], out: str | Path, *, resamples: in
         "confidence": CONFIDENCE,
         "taus": taus.tolist(),
         "outdated_evaluations": outdated,
+        "capped_evaluations": capped,
         "algorithms": {a: _algorithm(raw[a], hns[a], protocols[a], frames[a], taus, resamples, rng) for a in raw},
         "probability_of_improvement": [
             pair for x in raw for y in raw if x != y and (pair := improvement(x, y, hns, resamples, rng))
@@ -201,6 +202,10 @@ def _markdown(report: Mapping[str, Any], plotted: bool) -> str:
         for evaluation, checkpoint in report["outdated_evaluations"].items()
     ]
     lines += [
+        f"- `{evaluation}`: {cut} of its {games} games were cut at the frame cap, not ended by the game."
+        for evaluation, (cut, games) in report["capped_evaluations"].items()
+    ]
+    lines += [
         "",
         "## Atari-5",
         "",
@@ -263,6 +268,11 @@ def format_summary(report: Mapping[str, Any]) -> str:
         f"note: {checkpoint} was saved after {evaluation}, which scores the agent it held before: atari-game "
         f"evaluate {checkpoint} scores it as it is now"
         for evaluation, checkpoint in report["outdated_evaluations"].items()
+    ]
+    lines += [
+        f"note: {cut} of the {games} games of {evaluation} were cut at the frame cap, not ended by the game: its score "
+        "is partly the cap's"
+        for evaluation, (cut, games) in report["capped_evaluations"].items()
     ]
     return "\n".join(lines)
 

@@ -97,9 +97,10 @@ def _read_csv(path: Path) -> list[Score]:
     return scores
 
 
-def _read_evaluation(path: Path) -> tuple[Score, str, str]:
-    """The score of an evaluation JSON written by ``atari-game evaluate``, its protocol, and the checkpoint it scored
-    if that was saved after the evaluation (a run resumed since: the score is of an older agent), else ""."""
+def _read_evaluation(path: Path) -> tuple[Score, str, str, tuple[int, int]]:
+    """The score of an evaluation JSON written by ``atari-game evaluate``, its protocol, the checkpoint it scored
+    if that was saved after the evaluation (a run resumed since: the score is of an older agent), else "", and how
+    many of its games the frame cap cut, of how many (none for an evaluation that did not record it)."""
     try:
         data = json.loads(path.read_text())
     except ValueError as error:
@@ -117,21 +118,25 @@ def _read_evaluation(path: Path) -> tuple[Score, str, str]:
         score = Score(str(data["algorithm"]), game, int(data["run_seed"]), mean, str(path), frames)
         checkpoint = Path(str(data.get("checkpoint") or ""))
         newer = checkpoint.is_file() and checkpoint.stat().st_mtime > path.stat().st_mtime
-        return score, str(data["protocol"]) or "no protocol", str(checkpoint) if newer else ""
+        episodes = data.get("episodes") or []
+        cut = sum(bool(episode.get("truncated")) for episode in episodes)
+        return score, str(data["protocol"]) or "no protocol", str(checkpoint) if newer else "", (cut, len(episodes))
     except KeyError as error:
         raise ValueError(f"{path}: the evaluation has no {error} field") from None
-    except (TypeError, ValueError) as error:
+    except (AttributeError, TypeError, ValueError) as error:
         raise ValueError(f"{path}: {error}") from None
 
 
 class Inputs(NamedTuple):
     """What a report's inputs hold: every `Score`, in input order; each algorithm's protocols, sorted, with "as
-    published" for its CSV rows; and the evaluations whose checkpoint was saved after them (evaluation file:
-    checkpoint), whose scores are of an older agent."""
+    published" for its CSV rows; the evaluations whose checkpoint was saved after them (evaluation file:
+    checkpoint), whose scores are of an older agent; and those with games cut at the frame cap (evaluation file:
+    (games cut, games)), whose scores are partly the cap's."""
 
     scores: list[Score]
     protocols: dict[str, list[str]]
     outdated: dict[str, str]
+    capped: dict[str, tuple[int, int]]
 
 
 def read_inputs(paths: Sequence[str | Path]) -> Inputs:
@@ -143,6 +148,7 @@ def read_inputs(paths: Sequence[str | Path]) -> Inputs:
     by_name: set[Path] = set()  # the files given by name (whether or not a folder given holds them too)
     protocol_of: dict[str, str] = {}  # each evaluation file's protocol
     outdated: dict[str, str] = {}  # evaluation file -> its checkpoint, saved after it
+    capped: dict[str, tuple[int, int]] = {}  # evaluation file -> (games cut at the frame cap, games)
     for path in map(Path, paths):
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or run directory")
@@ -174,10 +180,12 @@ def read_inputs(paths: Sequence[str | Path]) -> Inputs:
                 scores += rows
                 published.update(score.algorithm for score in rows)
             elif file.suffix == ".json":
-                score, protocol, newer = _read_evaluation(file)
+                score, protocol, newer, (cut, games) = _read_evaluation(file)
                 scores.append(score)
                 if newer:
                     outdated[score.source] = newer
+                if cut:
+                    capped[score.source] = (cut, games)
                 protocol_of[score.source] = protocol
                 evaluated.setdefault(score.algorithm, {}).setdefault(protocol, score.source)
             else:
@@ -221,7 +229,7 @@ def read_inputs(paths: Sequence[str | Path]) -> Inputs:
         algorithm: sorted(evaluated.get(algorithm, {})) + (["as published"] if algorithm in published else [])
         for algorithm in sorted({score.algorithm for score in scores})
     }
-    return Inputs(scores, protocols_of, outdated)
+    return Inputs(scores, protocols_of, outdated, capped)
 
 
 def load_scores(paths: Sequence[str | Path]) -> list[Score]:

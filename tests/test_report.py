@@ -2,6 +2,7 @@
 inputs and their errors, and the report's files."""
 
 import csv
+import dataclasses
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from atari_game.aggregates import (
     score_profile,
     stratified_resample,
 )
+from atari_game.evaluation import Evaluation
 from atari_game.report import format_summary, write_report
 from atari_game.score_files import Score, load_scores
 from atari_game.scores import ATARI_5, ATARI_57, HUMAN_SCORES, RANDOM_SCORES, atari5_median, human_normalized
@@ -342,6 +344,27 @@ def test_evaluations_and_run_directories(tmp_path):
     one_budget = write_report([run], tmp_path / "out", resamples=10)
     assert format_summary(one_budget).startswith("ppo (nature): 2 games, 2 runs, 10,000,000 frames trained\n")
     assert "mix" not in format_summary(one_budget)
+
+
+def test_an_evaluation_with_games_cut_at_the_frame_cap_is_noted_where_the_report_is_read(tmp_path):
+    # Two of three games stood still until machado's cap: their returns are the cap's, not whole games'.
+    returns, lengths = np.array([-2.0, 2.0, -20.0]), np.array([26_996, 26_996, 3_000])
+    cut = np.array([True, True, False])
+    capped = Evaluation("double_dunk", "machado", 0, returns, lengths, "dqn", 1, truncated=cut)
+    path = capped.save(tmp_path / "dqn-DoubleDunk-evaluation-machado.json")
+    whole = dataclasses.replace(capped, truncated=np.zeros(3, bool)).save(tmp_path / "whole" / "evaluation.json")
+    older = evaluation(tmp_path / "ppo-Pong-evaluation-nature.json")  # no "truncated" key: nothing to note
+    report = write_report([path, older], tmp_path / "out", resamples=10)
+    assert report["capped_evaluations"] == {str(path): (2, 3)}
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["capped_evaluations"] == {str(path): [2, 3]}
+    note = f"- `{path}`: 2 of its 3 games were cut at the frame cap, not ended by the game."
+    assert note in (tmp_path / "out" / "report.md").read_text().splitlines()
+    assert format_summary(report).endswith(
+        f"\nnote: 2 of the 3 games of {path} were cut at the frame cap, not ended by the game: its score is partly the "
+        "cap's"
+    )
+    report = write_report([whole, older], tmp_path / "out", resamples=10)
+    assert report["capped_evaluations"] == {} and "note" not in format_summary(report)
 
 
 def test_an_evaluation_older_than_its_checkpoint_is_noted_where_the_report_is_read(tmp_path):
