@@ -24,6 +24,8 @@ PROFILES = "performance_profiles.png"
 NO_PLOT = f"the performance-profile plot needs the report extra (matplotlib): {install_command('report')}"
 #: The title of each of `atari_game.aggregates.AGGREGATES` in ``report.md`` and the summary.
 LABELS = {"mean": "Mean", "median": "Median", "iqm": "IQM", "optimality_gap": "Optimality gap"}
+#: What the report says of an evaluation's games that the frame cap cut.
+CAPPED = "cut at the frame cap, not ended by the game (their returns are the scores when the cap stopped them)"
 
 
 def _algorithm(
@@ -202,7 +204,7 @@ def _markdown(report: Mapping[str, Any], plotted: bool) -> str:
         for evaluation, checkpoint in report["outdated_evaluations"].items()
     ]
     lines += [
-        f"- `{evaluation}`: {cut} of its {games} games were cut at the frame cap, not ended by the game."
+        f"- `{evaluation}`: {cut} of {games} games {CAPPED}."
         for evaluation, (cut, games) in report["capped_evaluations"].items()
     ]
     lines += [
@@ -270,8 +272,7 @@ def format_summary(report: Mapping[str, Any]) -> str:
         for evaluation, checkpoint in report["outdated_evaluations"].items()
     ]
     lines += [
-        f"note: {cut} of the {games} games of {evaluation} were cut at the frame cap, not ended by the game: its score "
-        "is partly the cap's"
+        f"note: {evaluation}: {cut} of {games} games {CAPPED}"
         for evaluation, (cut, games) in report["capped_evaluations"].items()
     ]
     return "\n".join(lines)

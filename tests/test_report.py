@@ -357,12 +357,10 @@ def test_an_evaluation_with_games_cut_at_the_frame_cap_is_noted_where_the_report
     report = write_report([path, older], tmp_path / "out", resamples=10)
     assert report["capped_evaluations"] == {str(path): (2, 3)}
     assert json.loads((tmp_path / "out" / "report.json").read_text())["capped_evaluations"] == {str(path): [2, 3]}
-    note = f"- `{path}`: 2 of its 3 games were cut at the frame cap, not ended by the game."
-    assert note in (tmp_path / "out" / "report.md").read_text().splitlines()
-    assert format_summary(report).endswith(
-        f"\nnote: 2 of the 3 games of {path} were cut at the frame cap, not ended by the game: its score is partly the "
-        "cap's"
-    )
+    said = "2 of 3 games cut at the frame cap, not ended by the game (their returns are the scores when the cap stopped"
+    said += " them)"
+    assert f"- `{path}`: {said}." in (tmp_path / "out" / "report.md").read_text().splitlines()
+    assert format_summary(report).endswith(f"\nnote: {path}: {said}")
     report = write_report([whole, older], tmp_path / "out", resamples=10)
     assert report["capped_evaluations"] == {} and "note" not in format_summary(report)
 
