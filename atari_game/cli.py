@@ -128,7 +128,8 @@ def evaluate(args: argparse.Namespace) -> None:
         name = f"evaluation-{result.protocol}.json"
         if checkpoint.stem != "checkpoint":  # two checkpoints of one run keep an evaluation each
             name = f"{checkpoint.stem}-{name}"
-        path = args.out / f"{checkpoint.parent.name}-{name}" if args.out else checkpoint.parent / name
+        # RUN is the checkpoint's folder even when it is named from there ("checkpoint.pt": a folder ".", no name).
+        path = args.out / f"{checkpoint.absolute().parent.name}-{name}" if args.out else checkpoint.parent / name
         replaced = " (replacing the evaluation there before)" if path.exists() else ""
         result.save(path)
         print(f"{result.summary()}; written to {path} and {path.with_suffix('.csv')}{replaced}", flush=True)

@@ -232,6 +232,11 @@ def test_a_checkpoint_is_scored_under_its_runs_protocol_the_same_for_a_seed(runs
     # --out DIR gathers the evaluations of many runs in one folder, which the report reads as it is.
     out = atari_game("evaluate", str(checkpoint), "--episodes", "2", "--seed", "5", "--out", str(tmp_path / "evals"))
     assert json.loads((tmp_path / "evals" / "default-evaluation-nature.json").read_text()) == data, out.stderr
+    # Named from its own folder, the checkpoint's evaluation is still named after that folder (not "-evaluation-...").
+    here = atari_game("evaluate", "checkpoint.pt", "--episodes", "2", "--seed", "5", "--out", str(tmp_path / "here"),
+                      cwd=runs / "default")  # fmt: skip
+    named_here = json.loads((tmp_path / "here" / "default-evaluation-nature.json").read_text())
+    assert named_here["episodes"] == data["episodes"], here.stderr
     report = atari_game("report", str(tmp_path / "evals"), "--out", str(tmp_path / "report"), "--resamples", "10")
     assert report.returncode == 0 and "Breakout" in (tmp_path / "report" / "report.md").read_text(), report.stderr
     # The same run under another name (--algorithm): the report holds both agents, as it would two variants.
